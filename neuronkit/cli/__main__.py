@@ -1,0 +1,5 @@
+import sys
+
+from neuronkit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,41 @@
+"""``neuronkit validate [FILES]`` and ``neuronkit schema``: check environment files without synth."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from neuronkit import config
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("validate", help="check environment files without synthesizing")
+    p.add_argument("files", nargs="*", type=Path, help="environment files (default: environments/*.yaml)")
+    p.set_defaults(func=validate)
+    s = sub.add_parser("schema", help="print the JSON Schema of an environment file")
+    s.set_defaults(func=schema)
+
+
+def validate(args: argparse.Namespace) -> int:
+    files = args.files or config.environment_files()
+    if not files:
+        print("neuronkit: no environment files found under environments/", file=sys.stderr)
+        return 1
+    problems: list[str] = []
+    for f in files:
+        try:
+            env = config.load_environment(f)
+            pools = ", ".join(f"{c.name} ({c.instance_type} x{c.max_size})" for c in env.training) or "no training clusters"
+            print(f"{f}: ok: {env.name} in {env.region}: {pools}")
+        except config.ConfigError as err:
+            problems.extend(err.problems)
+    for line in problems:
+        print(line, file=sys.stderr)
+    return 1 if problems else 0
+
+
+def schema(args: argparse.Namespace) -> int:
+    print(json.dumps(config.json_schema(), indent=2))
+    return 0

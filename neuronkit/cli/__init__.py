@@ -18,6 +18,9 @@ from neuronkit.config import ConfigError
 COMMANDS = (
     "neuronkit.cli.validate",
     "neuronkit.cli.catalog_cmd",
+    "neuronkit.cli.preflight",
+    "neuronkit.cli.capacity",
+    "neuronkit.cli.cost",
 )
 
 

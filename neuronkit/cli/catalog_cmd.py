@@ -1,11 +1,13 @@
-"""``neuronkit catalog show|refresh``: read or regenerate the instance catalog from EC2."""
+"""``neuronkit catalog show|refresh``: read or regenerate the instance catalog from EC2 (or, with
+``refresh --prices``, the On-Demand price table from the AWS Price List API)."""
 
 from __future__ import annotations
 
 import argparse
 
 from neuronkit import catalog
-from neuronkit.catalog import refresh
+from neuronkit.catalog import pricing, refresh
+from neuronkit.cli import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -14,8 +16,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     show = csub.add_parser("show", help="print the catalog's accelerator types")
     show.set_defaults(func=show_catalog)
     r = csub.add_parser("refresh", help="regenerate instances.json from an EC2 endpoint (uses your AWS credentials)")
-    r.add_argument("--regions", nargs="+", default=list(refresh.DEFAULT_REGIONS))
-    r.add_argument("--endpoint-url", default=None, help="EC2 endpoint (e.g. a moto server)")
+    r.add_argument(
+        "--regions",
+        nargs="+",
+        default=None,
+        help="regions to scan (default: every Trainium/Inferentia region; with --prices, the regions of prices.json)",
+    )
+    r.add_argument("--endpoint-url", default=None, help="EC2 (or, with --prices, Price List API) endpoint, e.g. a moto server")
+    r.add_argument(
+        "--prices",
+        action="store_true",
+        help="refresh prices.json from the AWS Price List API (pricing:GetProducts) instead of instances.json",
+    )
     r.add_argument("--source", default="", help="text recorded as the catalog's source")
     r.set_defaults(func=refresh_catalog)
 
@@ -26,7 +38,9 @@ def show_catalog(args: argparse.Namespace) -> int:
     print(f"{'type':<16} {'accel':<10} {'vCPU':>5} {'chips':>5} {'cores':>5} {'GPUs':>4} {'EFA':>4} {'Gbps':>6}")
     for name, t in catalog.instance_types().items():
         chips = t.neuron_devices
-        print(f"{name:<16} {t.accelerator:<10} {t.vcpus:>5} {chips:>5} {t.neuron_cores:>5} {t.gpus:>4} {t.efa_max_interfaces:>4} {t.efa_bandwidth_gbps:>6.0f}")
+        print(
+            f"{name:<16} {t.accelerator:<10} {t.vcpus:>5} {chips:>5} {t.neuron_cores:>5} {t.gpus:>4} {t.efa_max_interfaces:>4} {t.efa_bandwidth_gbps:>6.0f}"
+        )
     return 0
 
 
@@ -41,7 +55,29 @@ def refresh_catalog(args: argparse.Namespace) -> int:
             return real_client(service, endpoint_url=args.endpoint_url, **kw)  # type: ignore[call-overload]
 
         session.client = client  # type: ignore[method-assign]
-    doc = refresh.build(session, tuple(args.regions), source=args.source or f"EC2 at {args.endpoint_url or 'AWS'}")
+    if args.prices:
+        return _refresh_prices(args, session)
+    regions = tuple(args.regions or refresh.DEFAULT_REGIONS)
+    doc = refresh.build(session, regions, source=args.source or f"EC2 at {args.endpoint_url or 'AWS'}")
     refresh.write(doc)
     print(f"wrote {refresh.CATALOG_FILE} ({len(doc['instance_types'])} instance types, {len(doc['regions'])} regions)")
+    return 0
+
+
+def _refresh_prices(args: argparse.Namespace, session: object) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    regions = args.regions or list(pricing.load_prices().regions)
+    types = list(catalog.instance_types())
+    try:
+        doc = pricing.refresh_prices(session, regions, types, source=args.source)
+    except (BotoCoreError, ClientError) as err:
+        raise CliError(f"cannot read the AWS Price List API ({err}); it needs credentials allowed pricing:GetProducts") from None
+    except pricing.PricingError as err:
+        raise CliError(str(err)) from None
+    pricing.write_prices(doc, pricing.PRICES_FILE)
+    priced = sum(len(p) for p in doc["prices"].values())
+    print(
+        f"wrote {pricing.shown_path(pricing.PRICES_FILE)} ({priced} prices in {len(regions)} regions, as of {doc['as_of']}; {len(doc['unpriced'])} types unpriced)"
+    )
     return 0

@@ -1,0 +1,28 @@
+#!/usr/bin/env python3
+"""CDK entry point: one set of stacks per environment file (``-c env=NAME`` selects one)."""
+
+import sys
+
+from aws_cdk import App
+
+from neuronkit import compliance
+from neuronkit.config import ConfigError, load_all
+from neuronkit.stacks import build_environment
+
+
+def main() -> None:
+    app = App()
+    try:
+        environments = load_all("environments", only=app.node.try_get_context("env"))
+    except ConfigError as err:
+        for line in err.problems:
+            print(line, file=sys.stderr)
+        sys.exit(1)
+    for env in environments:
+        build_environment(app, env)
+    compliance.apply(app)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""``neuronkit cost``: what an environment's pools cost On-Demand, against GPU equivalents, and a PR's cost change.
+
+neuronkit cost                      every environment under environments/
+neuronkit cost --env prod           one environment file, no synth needed
+neuronkit cost --file path.yaml     any environment file
+neuronkit cost --cdk-out cdk.out    what was synthesized (reads the Auto Scaling groups' Metadata)
+neuronkit cost --diff OLD NEW       the monthly cost change between two cdk.out folders (Markdown)
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from neuronkit import config, cost
+from neuronkit.catalog.pricing import MissingPriceError
+from neuronkit.cli import CliError
+from neuronkit.pools import Pool, PoolError, pools_from_cdk_out, pools_from_environment
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "cost",
+        help="On-Demand cost of the pools at min/desired/max, against GPU equivalents; or a PR's cost change",
+        description="Price each pool (training cluster, inference fleet) from neuronkit/catalog/prices.json.",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--env", metavar="NAME", help="an environment under environments/ (default: all of them)")
+    src.add_argument("--file", type=Path, metavar="PATH", help="an environment file")
+    src.add_argument("--cdk-out", type=Path, metavar="DIR", help="a synthesized cdk.out folder")
+    src.add_argument(
+        "--diff",
+        nargs=2,
+        type=Path,
+        metavar=("OLD_CDK_OUT", "NEW_CDK_OUT"),
+        help="print the monthly cost change between two synths, e.g. the base branch's and a pull request's",
+    )
+    p.add_argument("--environments-dir", type=Path, default=Path("environments"), help=argparse.SUPPRESS)
+    p.add_argument(
+        "--format",
+        choices=cost.FORMATS,
+        default=None,
+        help="output format (default: text, or markdown with --diff, for a pull request comment)",
+    )
+    p.set_defaults(func=run)
+
+
+def _read_cdk_out(path: Path) -> list[Pool]:
+    try:
+        return pools_from_cdk_out(path)
+    except PoolError as err:
+        raise CliError("\n".join(err.problems)) from None
+
+
+def _pools(args: argparse.Namespace) -> list[Pool]:
+    if args.cdk_out is not None:
+        return _read_cdk_out(args.cdk_out)
+    if args.file is not None:
+        envs = [config.load_environment(args.file)]
+    else:
+        envs = config.load_all(args.environments_dir, only=args.env)
+        if not envs:
+            raise CliError(f"no environment files under {args.environments_dir}/; add one or pass --file PATH")
+    return [pool for env in envs for pool in pools_from_environment(env)]
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.diff is not None:
+            old_dir, new_dir = args.diff
+            old, new = _read_cdk_out(old_dir), _read_cdk_out(new_dir)
+            print(cost.diff_report(old, new, fmt=args.format or "markdown"), end="")
+        else:
+            print(cost.cost_report(_pools(args), fmt=args.format or "text"), end="")
+    except MissingPriceError as err:
+        raise CliError("\n".join(err.problems)) from None
+    return 0

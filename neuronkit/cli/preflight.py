@@ -1,0 +1,54 @@
+"""``neuronkit preflight --env NAME | --file PATH``: check an environment against your AWS account.
+
+The checks live in :mod:`neuronkit.preflight`; this module loads the file, prints the table and
+turns the result into the exit code: 0 without FAIL lines, 1 with any, 2 when AWS cannot be asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from neuronkit import config
+from neuronkit.cli import CliError
+from neuronkit.preflight import Check, PreflightAbort, aws_session, run_checks
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("preflight", help="check an environment against your AWS account before deploying (uses your credentials)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--env", metavar="NAME", help="an environment under environments/ (e.g. prod)")
+    which.add_argument("--file", metavar="PATH", type=Path, help="an environment file")
+    p.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
+    p.set_defaults(func=preflight)
+
+
+def load(args: argparse.Namespace) -> config.Environment:
+    if args.file is not None:
+        return config.load_environment(args.file)
+    return config.load_all("environments", only=args.env)[0]
+
+
+def preflight(args: argparse.Namespace) -> int:
+    env = load(args)
+    try:
+        checks = run_checks(env, aws_session(args.profile))
+    except PreflightAbort as err:
+        raise CliError(str(err)) from None
+    print(f"preflight {env.name}: account {env.account}, {env.region}")
+    print(render(checks))
+    return 1 if any(c.status == "FAIL" for c in checks) else 0
+
+
+def render(checks: Sequence[Check]) -> str:
+    """The report: one line per check, its fix indented below, then a count of each status."""
+    width = max([len("CHECK")] + [len(c.name) for c in checks])
+    lines = [f"{'STATUS':<6}  {'CHECK':<{width}}  DETAIL"]
+    for c in checks:
+        lines.append(f"{c.status:<6}  {c.name:<{width}}  {c.detail}")
+        if c.fix and c.status != "PASS":
+            lines.append(f"{'':<6}  {'':<{width}}  fix: {c.fix}")
+    counts = {s: sum(1 for c in checks if c.status == s) for s in ("PASS", "WARN", "FAIL")}
+    lines.append(f"{counts['PASS']} passed, {counts['WARN']} warnings, {counts['FAIL']} failed")
+    return "\n".join(lines)

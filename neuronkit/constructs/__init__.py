@@ -1,0 +1,25 @@
+"""Reusable L3 constructs. Import them into your own CDK app::
+
+    from neuronkit.constructs import AcceleratorNetwork, TrainingStorage, TrainingCluster
+
+The package lives under ``neuronkit/`` on purpose: a top-level package named ``constructs`` would
+shadow the ``constructs`` library that every CDK app imports.
+"""
+
+from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
+from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
+from neuronkit.constructs.security import EfaSecurityGroup
+from neuronkit.constructs.storage import TrainingStorage
+from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
+
+__all__ = [
+    "AcceleratorLaunchTemplate",
+    "AcceleratorNetwork",
+    "AmiSpec",
+    "CapacitySpec",
+    "EfaSecurityGroup",
+    "TrainingCluster",
+    "TrainingStorage",
+    "efa_network_interfaces",
+    "plan_subnets",
+]

@@ -1,0 +1,183 @@
+"""Launch template for accelerator nodes: EFA interfaces per EC2's multi-card layout, IMDSv2, gp3 root."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from aws_cdk import CfnTag, Fn
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from neuronkit import catalog
+
+
+@dataclass(frozen=True)
+class AmiSpec:
+    """The AMI a pool boots: a public SSM parameter (resolved at deploy time) or a pinned id."""
+
+    root_device_name: str
+    ssm_parameter: str | None = None
+    ami_id: str | None = None
+
+    @classmethod
+    def family(cls, name: str) -> AmiSpec:
+        fam = catalog.ami_families()[name]
+        return cls(root_device_name=fam.root_device_name, ssm_parameter=fam.ssm_parameter)
+
+    def image_id(self, scope: Construct) -> str:
+        if self.ami_id:
+            return self.ami_id
+        assert self.ssm_parameter
+        # A CloudFormation parameter of type AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>: resolved at
+        # deploy time, so every node of a cluster boots the same AMI until the next deploy.
+        return ec2.MachineImage.from_ssm_parameter(self.ssm_parameter).get_image(scope).image_id
+
+
+def efa_network_interfaces(
+    instance_type: catalog.InstanceType, security_group_ids: Sequence[str]
+) -> list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty]:
+    """Network interfaces following EC2's layout for instance types with several network cards.
+
+    The primary ENA interface sits on card 0, device 0 (never ``efa-only``); an ``efa-only`` interface
+    on card 0 device 1 when card 0 carries EFA; then an ``efa-only`` interface on device 0 of each
+    other card, until the catalog's EFA maximum is reached. ``efa-only`` interfaces take no IP address.
+    Security groups go on every interface (none at the top level of the template).
+    """
+    groups = list(security_group_ids)
+    interfaces = [
+        ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+            device_index=0,
+            network_card_index=0,
+            interface_type="interface",
+            groups=groups,
+            associate_public_ip_address=False,
+            delete_on_termination=True,
+            description="primary ENA",
+        )
+    ]
+    remaining = instance_type.efa_max_interfaces
+    if remaining and instance_type.efa_on_card0:
+        interfaces.append(_efa_only(0, 1, groups))
+        remaining -= 1
+    card = 1
+    while remaining > 0 and card < instance_type.network_cards:
+        interfaces.append(_efa_only(card, 0, groups))
+        remaining -= 1
+        card += 1
+    return interfaces
+
+
+def _efa_only(card: int, device: int, groups: list[str]) -> ec2.CfnLaunchTemplate.NetworkInterfaceProperty:
+    return ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+        device_index=device,
+        network_card_index=card,
+        interface_type="efa-only",
+        groups=groups,
+        delete_on_termination=True,
+        description=f"EFA card {card}",
+    )
+
+
+def addresses_per_node(instance_type: catalog.InstanceType) -> int:
+    """Subnet addresses one node takes: only the primary interface has one (efa-only take none)."""
+    return 1
+
+
+class AcceleratorLaunchTemplate(Construct):
+    """A launch template for one accelerator instance type.
+
+    Network interfaces come from the catalog (every EFA device the type has, one per network card);
+    IMDSv2 is required with a hop limit of 2 (containers); the root volume is encrypted gp3 on the
+    AMI's root device name, sized to the catalog's minimum for the accelerator (512 GiB on Trainium)
+    unless ``root_volume_gib`` is larger; no key pair (access through SSM Session Manager). Capacity:
+    ``capacity_reservation_id`` targets an ODCR; with ``capacity_block=True`` the market type is
+    ``capacity-block`` as EC2 Capacity Blocks require.
+
+    ``role`` defaults to a new role with Session Manager and CloudWatch agent permissions only; grant
+    more with ``grant_*`` methods of other constructs. Public attributes: ``launch_template``
+    (``ec2.CfnLaunchTemplate``), ``role``, ``instance_type`` (catalog facts), ``image_id``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        instance_type: str,
+        ami: AmiSpec,
+        security_group_ids: Sequence[str],
+        user_data: str,
+        role: iam.IRole | None = None,
+        root_volume_gib: int | None = None,
+        capacity_reservation_id: str | None = None,
+        capacity_block: bool = False,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        facts = catalog.get(instance_type)
+        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
+        size = root_volume_gib if root_volume_gib is not None else minimum
+        if size < minimum:
+            raise ValueError(f"root_volume_gib: {size} GiB is below the {minimum} GiB a {facts.accelerator} node needs")
+        if capacity_block and not capacity_reservation_id:
+            raise ValueError("capacity_block: a Capacity Block launch template needs capacity_reservation_id")
+        if not security_group_ids:
+            raise ValueError("security_group_ids: at least one security group is required")
+
+        self.instance_type = facts
+        self.role = role or iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
+                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"),
+            ],
+        )
+        profile = iam.CfnInstanceProfile(self, "Profile", roles=[self.role.role_name])
+        self.image_id = ami.image_id(self)
+
+        tag_list = [CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())]
+        data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+            image_id=self.image_id,
+            instance_type=instance_type,
+            iam_instance_profile=ec2.CfnLaunchTemplate.IamInstanceProfileProperty(arn=profile.attr_arn),
+            network_interfaces=efa_network_interfaces(facts, security_group_ids),
+            metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                http_tokens="required", http_put_response_hop_limit=2, http_endpoint="enabled", instance_metadata_tags="enabled"
+            ),
+            block_device_mappings=[
+                ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                    device_name=ami.root_device_name,
+                    ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                        volume_size=size, volume_type="gp3", encrypted=True, delete_on_termination=True, iops=6000, throughput=500
+                    ),
+                )
+            ],
+            ebs_optimized=True,
+            monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
+            user_data=Fn.base64(user_data),
+            capacity_reservation_specification=(
+                ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
+                    capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
+                        capacity_reservation_id=capacity_reservation_id
+                    )
+                )
+                if capacity_reservation_id
+                else None
+            ),
+            instance_market_options=(
+                ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block") if capacity_block else None
+            ),
+            tag_specifications=(
+                [
+                    ec2.CfnLaunchTemplate.TagSpecificationProperty(resource_type=rt, tags=tag_list)
+                    for rt in ("instance", "volume", "network-interface")
+                ]
+                if tag_list
+                else None
+            ),
+        )
+        self.launch_template = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=data)

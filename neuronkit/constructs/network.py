@@ -1,0 +1,213 @@
+"""A VPC whose subnets are placed by AZ ID, with private node subnets and VPC endpoints."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+# Addresses AWS reserves in every subnet (network, router, DNS, future, broadcast).
+_RESERVED_PER_SUBNET = 5
+_PUBLIC_PREFIX = 26
+
+
+def private_prefix_for(addresses: int) -> int:
+    """Smallest subnet prefix (at most /24) holding ``addresses`` twice over, for rolling replacements."""
+    need = 2 * addresses + _RESERVED_PER_SUBNET
+    prefix = 24
+    while (1 << (32 - prefix)) < need:
+        prefix -= 1
+    return prefix
+
+
+def plan_subnets(cidr: str, az_count: int, private_prefix: int, with_public: bool) -> tuple[list[str], list[str]]:
+    """Carve private subnets from the start of the VPC block and /26 public subnets from its end.
+
+    Raises ValueError with the fix when the block is too small.
+    """
+    net = ipaddress.ip_network(cidr)
+    private = list(net.subnets(new_prefix=private_prefix))[:az_count] if private_prefix >= net.prefixlen else []
+    public_pool = list(net.subnets(new_prefix=_PUBLIC_PREFIX))
+    public = public_pool[-az_count:] if with_public else []
+    if len(private) < az_count or any(p.overlaps(q) for p in private for q in public):
+        raise ValueError(
+            f"network.cidr: {cidr} cannot hold {az_count} private /{private_prefix} subnets"
+            + (f" and {az_count} public /{_PUBLIC_PREFIX} subnets" if with_public else "")
+            + "; use a larger block (e.g. a /16) or fewer nodes"
+        )
+    return [str(p) for p in private], [str(p) for p in public]
+
+
+class AcceleratorNetwork(Construct):
+    """Network for accelerator nodes: subnets placed by AZ ID, no public IPs on nodes.
+
+    Creates a VPC with one private subnet per AZ ID (sized for ``addresses_per_az``), optional NAT
+    gateways in small public subnets (defaults to one), an S3 gateway endpoint, interface endpoints
+    (defaults to SSM, logs, metrics, STS, ECR) so S3 and SSM traffic never crosses a NAT gateway, and
+    VPC flow logs to CloudWatch Logs (defaults to 90 days). With ``existing_vpc_id`` it creates
+    nothing and uses the given VPC and subnets (endpoints are then the VPC owner's business).
+
+    Public attributes: ``vpc`` (an ``ec2.IVpc`` for L2 constructs), ``vpc_id``,
+    ``subnet_ids`` (AZ ID -> private subnet id) and ``az_ids``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        az_ids: Sequence[str],
+        cidr: str = "10.0.0.0/16",
+        addresses_per_az: Mapping[str, int] | None = None,
+        nat_gateways: int = 1,
+        interface_endpoints: Sequence[str] = (),
+        flow_log_retention_days: int = 90,
+        existing_vpc_id: str | None = None,
+        existing_subnet_ids: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.az_ids = list(az_ids)
+        if existing_vpc_id is not None:
+            subnets = dict(existing_subnet_ids or {})
+            missing = [a for a in self.az_ids if a not in subnets]
+            if missing:
+                raise ValueError(f"network.existing.subnet_ids: no subnet for {', '.join(missing)}")
+            self.vpc_id = existing_vpc_id
+            self.subnet_ids = {a: subnets[a] for a in self.az_ids}
+            self.vpc_cidr = None
+            self.vpc = self._as_ivpc()
+            return
+
+        need = max((addresses_per_az or {}).get(a, 0) for a in self.az_ids)
+        private_cidrs, public_cidrs = plan_subnets(cidr, len(self.az_ids), private_prefix_for(need), nat_gateways > 0)
+        vpc = ec2.CfnVPC(self, "Vpc", cidr_block=cidr, enable_dns_hostnames=True, enable_dns_support=True)
+        self.vpc_id = vpc.ref
+        self.vpc_cidr = cidr
+        self.subnet_ids = {}
+
+        nat_ids: list[str] = []
+        if nat_gateways > 0:
+            igw = ec2.CfnInternetGateway(self, "Igw")
+            attach = ec2.CfnVPCGatewayAttachment(self, "IgwAttachment", vpc_id=vpc.ref, internet_gateway_id=igw.ref)
+            public_rt = ec2.CfnRouteTable(self, "PublicRouteTable", vpc_id=vpc.ref)
+            route = ec2.CfnRoute(
+                self, "PublicDefaultRoute", route_table_id=public_rt.ref, destination_cidr_block="0.0.0.0/0", gateway_id=igw.ref
+            )
+            route.node.add_dependency(attach)
+            for i, (az, block) in enumerate(zip(self.az_ids, public_cidrs, strict=True)):
+                sub = ec2.CfnSubnet(
+                    self, f"Public{i}", vpc_id=vpc.ref, cidr_block=block, availability_zone_id=az, map_public_ip_on_launch=False
+                )
+                ec2.CfnSubnetRouteTableAssociation(self, f"Public{i}Rt", subnet_id=sub.ref, route_table_id=public_rt.ref)
+                if i < nat_gateways:
+                    eip = ec2.CfnEIP(self, f"NatEip{i}", domain="vpc")
+                    nat = ec2.CfnNatGateway(self, f"Nat{i}", subnet_id=sub.ref, allocation_id=eip.attr_allocation_id)
+                    nat.node.add_dependency(attach)
+                    nat_ids.append(nat.ref)
+
+        route_tables = []
+        for i, (az, block) in enumerate(zip(self.az_ids, private_cidrs, strict=True)):
+            sub = ec2.CfnSubnet(
+                self, f"Private{i}", vpc_id=vpc.ref, cidr_block=block, availability_zone_id=az, map_public_ip_on_launch=False
+            )
+            rt = ec2.CfnRouteTable(self, f"Private{i}RouteTable", vpc_id=vpc.ref)
+            ec2.CfnSubnetRouteTableAssociation(self, f"Private{i}Rt", subnet_id=sub.ref, route_table_id=rt.ref)
+            if nat_ids:
+                ec2.CfnRoute(
+                    self,
+                    f"Private{i}DefaultRoute",
+                    route_table_id=rt.ref,
+                    destination_cidr_block="0.0.0.0/0",
+                    nat_gateway_id=nat_ids[i % len(nat_ids)],
+                )
+            self.subnet_ids[az] = sub.ref
+            route_tables.append(rt.ref)
+
+        ec2.CfnVPCEndpoint(
+            self,
+            "S3Endpoint",
+            vpc_id=vpc.ref,
+            service_name=f"com.amazonaws.{Aws.REGION}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=route_tables,
+        )
+        if interface_endpoints:
+            sg = ec2.CfnSecurityGroup(
+                self,
+                "EndpointSecurityGroup",
+                group_description="HTTPS from the VPC to interface endpoints",
+                vpc_id=vpc.ref,
+                security_group_ingress=[
+                    ec2.CfnSecurityGroup.IngressProperty(
+                        ip_protocol="tcp", from_port=443, to_port=443, cidr_ip=cidr, description="HTTPS from the VPC"
+                    )
+                ],
+                security_group_egress=[
+                    ec2.CfnSecurityGroup.EgressProperty(
+                        ip_protocol="tcp", from_port=443, to_port=443, cidr_ip=cidr, description="Responses within the VPC"
+                    )
+                ],
+            )
+            for service in interface_endpoints:
+                ec2.CfnVPCEndpoint(
+                    self,
+                    "Endpoint" + "".join(part.capitalize() for part in service.split(".")),
+                    vpc_id=vpc.ref,
+                    service_name=f"com.amazonaws.{Aws.REGION}.{service}",
+                    vpc_endpoint_type="Interface",
+                    private_dns_enabled=True,
+                    subnet_ids=list(self.subnet_ids.values()),
+                    security_group_ids=[sg.ref],
+                )
+
+        log_group = logs.LogGroup(self, "FlowLogs", removal_policy=RemovalPolicy.RETAIN)
+        cfn_group = log_group.node.default_child
+        assert isinstance(cfn_group, logs.CfnLogGroup)
+        # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
+        cfn_group.retention_in_days = retention_days(flow_log_retention_days)
+        role = iam.Role(self, "FlowLogsRole", assumed_by=iam.ServicePrincipal("vpc-flow-logs.amazonaws.com"))
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[log_group.log_group_arn],
+            )
+        )
+        ec2.CfnFlowLog(
+            self,
+            "FlowLog",
+            resource_id=vpc.ref,
+            resource_type="VPC",
+            traffic_type="ALL",
+            log_destination_type="cloud-watch-logs",
+            log_group_name=log_group.log_group_name,
+            deliver_logs_permission_arn=role.role_arn,
+        )
+        self.vpc = self._as_ivpc()
+
+    def _as_ivpc(self) -> ec2.IVpc:
+        # The L2 Vpc places subnets by AZ name; ours are placed by AZ ID. This view carries only what
+        # L2 constructs (security groups, Lambda functions) read: the VPC id and the private subnets.
+        return ec2.Vpc.from_vpc_attributes(
+            self,
+            "View",
+            vpc_id=self.vpc_id,
+            availability_zones=[f"{Stack.of(self).region}-{a}" for a in self.az_ids],
+            private_subnet_ids=list(self.subnet_ids.values()),
+        )
+
+
+# Retention periods CloudWatch Logs accepts (PutRetentionPolicy API).
+_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
+
+
+def retention_days(days: int) -> int:
+    """The smallest retention CloudWatch Logs accepts that keeps logs at least ``days`` days."""
+    for allowed in _RETENTION_DAYS:
+        if allowed >= days:
+            return allowed
+    return _RETENTION_DAYS[-1]

@@ -1,0 +1,317 @@
+"""A multi-node training cluster: one instance type, one subnet, a cluster placement group."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from aws_cdk import ArnFormat, Aws, Stack
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from neuronkit import catalog, userdata
+from neuronkit.compliance import acknowledge
+from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.security import EfaSecurityGroup
+from neuronkit.constructs.storage import StorageAccess
+
+# Stop launching and scale to zero this long before a Capacity Block ends: EC2 reclaims the
+# instances 30 minutes before the end (catalog), plus time for jobs to checkpoint and drain.
+_BLOCK_DRAIN_MINUTES = 15
+
+
+@dataclass(frozen=True)
+class CapacitySpec:
+    """Where the cluster's capacity comes from.
+
+    ``on-demand``; ``odcr`` with ``create_count`` (the construct creates the reservation inside the
+    placement group; it bills from creation, used or not) or ``reservation_id`` (an existing one);
+    ``capacity-block`` with ``reservation_id``, ``start`` and ``end`` (bought outside CloudFormation).
+    """
+
+    kind: Literal["on-demand", "odcr", "capacity-block"] = "on-demand"
+    reservation_id: str | None = None
+    create_count: int | None = None
+    end: dt.datetime | None = None
+    start: dt.datetime | None = None
+
+
+class TrainingCluster(Construct):
+    """An Auto Scaling group of one accelerator type in one subnet and a cluster placement group.
+
+    Safe for long jobs: new nodes are protected from scale-in (``scale_in_protection``, default on;
+    a node runs ``neuronkit-release`` at the end of a job), AZ rebalancing is suspended by the first
+    node, and a launch template change never replaces running nodes (no rolling update policy; the
+    group points at the template version current at deploy time). Scale to zero with ``min_size=0``.
+    Capacity Blocks get scheduled actions that scale up at the block's start and to zero
+    ``_BLOCK_DRAIN_MINUTES`` before EC2 reclaims the nodes.
+
+    User data (``neuronkit/userdata/training-node.sh``) checks every accelerator and EFA device is
+    present, mounts Lustre, sets the EFA environment, points the Neuron compile cache at local NVMe or
+    S3 and keeps a hostfile of the group's nodes. The template's size does not depend on node count.
+
+    Public attributes: ``auto_scaling_group`` (``CfnAutoScalingGroup``), ``launch_template``,
+    ``security_group``, ``placement_group`` (or None), ``role``, ``capacity_reservation`` (or None),
+    ``group_name``, ``instance_type`` (catalog facts).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: str,
+        name: str,
+        instance_type: str,
+        vpc: ec2.IVpc,
+        subnet_id: str,
+        az_id: str,
+        max_size: int,
+        min_size: int = 0,
+        desired_size: int | None = None,
+        ami: AmiSpec | None = None,
+        capacity: CapacitySpec | None = None,
+        storage: StorageAccess | None = None,
+        notifications_topic_arn: str | None = None,
+        extra_security_group_ids: Sequence[str] = (),
+        compile_cache: Literal["local", "s3"] = "local",
+        scale_in_protection: bool = True,
+        root_volume_gib: int | None = None,
+        role: Literal["training", "training-gpu"] = "training",
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        facts = catalog.get(instance_type)
+        capacity = capacity or CapacitySpec()
+        if min_size > max_size:
+            raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
+        if desired_size is not None and not min_size <= desired_size <= max_size:
+            raise ValueError(f"{name}: desired_size {desired_size} must lie between min_size and max_size")
+        if ami is None:
+            ami = AmiSpec.family(catalog.default_ami_family("neuron" if facts.is_neuron else "gpu"))
+        self.instance_type = facts
+        self.group_name = f"{environment}-{name}"
+        stack = Stack.of(self)
+        group_arn = stack.format_arn(
+            service="autoscaling",
+            resource="autoScalingGroup",
+            resource_name=f"*:autoScalingGroupName/{self.group_name}",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        accelerator = "neuron" if facts.is_neuron else "gpu"
+
+        self.security_group = EfaSecurityGroup(
+            self, "EfaSecurityGroup", vpc=vpc, description=f"{self.group_name}: EFA and collectives within the cluster"
+        ).security_group
+
+        self.placement_group: ec2.CfnPlacementGroup | None = None
+        if "cluster" in facts.placement_strategies:
+            self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+
+        self.capacity_reservation: ec2.CfnCapacityReservation | None = None
+        reservation_id = capacity.reservation_id
+        if capacity.kind == "odcr" and capacity.create_count:
+            self.capacity_reservation = ec2.CfnCapacityReservation(
+                self,
+                "CapacityReservation",
+                instance_type=instance_type,
+                instance_platform="Linux/UNIX",
+                instance_count=capacity.create_count,
+                availability_zone_id=az_id,
+                # Only launches that name this reservation use it (ours); it bills from creation.
+                instance_match_criteria="targeted",
+                ebs_optimized=True,
+                end_date_type="limited" if capacity.end else "unlimited",
+                end_date=capacity.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if capacity.end else None,
+                placement_group_arn=(
+                    stack.format_arn(service="ec2", resource="placement-group", resource_name=self.placement_group.ref)
+                    if self.placement_group
+                    else None
+                ),
+            )
+            reservation_id = self.capacity_reservation.ref
+
+        self.role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"{self.group_name} nodes",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
+                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"),
+            ],
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="OwnGroup",
+                actions=[
+                    "autoscaling:SetInstanceHealth",
+                    "autoscaling:SetInstanceProtection",
+                    "autoscaling:SuspendProcesses",
+                ],
+                resources=[group_arn],
+            )
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DiscoverPeers",
+                actions=["ec2:DescribeInstances"],  # has no resource-level permissions
+                resources=["*"],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+            "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
+            "AWS-maintained policy of the CloudWatch agent (metrics and logs of the node)",
+        )
+        acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", "ec2:DescribeInstances has no resource-level permissions (peer discovery)")
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:autoScalingGroupName/{self.group_name}]",
+            "The group's UUID is unknown before creation; the ARN is fixed to this group's name",
+        )
+        cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None
+        if storage is not None:
+            storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix)
+
+        security_groups = [self.security_group.security_group_id, *extra_security_group_ids]
+        if storage is not None and storage.client_security_group_id is not None:
+            security_groups.append(storage.client_security_group_id)
+
+        script = userdata.render(
+            "training-node.sh",
+            {
+                "ENVIRONMENT": environment,
+                "POOL": name,
+                "REGION": Aws.REGION,
+                "ASG_NAME": self.group_name,
+                "ACCELERATOR": accelerator,
+                "EXPECTED_ACCELERATORS": facts.neuron_devices if facts.is_neuron else facts.gpus,
+                "EXPECTED_EFA": facts.efa_max_interfaces,
+                "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
+                "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
+                "COMPILE_CACHE": compile_cache,
+                "ARTIFACTS_BUCKET": storage.artifacts_bucket if storage else "",
+                "CHECKPOINTS_BUCKET": storage.checkpoints_bucket if storage else "",
+                "DATASETS_BUCKET": storage.datasets_bucket if storage else "",
+            },
+        )
+        is_block = capacity.kind == "capacity-block"
+        self.launch_template = AcceleratorLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            instance_type=instance_type,
+            ami=ami,
+            security_group_ids=security_groups,
+            user_data=script,
+            role=self.role,
+            root_volume_gib=root_volume_gib,
+            capacity_reservation_id=reservation_id if capacity.kind != "on-demand" else None,
+            capacity_block=is_block,
+            tags={**(tags or {}), "neuronkit:pool": name},
+        )
+
+        if is_block:
+            # Capacity Blocks refuse launches before their start: the group stays empty until then.
+            min_size, desired_size = 0, 0
+            scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
+        lt = self.launch_template.launch_template
+        group = autoscaling.CfnAutoScalingGroup(
+            self,
+            "Group",
+            auto_scaling_group_name=self.group_name,
+            min_size=str(min_size),
+            max_size=str(max_size),
+            desired_capacity=str(desired_size) if desired_size is not None else None,
+            launch_template=autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(
+                launch_template_id=lt.ref,
+                # Pinned to the version current at deploy time: a template change reaches new nodes
+                # only, running nodes are never replaced.
+                version=lt.attr_latest_version_number,
+            ),
+            vpc_zone_identifier=[subnet_id],
+            placement_group=self.placement_group.ref if self.placement_group else None,
+            new_instances_protected_from_scale_in=scale_in_protection,
+            health_check_type="EC2",
+            health_check_grace_period=900,
+            termination_policies=["NewestInstance"],
+            notification_configurations=(
+                [
+                    autoscaling.CfnAutoScalingGroup.NotificationConfigurationProperty(
+                        topic_arn=notifications_topic_arn,
+                        notification_types=[
+                            "autoscaling:EC2_INSTANCE_LAUNCH",
+                            "autoscaling:EC2_INSTANCE_LAUNCH_ERROR",
+                            "autoscaling:EC2_INSTANCE_TERMINATE",
+                            "autoscaling:EC2_INSTANCE_TERMINATE_ERROR",
+                        ],
+                    )
+                ]
+                if notifications_topic_arn
+                else None
+            ),
+            metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
+            tags=[
+                autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
+                for k, v in sorted({**(tags or {}), "neuronkit:pool": name}.items())
+            ],
+        )
+        group.cfn_options.metadata = {
+            "neuronkit": {
+                "environment": environment,
+                "region": stack.region,
+                "pool": name,
+                "role": role,
+                "instance_types": [instance_type],
+                "neuron_types": [instance_type] if facts.is_neuron else [],
+                "fallback_types": [] if facts.is_neuron else [instance_type],
+                "min_size": min_size,
+                "max_size": max_size,
+                "desired_size": desired_size if desired_size is not None else min_size,
+                "capacity": capacity.kind,
+                "az_id": az_id,
+            }
+        }
+        if self.capacity_reservation is not None:
+            group.node.add_dependency(self.capacity_reservation)
+        self.auto_scaling_group = group
+
+        if is_block:
+            assert capacity.start and capacity.end
+            # Deploys must not reset the sizes the schedule set.
+            group.cfn_options.update_policy = {"AutoScalingScheduledAction": {"IgnoreUnmodifiedGroupSizeProperties": True}}
+            reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
+            stop = capacity.end - dt.timedelta(minutes=reclaim + _BLOCK_DRAIN_MINUTES)
+            autoscaling.CfnScheduledAction(
+                self,
+                "BlockStart",
+                auto_scaling_group_name=group.ref,
+                start_time=_iso(capacity.start),
+                min_size=0,
+                max_size=max_size,
+                desired_capacity=max_size,
+            )
+            autoscaling.CfnScheduledAction(
+                self,
+                "BlockEnd",
+                auto_scaling_group_name=group.ref,
+                start_time=_iso(stop),
+                min_size=0,
+                max_size=max_size,
+                desired_capacity=0,
+            )
+
+
+def _iso(when: dt.datetime) -> str:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,410 @@
+"""What an environment's pools cost On-Demand, what the same capacity would cost on GPUs, and what a change costs.
+
+Prices come from ``neuronkit/catalog/prices.json`` (hourly, per region) and the GPU comparison from
+``neuronkit/catalog/equivalents.yaml``; a month is the table's ``hours_per_month``. Each pool is priced at
+its minimum, desired and maximum node count on its primary type (for an inference fleet, the first Neuron
+type: the Auto Scaling group launches it first). :func:`cost_report` renders one or more environments;
+:func:`diff_report` renders the change between two synths (a pull request's cost) as Markdown or text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from neuronkit import catalog
+from neuronkit.catalog import pricing
+from neuronkit.catalog.pricing import Equivalent, MissingPriceError, PriceTable
+from neuronkit.pools import Pool
+
+LEVELS = ("min", "desired", "max")
+FORMATS = ("text", "markdown")
+DASH = "–"
+
+
+# --------------------------------------------------------------------------------------------
+# pricing pools
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PoolCost:
+    """One pool priced on its primary type, with the same node counts priced on the GPU equivalent."""
+
+    pool: Pool
+    instance_type: str
+    hourly_price: float
+    hours_per_month: float
+    gpu_type: str | None = None
+    gpu_hourly_price: float | None = None
+    notes: tuple[str, ...] = ()
+
+    def nodes(self, level: str) -> int:
+        return {"min": self.pool.min_size, "desired": self.pool.desired_size, "max": self.pool.max_size}[level]
+
+    def hourly(self, level: str) -> float:
+        return self.nodes(level) * self.hourly_price
+
+    def monthly(self, level: str) -> float:
+        return self.nodes(level) * self.hourly_price * self.hours_per_month
+
+    @property
+    def compared(self) -> bool:
+        return self.gpu_hourly_price is not None
+
+    def gpu_monthly(self, level: str) -> float | None:
+        if self.gpu_hourly_price is None:
+            return None
+        return self.nodes(level) * self.gpu_hourly_price * self.hours_per_month
+
+    def gpu_or_own_monthly(self, level: str) -> float:
+        """The GPU-equivalent cost, or the pool's own cost when it has no equivalent (GPU pools)."""
+        gpu = self.gpu_monthly(level)
+        return self.monthly(level) if gpu is None else gpu
+
+
+def _is_gpu(instance_type: str) -> bool:
+    known = catalog.instance_types().get(instance_type)
+    return known is not None and known.accelerator == "gpu"
+
+
+def price_pools(
+    pools: Iterable[Pool],
+    table: PriceTable | None = None,
+    equivalents: dict[str, Equivalent] | None = None,
+) -> list[PoolCost]:
+    """Price every pool; :class:`MissingPriceError` lists every primary type the table cannot price."""
+    table = table or pricing.load_prices()
+    equivalents = pricing.equivalents() if equivalents is None else equivalents
+    out: list[PoolCost] = []
+    problems: list[str] = []
+    for pool in pools:
+        primary = pool.primary_type
+        price = table.hourly(primary, pool.region)
+        if price is None:
+            message = f"{pool.label} ({pool.role}): {table.missing_message(primary, pool.region)}"
+            if message not in problems:
+                problems.append(message)
+            continue
+        notes = list(_pool_notes(pool, table))
+        gpu_type: str | None = None
+        gpu_price: float | None = None
+        equivalent = equivalents.get(primary)
+        if pool.role == "training-gpu" or _is_gpu(primary):
+            notes.append(f"{primary} is a GPU type: no GPU equivalent; counted at its own price in the GPU-equivalent total.")
+        elif equivalent is None:
+            notes.append(f"No GPU equivalent for {primary} in neuronkit/catalog/equivalents.yaml; counted at its own price.")
+        else:
+            gpu_type = equivalent.gpu_type
+            gpu_price = table.hourly(gpu_type, pool.region)
+            if gpu_price is None:
+                notes.append(f"GPU comparison skipped: {table.missing_message(gpu_type, pool.region)}.")
+        out.append(
+            PoolCost(
+                pool=pool,
+                instance_type=primary,
+                hourly_price=price,
+                hours_per_month=table.hours_per_month,
+                gpu_type=gpu_type,
+                gpu_hourly_price=gpu_price,
+                notes=tuple(notes),
+            )
+        )
+    if problems:
+        raise MissingPriceError(problems)
+    return out
+
+
+def _pool_notes(pool: Pool, table: PriceTable) -> Iterable[str]:
+    if len(pool.instance_types) > 1:
+        others = []
+        for t in pool.instance_types:
+            if t == pool.primary_type:
+                continue
+            price = table.hourly(t, pool.region)
+            others.append(f"{t} ({rate(price)}/hour)" if price is not None else f"{t} (no price in the table)")
+        yield (
+            f"Launch order: {', '.join(pool.instance_types)}. Priced on the primary type {pool.primary_type}; "
+            f"nodes launched on another type cost its price: {', '.join(others)}."
+        )
+    if pool.capacity == "odcr":
+        yield (
+            "Capacity odcr: an On-Demand Capacity Reservation bills every reserved instance at the On-Demand rate "
+            "from its creation, used or not; a row counting fewer nodes than the reservation holds understates the bill."
+        )
+    elif pool.capacity == "capacity-block":
+        yield (
+            "Capacity capacity-block: a Capacity Block for ML is paid up front at its own rate, not the On-Demand "
+            "rate used here; these figures are the On-Demand equivalent."
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# formatting
+# --------------------------------------------------------------------------------------------
+def _cents(x: float) -> float:
+    return 0.0 if abs(x) < 0.005 else x
+
+
+def usd(x: float) -> str:
+    """$1,234.56 (negative: -$1,234.56)."""
+    x = _cents(x)
+    return f"-${-x:,.2f}" if x < 0 else f"${x:,.2f}"
+
+
+def signed_usd(x: float) -> str:
+    """+$1,234.56, -$1,234.56 or $0.00."""
+    x = _cents(x)
+    return f"+{usd(x)}" if x > 0 else usd(x)
+
+
+def rate(x: float) -> str:
+    """An hourly price with all its digits (at least cents): $21.50, $0.7582, $21.957642."""
+    text = f"{x:,.6f}".rstrip("0")
+    whole, _, frac = text.partition(".")
+    return f"${whole}.{frac.ljust(2, '0')}"
+
+
+def percent(part: float, whole: float, *, signed: bool = False) -> str:
+    if _cents(whole) == 0:
+        return DASH
+    value = part / whole * 100
+    return f"{value:+.1f}%" if signed else f"{value:.1f}%"
+
+
+@dataclass
+class _Table:
+    headers: list[str]
+    rows: list[list[str]]
+    align: str  # one "l" or "r" per column
+
+
+@dataclass
+class _Doc:
+    """Headings, paragraphs and tables, rendered as Markdown (for PR comments) or plain text."""
+
+    blocks: list[tuple[str, object]] = field(default_factory=list)
+
+    def heading(self, level: int, text: str) -> None:
+        self.blocks.append(("heading", (level, text)))
+
+    def para(self, text: str) -> None:
+        self.blocks.append(("para", text))
+
+    def bullets(self, items: Sequence[str]) -> None:
+        if items:
+            self.blocks.append(("bullets", list(items)))
+
+    def table(self, headers: list[str], rows: list[list[str]], align: str) -> None:
+        self.blocks.append(("table", _Table(headers, rows, align)))
+
+    def render(self, fmt: str) -> str:
+        if fmt not in FORMATS:
+            raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        out: list[str] = []
+        for kind, body in self.blocks:
+            if kind == "heading":
+                level, text = body  # type: ignore[misc]
+                if fmt == "markdown":
+                    out.append(f"{'#' * level} {text}")
+                else:
+                    out.append(f"{text}\n{('=' if level <= 2 else '-') * len(text)}")
+            elif kind == "para":
+                out.append(str(body))
+            elif kind == "bullets":
+                out.append("\n".join(f"- {item}" for item in body))  # type: ignore[attr-defined]
+            elif isinstance(body, _Table):
+                out.append(_markdown_table(body) if fmt == "markdown" else _text_table(body))
+        return "\n\n".join(out) + "\n"
+
+
+def _markdown_table(t: _Table) -> str:
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    rule = "|" + "|".join("---:" if a == "r" else "---" for a in t.align) + "|"
+    return "\n".join([row(t.headers), rule, *(row(r) for r in t.rows)])
+
+
+def _text_table(t: _Table) -> str:
+    widths = [max(len(r[i]) for r in [t.headers, *t.rows]) for i in range(len(t.headers))]
+
+    def row(cells: list[str]) -> str:
+        parts = [c.rjust(w) if a == "r" else c.ljust(w) for c, w, a in zip(cells, widths, t.align, strict=True)]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([row(t.headers), "  ".join("-" * w for w in widths), *(row(r) for r in t.rows)])
+
+
+def _basis(table: PriceTable) -> str:
+    return (
+        f"On-Demand Linux list prices in {table.currency} as of {table.as_of} from {table.shown_path}; "
+        f"a month is {table.hours_per_month:g} hours. Refresh the prices with `{pricing.REFRESH_COMMAND}`."
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# neuronkit cost
+# --------------------------------------------------------------------------------------------
+def _groups(costs: list[PoolCost]) -> dict[tuple[str, str], list[PoolCost]]:
+    groups: dict[tuple[str, str], list[PoolCost]] = {}
+    for c in sorted(costs, key=lambda c: (c.pool.environment, c.pool.region)):
+        groups.setdefault((c.pool.environment, c.pool.region), []).append(c)
+    return groups
+
+
+def _total_rows(costs: list[PoolCost]) -> list[list[str]]:
+    rows = []
+    for level in LEVELS:
+        own = sum(c.monthly(level) for c in costs)
+        gpu = sum(c.gpu_or_own_monthly(level) for c in costs)
+        rows.append(
+            [
+                level,
+                usd(sum(c.hourly(level) for c in costs)),
+                usd(own),
+                usd(gpu),
+                usd(gpu - own),
+                percent(gpu - own, gpu),
+            ]
+        )
+    return rows
+
+
+TOTAL_HEADERS = ["capacity", "$/hour", "$/month", "on GPU equivalents $/month", "saving $/month", "saving"]
+
+
+def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | None = None) -> str:
+    """Per pool: type, nodes, $/hour and $/month at min/desired/max, the GPU-equivalent cost and the saving."""
+    table = table or pricing.load_prices()
+    costs = price_pools(pools, table)
+    doc = _Doc()
+    doc.heading(1, "neuronkit cost")
+    doc.para(_basis(table))
+    if not costs:
+        doc.para("No pools: the environment has no training clusters or inference fleets.")
+        return doc.render(fmt)
+    groups = _groups(costs)
+    for (env, region), group in groups.items():
+        doc.heading(2, f"{env} ({region})")
+        for c in group:
+            p = c.pool
+            where = f", stack {p.stack}" if p.stack else ""
+            doc.heading(3, f"{p.pool}: {p.role}, {', '.join(p.instance_types)}, capacity {p.capacity}{where}")
+            line = f"{c.instance_type} at {rate(c.hourly_price)}/hour"
+            if c.gpu_type and c.gpu_hourly_price is not None:
+                line += f"; GPU equivalent {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
+            doc.para(line + ".")
+            headers = ["capacity", "nodes", "$/hour", "$/month"]
+            align = "lrrr"
+            if c.compared:
+                headers += [f"{c.gpu_type} $/month", "saving $/month", "saving"]
+                align += "rrr"
+            rows = []
+            for level in LEVELS:
+                row = [level, str(c.nodes(level)), usd(c.hourly(level)), usd(c.monthly(level))]
+                gpu = c.gpu_monthly(level)
+                if gpu is not None:
+                    row += [usd(gpu), usd(gpu - c.monthly(level)), percent(gpu - c.monthly(level), gpu)]
+                rows.append(row)
+            doc.table(headers, rows, align)
+            doc.bullets(c.notes)
+        doc.heading(3, f"Total: {env} ({region})")
+        doc.table(TOTAL_HEADERS, _total_rows(group), "lrrrrr")
+    if len(groups) > 1:
+        doc.heading(2, f"Total: {len(groups)} environments")
+        doc.table(TOTAL_HEADERS, _total_rows(costs), "lrrrrr")
+    doc.para(
+        "The GPU equivalents (neuronkit/catalog/equivalents.yaml) compare list prices of comparable capacity, "
+        "not throughput; a negative saving means the Neuron capacity costs more per hour. See docs/cost.md."
+    )
+    return doc.render(fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# neuronkit cost --diff
+# --------------------------------------------------------------------------------------------
+def _shape(c: PoolCost) -> tuple[object, ...]:
+    p = c.pool
+    return (p.region, p.instance_types, p.min_size, p.desired_size, p.max_size, p.capacity, c.hourly_price)
+
+
+def _nodes(c: PoolCost | None) -> str:
+    return DASH if c is None else f"{c.pool.min_size}/{c.pool.desired_size}/{c.pool.max_size}"
+
+
+def _change_rows(before: PoolCost | None, after: PoolCost | None) -> list[list[str]]:
+    rows = [
+        [
+            "instance types",
+            DASH if before is None else ", ".join(before.pool.instance_types),
+            DASH if after is None else ", ".join(after.pool.instance_types),
+            "",
+        ],
+        ["nodes min/desired/max", _nodes(before), _nodes(after), ""],
+    ]
+    if (before and before.pool.capacity) != (after and after.pool.capacity):
+        rows.append(["capacity", before.pool.capacity if before else DASH, after.pool.capacity if after else DASH, ""])
+    for level in LEVELS:
+        old = before.monthly(level) if before else 0.0
+        new = after.monthly(level) if after else 0.0
+        rows.append([f"$/month at {level}", usd(old), usd(new), _delta(old, new)])
+    return rows
+
+
+def _delta(old: float, new: float) -> str:
+    change = new - old
+    if _cents(old) == 0:
+        return signed_usd(change)
+    return f"{signed_usd(change)} ({percent(change, old, signed=True)})"
+
+
+def diff_report(
+    old_pools: Sequence[Pool],
+    new_pools: Sequence[Pool],
+    fmt: str = "markdown",
+    table: PriceTable | None = None,
+) -> str:
+    """The monthly cost change between two synths: a table per changed, added or removed pool, and the total."""
+    table = table or pricing.load_prices()
+    old = {c.pool.key: c for c in price_pools(old_pools, table)}
+    new = {c.pool.key: c for c in price_pools(new_pools, table)}
+    doc = _Doc()
+    doc.heading(2, "neuronkit cost change")
+    totals = {
+        level: (sum(c.monthly(level) for c in old.values()), sum(c.monthly(level) for c in new.values())) for level in LEVELS
+    }
+    before, after = totals["desired"]
+    keys = sorted(old.keys() | new.keys())
+    same = {k for k in keys if k in old and k in new and _shape(old[k]) == _shape(new[k])}
+    if len(same) == len(keys):
+        doc.para(f"No change in On-Demand cost: {len(new)} pool(s), {usd(after)} a month at desired capacity.")
+    else:
+        top, peak = totals["max"]
+        doc.para(
+            f"Monthly On-Demand cost at desired capacity: {usd(before)} → {usd(after)}, {_delta(before, after)}; "
+            f"at max capacity: {usd(top)} → {usd(peak)}, {_delta(top, peak)}."
+        )
+    doc.para(_basis(table))
+
+    def name(key: tuple[str, str, str]) -> str:
+        env, pool, role = key
+        return f"{env}/{pool} ({role})"
+
+    unchanged: list[str] = []
+    for key in keys:
+        b, a = old.get(key), new.get(key)
+        if key in same:
+            unchanged.append(f"{name(key)}: {usd(new[key].monthly('desired'))} a month at desired capacity")
+            continue
+        state = "added" if b is None else "removed" if a is None else "changed"
+        doc.heading(3, f"{name(key)}: {state}")
+        doc.table(["", "before", "after", "change"], _change_rows(b, a), "lrrr")
+    if unchanged:
+        doc.heading(3, "Unchanged pools")
+        doc.bullets(unchanged)
+    doc.heading(3, "Total")
+    rows = [["pools", str(len(old)), str(len(new)), f"{len(new) - len(old):+d}" if len(new) != len(old) else ""]]
+    for level in LEVELS:
+        b_total, a_total = totals[level]
+        rows.append([f"$/month at {level}", usd(b_total), usd(a_total), _delta(b_total, a_total)])
+    doc.table(["", "before", "after", "change"], rows, "lrrr")
+    return doc.render(fmt)

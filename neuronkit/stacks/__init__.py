@@ -1,0 +1,30 @@
+"""Stacks: each wires constructs together for one environment. ``build_environment`` makes them all."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import App
+
+from neuronkit.config import Environment
+from neuronkit.stacks.network import NetworkStack
+from neuronkit.stacks.storage import StorageStack
+from neuronkit.stacks.training import TrainingStack
+
+
+@dataclass
+class EnvironmentStacks:
+    network: NetworkStack
+    storage: StorageStack
+    training: TrainingStack | None
+
+
+def build_environment(app: App, env: Environment) -> EnvironmentStacks:
+    """Create the stacks of one environment; stack names start with the environment name."""
+    network = NetworkStack(app, f"{env.name}-network", config=env)
+    storage = StorageStack(app, f"{env.name}-storage", config=env, network=network)
+    training = TrainingStack(app, f"{env.name}-training", config=env, network=network, storage=storage) if env.training else None
+    return EnvironmentStacks(network=network, storage=storage, training=training)
+
+
+__all__ = ["EnvironmentStacks", "NetworkStack", "StorageStack", "TrainingStack", "build_environment"]

@@ -1,0 +1,35 @@
+"""What every neuronkit stack shares: account/region from the file and cost-allocation tags."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack, Tags
+from aws_cdk import Environment as CdkEnvironment
+from constructs import Construct
+
+from neuronkit.config import Environment
+
+
+class NeuronkitStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, config: Environment, description: str, **kwargs: Any) -> None:
+        super().__init__(
+            scope,
+            id,
+            env=CdkEnvironment(account=config.account, region=config.region),
+            description=f"neuronkit {config.name}: {description}",
+            **kwargs,
+        )
+        self.config = config
+        for key, value in environment_tags(config).items():
+            Tags.of(self).add(key, value)
+
+
+def environment_tags(config: Environment) -> dict[str, str]:
+    """Cost-allocation tags on every resource (activate them in the billing console)."""
+    return {**config.tags, "neuronkit:environment": config.name, "cost-center": config.cost_center}
+
+
+def bucket_names(config: Environment) -> dict[str, str]:
+    """Deterministic bucket names (globally unique through account and region; at most 63 chars)."""
+    return {p: f"{config.name}-{p}-{config.account}-{config.region}" for p in ("datasets", "checkpoints", "artifacts")}

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from typing import Any
+
+from constructs import Construct
+
+from neuronkit import catalog
+from neuronkit.config import Environment
+from neuronkit.constructs.launch_template import addresses_per_node
+from neuronkit.constructs.network import AcceleratorNetwork
+from neuronkit.stacks.base import NeuronkitStack
+
+# Addresses per AZ beyond the nodes: interface endpoints, Lustre servers, load balancers.
+_SERVICE_ADDRESSES = 64
+
+
+def addresses_per_az(config: Environment) -> dict[str, int]:
+    need = {az: _SERVICE_ADDRESSES for az in config.network.az_ids}
+    for cluster in config.training:
+        need[cluster.az_id] += cluster.max_size * addresses_per_node(catalog.get(cluster.instance_type))
+    return need
+
+
+class NetworkStack(NeuronkitStack):
+    """The VPC (or the imported one) and its endpoints."""
+
+    def __init__(self, scope: Construct, id: str, *, config: Environment, **kwargs: Any) -> None:
+        super().__init__(scope, id, config=config, description="network", **kwargs)
+        net = config.network
+        self.network = AcceleratorNetwork(
+            self,
+            "Network",
+            az_ids=net.az_ids,
+            cidr=net.cidr,
+            addresses_per_az=addresses_per_az(config),
+            nat_gateways=net.nat_gateways,
+            interface_endpoints=net.interface_endpoints,
+            flow_log_retention_days=net.flow_log_retention_days,
+            existing_vpc_id=net.existing.vpc_id if net.existing else None,
+            existing_subnet_ids=net.existing.subnet_ids if net.existing else None,
+        )

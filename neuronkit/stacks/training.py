@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Any
+
+from constructs import Construct
+
+from neuronkit import catalog
+from neuronkit.config import Ami, CapacityBlock, Environment, Odcr
+from neuronkit.config import TrainingCluster as ClusterConfig
+from neuronkit.constructs.launch_template import AmiSpec
+from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
+from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.constructs.storage import StorageAccess
+from neuronkit.stacks.base import NeuronkitStack, bucket_names
+from neuronkit.stacks.network import NetworkStack
+from neuronkit.stacks.storage import StorageStack
+
+
+def ami_spec(ami: Ami, kind: str) -> AmiSpec:
+    if ami.ami_id:
+        assert ami.root_device_name
+        return AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
+    return AmiSpec.family(ami.family or catalog.default_ami_family(kind))
+
+
+def capacity_spec(cluster: ClusterConfig) -> CapacitySpec:
+    cap = cluster.capacity
+    if isinstance(cap, Odcr):
+        return CapacitySpec(
+            kind="odcr", reservation_id=cap.reservation_id, create_count=cap.instance_count if cap.create else None, end=cap.end_date
+        )
+    if isinstance(cap, CapacityBlock):
+        return CapacitySpec(kind="capacity-block", reservation_id=cap.reservation_id, start=cap.start, end=cap.end)
+    return CapacitySpec()
+
+
+class TrainingStack(NeuronkitStack):
+    """One TrainingCluster per entry of the file's ``training`` list."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: Environment, network: NetworkStack, storage: StorageStack, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, id, config=config, description="training clusters", **kwargs)
+        self.add_stack_dependency(storage)
+        names = bucket_names(config)
+        shared = storage.storage.access()
+        access = StorageAccess(
+            datasets_bucket=names["datasets"],
+            checkpoints_bucket=names["checkpoints"],
+            artifacts_bucket=names["artifacts"],
+            lustre_dns_name=shared.lustre_dns_name,
+            lustre_mount_name=shared.lustre_mount_name,
+            client_security_group_id=shared.client_security_group_id,
+        )
+        self.events = NotificationTopic(self, "ClusterEvents", display_name=f"neuronkit {config.name} training events")
+        self.clusters: dict[str, TrainingCluster] = {}
+        for cluster in config.training:
+            self.clusters[cluster.name] = TrainingCluster(
+                self,
+                f"Cluster-{cluster.name}",
+                environment=config.name,
+                name=cluster.name,
+                instance_type=cluster.instance_type,
+                vpc=network.network.vpc,
+                subnet_id=network.network.subnet_ids[cluster.az_id],
+                az_id=cluster.az_id,
+                min_size=cluster.min_size,
+                max_size=cluster.max_size,
+                desired_size=cluster.desired_size,
+                ami=ami_spec(cluster.ami, "neuron"),
+                capacity=capacity_spec(cluster),
+                storage=access,
+                notifications_topic_arn=self.events.topic.topic_arn,
+                compile_cache=cluster.compile_cache,
+                scale_in_protection=cluster.scale_in_protection,
+                root_volume_gib=cluster.root_volume_gib,
+                tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
+            )

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """CDK entry point: one set of stacks per environment file (``-c env=NAME`` selects one)."""
 
+import json
 import sys
+from pathlib import Path
 
 from aws_cdk import App
 
@@ -11,7 +13,8 @@ from neuronkit.stacks import build_environment
 
 
 def main() -> None:
-    app = App()
+    # Feature flags live in cdk.json; load them too when the app runs without the CDK CLI.
+    app = App(context=json.loads(Path(__file__).with_name("cdk.json").read_text())["context"])
     try:
         environments = load_all("environments", only=app.node.try_get_context("env"))
     except ConfigError as err:

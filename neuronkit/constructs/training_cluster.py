@@ -176,7 +176,7 @@ class TrainingCluster(Construct):
         acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", "ec2:DescribeInstances has no resource-level permissions (peer discovery)")
         acknowledge(
             self.role,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:autoScalingGroupName/{self.group_name}]",
+            f"AwsSolutions-IAM5[Resource::{group_arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
             "The group's UUID is unknown before creation; the ARN is fixed to this group's name",
         )
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None

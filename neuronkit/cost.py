@@ -157,7 +157,7 @@ def signed_usd(x: float) -> str:
 
 
 def rate(x: float) -> str:
-    """An hourly price with all its digits (at least cents): $21.50, $0.7582, $21.957642."""
+    """An hourly price with all its digits (at least cents): $2.50, $0.125, $1.234567."""
     text = f"{x:,.6f}".rstrip("0")
     whole, _, frac = text.partition(".")
     return f"${whole}.{frac.ljust(2, '0')}"
@@ -179,41 +179,29 @@ class _Table:
 
 @dataclass
 class _Doc:
-    """Headings, paragraphs and tables, rendered as Markdown (for PR comments) or plain text."""
+    """Headings, paragraphs, lists and tables, each kept as Markdown (for PR comments) and as plain text."""
 
-    blocks: list[tuple[str, object]] = field(default_factory=list)
+    blocks: list[tuple[str, str]] = field(default_factory=list)
 
     def heading(self, level: int, text: str) -> None:
-        self.blocks.append(("heading", (level, text)))
+        self.blocks.append((f"{'#' * level} {text}", f"{text}\n{('=' if level <= 2 else '-') * len(text)}"))
 
     def para(self, text: str) -> None:
-        self.blocks.append(("para", text))
+        self.blocks.append((text, text))
 
     def bullets(self, items: Sequence[str]) -> None:
         if items:
-            self.blocks.append(("bullets", list(items)))
+            text = "\n".join(f"- {item}" for item in items)
+            self.blocks.append((text, text))
 
     def table(self, headers: list[str], rows: list[list[str]], align: str) -> None:
-        self.blocks.append(("table", _Table(headers, rows, align)))
+        t = _Table(headers, rows, align)
+        self.blocks.append((_markdown_table(t), _text_table(t)))
 
     def render(self, fmt: str) -> str:
         if fmt not in FORMATS:
             raise ValueError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
-        out: list[str] = []
-        for kind, body in self.blocks:
-            if kind == "heading":
-                level, text = body  # type: ignore[misc]
-                if fmt == "markdown":
-                    out.append(f"{'#' * level} {text}")
-                else:
-                    out.append(f"{text}\n{('=' if level <= 2 else '-') * len(text)}")
-            elif kind == "para":
-                out.append(str(body))
-            elif kind == "bullets":
-                out.append("\n".join(f"- {item}" for item in body))  # type: ignore[attr-defined]
-            elif isinstance(body, _Table):
-                out.append(_markdown_table(body) if fmt == "markdown" else _text_table(body))
-        return "\n\n".join(out) + "\n"
+        return "\n\n".join(md if fmt == "markdown" else text for md, text in self.blocks) + "\n"
 
 
 def _markdown_table(t: _Table) -> str:
@@ -350,6 +338,10 @@ def _change_rows(before: PoolCost | None, after: PoolCost | None) -> list[list[s
     return rows
 
 
+def _sum_monthly(costs: Iterable[PoolCost], level: str) -> float:
+    return sum(c.monthly(level) for c in costs)
+
+
 def _delta(old: float, new: float) -> str:
     change = new - old
     if _cents(old) == 0:
@@ -369,9 +361,7 @@ def diff_report(
     new = {c.pool.key: c for c in price_pools(new_pools, table)}
     doc = _Doc()
     doc.heading(2, "neuronkit cost change")
-    totals = {
-        level: (sum(c.monthly(level) for c in old.values()), sum(c.monthly(level) for c in new.values())) for level in LEVELS
-    }
+    totals = {level: (_sum_monthly(old.values(), level), _sum_monthly(new.values(), level)) for level in LEVELS}
     before, after = totals["desired"]
     keys = sorted(old.keys() | new.keys())
     same = {k for k in keys if k in old and k in new and _shape(old[k]) == _shape(new[k])}

@@ -390,9 +390,9 @@ def _check_pinned(region: str, ec2: Client, ami_id: str, users: list[TrainingClu
         problems.append((f"its state is {image.get('State')}", "wait until it is available or pin another AMI"))
     for c in users:
         arch = catalog.get(c.instance_type).architecture
-        if image.get("Architecture") != arch:
+        if image.get("Architecture") and image["Architecture"] != arch:
             problems.append((f"it is {image.get('Architecture')}, {c.instance_type} needs {arch}", f"pin an {arch} AMI"))
-        if c.ami.root_device_name and image.get("RootDeviceName") != c.ami.root_device_name:
+        if c.ami.root_device_name and image.get("RootDeviceName") and image["RootDeviceName"] != c.ami.root_device_name:
             problems.append(
                 (
                     f"its root device is {image.get('RootDeviceName')}, not {c.ami.root_device_name} ({c.name})",

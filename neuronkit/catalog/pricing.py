@@ -193,10 +193,10 @@ def parse_price_list(price_list: Iterable[str | dict[str, Any]], instance_type: 
 def fetch_price(client: Any, instance_type: str, region: str) -> float | None:
     """One type's hourly On-Demand price in one region, read with a ``pricing`` client."""
     items: list[str] = []
-    paginator = client.get_paginator("get_products")
-    for page in paginator.paginate(
+    pages = client.get_paginator("get_products").paginate(
         ServiceCode="AmazonEC2", Filters=product_filters(instance_type, region), FormatVersion="aws_v1"
-    ):
+    )
+    for page in pages:
         items.extend(page.get("PriceList", []))
     return parse_price_list(items, instance_type, region)
 

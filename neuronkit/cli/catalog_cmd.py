@@ -39,7 +39,8 @@ def show_catalog(args: argparse.Namespace) -> int:
     for name, t in catalog.instance_types().items():
         chips = t.neuron_devices
         print(
-            f"{name:<16} {t.accelerator:<10} {t.vcpus:>5} {chips:>5} {t.neuron_cores:>5} {t.gpus:>4} {t.efa_max_interfaces:>4} {t.efa_bandwidth_gbps:>6.0f}"
+            f"{name:<16} {t.accelerator:<10} {t.vcpus:>5} {chips:>5} {t.neuron_cores:>5} {t.gpus:>4} "
+            f"{t.efa_max_interfaces:>4} {t.efa_bandwidth_gbps:>6.0f}"
         )
     return 0
 
@@ -78,6 +79,7 @@ def _refresh_prices(args: argparse.Namespace, session: object) -> int:
     pricing.write_prices(doc, pricing.PRICES_FILE)
     priced = sum(len(p) for p in doc["prices"].values())
     print(
-        f"wrote {pricing.shown_path(pricing.PRICES_FILE)} ({priced} prices in {len(regions)} regions, as of {doc['as_of']}; {len(doc['unpriced'])} types unpriced)"
+        f"wrote {pricing.shown_path(pricing.PRICES_FILE)} ({priced} prices in {len(regions)} regions, "
+        f"as of {doc['as_of']}; {len(doc['unpriced'])} types without an On-Demand price)"
     )
     return 0

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aws_cdk import ArnFormat, Aws, Stack
+from aws_cdk import ArnFormat, Aws, CfnAutoScalingScheduledAction, CfnUpdatePolicy, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -288,7 +288,9 @@ class TrainingCluster(Construct):
         if is_block:
             assert capacity.start and capacity.end
             # Deploys must not reset the sizes the schedule set.
-            group.cfn_options.update_policy = {"AutoScalingScheduledAction": {"IgnoreUnmodifiedGroupSizeProperties": True}}
+            group.cfn_options.update_policy = CfnUpdatePolicy(
+                auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True)
+            )
             reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
             stop = capacity.end - dt.timedelta(minutes=reclaim + _BLOCK_DRAIN_MINUTES)
             autoscaling.CfnScheduledAction(

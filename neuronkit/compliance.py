@@ -17,4 +17,7 @@ def apply(app: App) -> None:
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding (``AwsSolutions-IAM5[Resource::...]``) with its reason."""
-    Validations.of(scope).acknowledge(Acknowledgment(id=rule, reason=reason))
+    if not reason.strip():
+        raise ValueError(f"{rule}: an acknowledgement needs a reason")
+    # The plugin's prefix: without it CDK files the rule under annotations instead of the cdk-nag pack.
+    Validations.of(scope).acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))

@@ -12,14 +12,16 @@ every problem is reported as one line naming the file, the key path and the fix,
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import ipaddress
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic.fields import FieldInfo
 
 from neuronkit import catalog
 
@@ -56,9 +58,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _fail(loc: str, msg: str) -> PydanticCustomError:
-    # The location is carried in the message context so the formatter can name the full key path.
-    return PydanticCustomError("neuronkit", "{loc}: {msg}", {"loc": loc, "msg": msg})
+class _MultiProblem(ValueError):
+    """Raised by a validator with every problem it found, as (key path relative to the model, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{k}: {m}" if k else m for k, m in problems))
+
+
+def _raise_all(problems: list[tuple[str, str]]) -> None:
+    # Validators collect every problem of their section, so one run reports all of them.
+    if problems:
+        raise _MultiProblem(problems)
 
 
 # --------------------------------------------------------------------------------------------
@@ -87,20 +98,26 @@ class Network(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Network:
-        if len(set(self.az_ids)) != len(self.az_ids):
-            raise _fail("az_ids", "AZ IDs must be unique")
+        problems: list[tuple[str, str]] = []
+        for i, az in enumerate(self.az_ids):
+            if az in self.az_ids[:i]:
+                problems.append((f"az_ids[{i}]", f"'{az}' is listed twice; AZ IDs must be unique, remove one"))
         try:
             net = ipaddress.ip_network(self.cidr)
         except ValueError:
-            raise _fail("cidr", f"'{self.cidr}' is not a CIDR block; use e.g. 10.0.0.0/16") from None
-        if not 16 <= net.prefixlen <= 20:
-            raise _fail("cidr", f"'{self.cidr}' must be a /16 to /20 block")
+            problems.append(("cidr", f"'{self.cidr}' is not a CIDR block; use e.g. 10.0.0.0/16"))
+        else:
+            if not 16 <= net.prefixlen <= 20:
+                problems.append(("cidr", f"'{self.cidr}' must be a /16 to /20 block, e.g. 10.0.0.0/16"))
         if self.nat_gateways > len(self.az_ids):
-            raise _fail("nat_gateways", f"{self.nat_gateways} is more than one per AZ ID ({len(self.az_ids)}); lower it")
+            problems.append(("nat_gateways", f"{self.nat_gateways} is more than one per AZ ID ({len(self.az_ids)}); lower it"))
         if self.existing is not None:
             missing = [a for a in self.az_ids if a not in self.existing.subnet_ids]
             if missing:
-                raise _fail("existing.subnet_ids", f"no subnet for AZ ID(s) {', '.join(missing)}; add one per entry of network.az_ids")
+                problems.append(
+                    ("existing.subnet_ids", f"no subnet for AZ ID(s) {', '.join(missing)}; add one per entry of network.az_ids")
+                )
+        _raise_all(problems)
         return self
 
 
@@ -113,28 +130,46 @@ class Lustre(Strict):
     deployment_type: Literal["SCRATCH_2", "PERSISTENT_2"] = "SCRATCH_2"
     size_gib: int = Field(default=1200, description="1200, 2400, then steps of 2400 GiB.")
     throughput_mbps_per_tib: int | None = Field(default=None, description="PERSISTENT_2 only: 125, 250, 500 or 1000.")
-    az_id: str | None = Field(default=None, description="Defaults to the first training cluster's AZ ID.")
-    link_checkpoints: bool = Field(
-        default=True,
-        description="Also link the checkpoints bucket (PERSISTENT_2 only: scratch file systems hold one association).",
+    az_id: Annotated[str, Field(pattern=AZ_ID_RE)] | None = Field(
+        default=None, description="Defaults to the first training cluster's AZ ID."
     )
+    link_checkpoints: bool = Field(
+        default=False,
+        description="Also link the checkpoints bucket. Defaults to true on PERSISTENT_2 and false on SCRATCH_2 "
+        "(scratch file systems hold one association).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_link(cls, data: Any) -> Any:
+        # The default depends on deployment_type: a fixed default of true was invalid on SCRATCH_2.
+        if isinstance(data, dict) and "link_checkpoints" not in data:
+            return {**data, "link_checkpoints": data.get("deployment_type", "SCRATCH_2") == "PERSISTENT_2"}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> Lustre:
-        size = self.size_gib
+        problems: list[tuple[str, str]] = []
+        size, kind, tput = self.size_gib, self.deployment_type, self.throughput_mbps_per_tib
         if size not in (1200, 2400) and not (size > 2400 and size % 2400 == 0):
-            lower = max(1200, (size // 2400) * 2400) if size > 1200 else 1200
-            raise _fail("size_gib", f"{size} is not valid for {self.deployment_type}; use 1200, 2400 or a multiple of 2400 (e.g. {lower} or {lower + 2400 if lower >= 2400 else 2400})")
-        allowed = LUSTRE_THROUGHPUT.get(self.deployment_type)
-        if allowed is None and self.throughput_mbps_per_tib is not None:
-            raise _fail("throughput_mbps_per_tib", f"{self.deployment_type} has a fixed throughput (200 MB/s/TiB); remove the key or use PERSISTENT_2")
-        if allowed is not None:
-            if self.throughput_mbps_per_tib is None:
-                raise _fail("throughput_mbps_per_tib", f"required for {self.deployment_type}; use one of {', '.join(map(str, allowed))}")
-            if self.throughput_mbps_per_tib not in allowed:
-                raise _fail("throughput_mbps_per_tib", f"{self.throughput_mbps_per_tib} is not valid for {self.deployment_type}; use one of {', '.join(map(str, allowed))}")
-        if self.deployment_type == "SCRATCH_2" and self.link_checkpoints:
-            raise _fail("link_checkpoints", "SCRATCH_2 holds one data repository association (datasets); set link_checkpoints: false or use PERSISTENT_2")
+            below, above = (1200, 2400) if size < 2400 else (size // 2400 * 2400, size // 2400 * 2400 + 2400)
+            problems.append(
+                ("size_gib", f"{size} is not valid for {kind}; use 1200, 2400 or a multiple of 2400 (e.g. {below} or {above})")
+            )
+        allowed = LUSTRE_THROUGHPUT.get(kind)
+        choices = ", ".join(map(str, allowed or ()))
+        if allowed is None and tput is not None:
+            problems.append(
+                ("throughput_mbps_per_tib", f"{kind} has a fixed throughput (200 MB/s/TiB); remove the key or use PERSISTENT_2")
+            )
+        elif allowed is not None and tput is None:
+            problems.append(("throughput_mbps_per_tib", f"required for {kind}; use one of {choices}"))
+        elif allowed is not None and tput not in allowed:
+            problems.append(("throughput_mbps_per_tib", f"{tput} is not valid for {kind}; use one of {choices}"))
+        if kind == "SCRATCH_2" and self.link_checkpoints:
+            fix = "set link_checkpoints: false or use PERSISTENT_2"
+            problems.append(("link_checkpoints", f"SCRATCH_2 holds one data repository association (datasets); {fix}"))
+        _raise_all(problems)
         return self
 
 
@@ -157,12 +192,13 @@ class Ami(Strict):
 
     @model_validator(mode="after")
     def _one(self) -> Ami:
+        # Whether the family exists and boots the cluster's type is checked with the cluster (_check_cluster).
+        problems: list[tuple[str, str]] = []
         if self.family and self.ami_id:
-            raise _fail("", "give either family or ami_id, not both")
-        if self.family and self.family not in catalog.ami_families():
-            raise _fail("family", f"'{self.family}' is not a known AMI family; use one of {', '.join(catalog.ami_families())}")
+            problems.append(("", "give either family or ami_id, not both; remove one"))
         if self.ami_id and not self.root_device_name:
-            raise _fail("root_device_name", "required with ami_id (e.g. /dev/sda1 for Ubuntu, /dev/xvda for Amazon Linux)")
+            problems.append(("root_device_name", "required with ami_id (e.g. /dev/sda1 for Ubuntu, /dev/xvda for Amazon Linux)"))
+        _raise_all(problems)
         return self
 
 
@@ -181,8 +217,12 @@ class Odcr(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> Odcr:
-        if self.create == bool(self.reservation_id):
-            raise _fail("", "an odcr either sets create: true or names an existing reservation_id (cr-...), not both")
+        if self.create and self.reservation_id:
+            why = "create: true, the default, makes a new reservation"
+            _raise_all([("create", f"set create: false to use the existing reservation_id ({why})")])
+        if not self.create and not self.reservation_id:
+            fix = "name the existing reservation (cr-...) or set create: true"
+            _raise_all([("reservation_id", f"required with create: false; {fix}")])
         return self
 
 
@@ -199,13 +239,11 @@ class CapacityBlock(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> CapacityBlock:
-        facts = catalog.capacity_facts()["capacity_blocks"]
-        if self.instance_type not in facts["instance_types"]:
-            raise _fail("instance_type", f"Capacity Blocks are not sold for {self.instance_type}; use one of {', '.join(facts['instance_types'])}")
-        if self.instance_count not in facts["sizes"]:
-            raise _fail("instance_count", f"a Capacity Block holds {', '.join(map(str, facts['sizes']))} instances, not {self.instance_count}")
+        # Catalog facts (types sold, sizes) are checked with the cluster (_check_cluster), so that a
+        # wrong block does not hide the cluster's other problems.
         if self.end <= self.start:
-            raise _fail("end", "must be after capacity.start")
+            start, end = self.start.isoformat(), self.end.isoformat()
+            _raise_all([("end", f"{end} is not after start {start}; copy both from the block you bought")])
         return self
 
 
@@ -216,15 +254,19 @@ class TrainingCluster(Strict):
     """A Trainium cluster: one instance type in one AZ ID and a cluster placement group."""
 
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")] = "train"
-    instance_type: str
-    az_id: Annotated[str, Field(pattern=AZ_ID_RE)]
-    min_size: int = Field(default=0, ge=0)
-    max_size: int = Field(ge=1)
+    instance_type: str = Field(description="A Trainium instance type, e.g. trn1.32xlarge.")
+    az_id: Annotated[str, Field(pattern=AZ_ID_RE)] = Field(description="The AZ ID the cluster runs in, e.g. use1-az6.")
+    min_size: int = Field(default=0, ge=0, description="Fewest nodes; 0 lets the cluster scale to zero.")
+    max_size: int = Field(ge=1, description="Most nodes the cluster scales out to.")
     desired_size: int | None = Field(default=None, description="Defaults to min_size.")
     ami: Ami = Ami()
     capacity: Capacity = OnDemand()
-    root_volume_gib: int | None = Field(default=None, description="Defaults to the catalog's minimum for the accelerator (512 GiB on Trainium).")
-    compile_cache: Literal["local", "s3"] = Field(default="local", description="Neuron compile cache on local NVMe or in the artifacts bucket.")
+    root_volume_gib: int | None = Field(
+        default=None, description="Defaults to the catalog's minimum for the accelerator (512 GiB on Trainium)."
+    )
+    compile_cache: Literal["local", "s3"] = Field(
+        default="local", description="Neuron compile cache on local NVMe or in the artifacts bucket."
+    )
     scale_in_protection: bool = True
 
 
@@ -237,7 +279,7 @@ class Environment(Strict):
     region: Annotated[str, Field(pattern=REGION_RE, description="AWS region, e.g. us-east-1.")]
     cost_center: str = "ml-platform"
     tags: dict[str, str] = Field(default_factory=dict)
-    network: Network
+    network: Network = Field(description="VPC layout with az_ids, e.g. az_ids: [use1-az6].")
     storage: Storage = Storage()
     training: list[TrainingCluster] = Field(default_factory=list)
 
@@ -245,20 +287,7 @@ class Environment(Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> Environment:
-        problems: list[tuple[str, str]] = []
-        region_prefix = _az_prefix(self.region)
-        for i, az in enumerate(self.network.az_ids):
-            if not az.startswith(region_prefix + "-"):
-                problems.append((f"network.az_ids[{i}]", f"'{az}' is not an AZ ID of {self.region} (they start with '{region_prefix}-')"))
-        names = [c.name for c in self.training]
-        if len(set(names)) != len(names):
-            problems.append(("training", "cluster names must be unique"))
-        for i, cluster in enumerate(self.training):
-            problems.extend(_check_cluster(f"training[{i}]", cluster, self))
-        if self.storage.lustre and self.storage.lustre.az_id and self.storage.lustre.az_id not in self.network.az_ids:
-            problems.append(("storage.lustre.az_id", f"'{self.storage.lustre.az_id}' is not in network.az_ids; add it there or pick one of {', '.join(self.network.az_ids)}"))
-        if problems:
-            raise _MultiProblem(problems)
+        _raise_all(_cross_problems(self.region, self.network, self.storage, list(enumerate(self.training))))
         return self
 
     @property
@@ -271,70 +300,158 @@ class Environment(Strict):
         return self.training[0].az_id if self.training else self.network.az_ids[0]
 
 
-class _MultiProblem(ValueError):
-    def __init__(self, problems: list[tuple[str, str]]):
-        self.problems = problems
-        super().__init__("; ".join(f"{k}: {m}" for k, m in problems))
+_CAPACITY_TAGS: dict[str, type[BaseModel]] = {"on-demand": OnDemand, "odcr": Odcr, "capacity-block": CapacityBlock}
+
+
+# --------------------------------------------------------------------------------------------
+# checks across sections (catalog facts, AZ IDs, capacity)
+# --------------------------------------------------------------------------------------------
+def _cross_problems(
+    region: str | None, network: Network | None, storage: Storage | None, clusters: list[tuple[int, TrainingCluster]]
+) -> list[tuple[str, str]]:
+    """Checks that span sections. Each argument is None (or a cluster missing from ``clusters``) when that
+    part of the file failed its own validation; checks needing it are skipped, the others still run."""
+    problems: list[tuple[str, str]] = []
+    az_ids = network.az_ids if network is not None else None
+    if region is not None and az_ids is not None:
+        for i, az in enumerate(az_ids):
+            foreign = _foreign_az(az, region)
+            if foreign:
+                problems.append((f"network.az_ids[{i}]", foreign))
+    first: dict[str, int] = {}
+    for i, cluster in clusters:
+        if cluster.name in first:
+            taken = f"'{cluster.name}' is already the name of training[{first[cluster.name]}]"
+            problems.append((f"training[{i}].name", f"{taken}; give each cluster its own name"))
+        first.setdefault(cluster.name, i)
+        problems.extend(_check_cluster(f"training[{i}]", cluster, region, az_ids))
+    lustre = storage.lustre if storage is not None else None
+    if lustre is not None and lustre.az_id:
+        foreign = _foreign_az(lustre.az_id, region) if region is not None else None
+        if foreign:
+            problems.append(("storage.lustre.az_id", foreign))
+        elif az_ids is not None and lustre.az_id not in az_ids:
+            fix = f"add it there or pick one of {', '.join(az_ids)}"
+            problems.append(("storage.lustre.az_id", f"'{lustre.az_id}' is not in network.az_ids; {fix}"))
+    return problems
 
 
 def _az_prefix(region: str) -> str:
-    """AZ-ID prefix of a region: us-east-1 -> use1, ap-southeast-2 -> apse2, eu-north-1 -> eun1."""
+    """AZ-ID prefix of a region: us-east-1 -> use1, ap-southeast-2 -> apse2, us-gov-west-1 -> usgw1."""
     parts = region.split("-")
-    geo, direction, number = parts[0], parts[-2], parts[-1]
+    geo, direction, number = parts[0] + ("g" if "gov" in parts else ""), parts[-2], parts[-1]
     abbrev = {"east": "e", "west": "w", "north": "n", "south": "s", "central": "c", "northeast": "ne",
               "southeast": "se", "northwest": "nw", "southwest": "sw"}.get(direction, direction[0])  # fmt: skip
     return f"{geo}{abbrev}{number}"
 
 
-def _check_cluster(loc: str, c: TrainingCluster, env: Environment) -> list[tuple[str, str]]:
+def _foreign_az(az: str, region: str) -> str | None:
+    """The problem with an AZ ID that belongs to another region, or None."""
+    prefix = _az_prefix(region)
+    if az.startswith(prefix + "-"):
+        return None
+    known = sorted({z for t in catalog.instance_types().values() for z in t.az_ids(region)})
+    fix = f"use one of {', '.join(known)}" if known else f"AZ IDs of {region} start with '{prefix}-'"
+    return f"'{az}' is not an AZ ID of {region}; {fix}"
+
+
+def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: list[str] | None) -> list[tuple[str, str]]:
+    """Problems of one training cluster against the catalog, the region and network.az_ids (None: unknown)."""
     out: list[tuple[str, str]] = []
+
+    def add(key: str, msg: str) -> None:
+        out.append((f"{loc}.{key}", msg))
+
     types = catalog.instance_types()
-    if c.instance_type not in types:
-        trn = sorted(n for n, t in types.items() if t.accelerator == "trainium")
-        return [(f"{loc}.instance_type", f"'{c.instance_type}' is not a known instance type; use a Trainium type: {', '.join(trn)}")]
-    it = types[c.instance_type]
-    if it.accelerator != "trainium":
-        kind = "an inference-only Inferentia type" if it.accelerator == "inferentia" else f"not a Trainium type ({it.accelerator})"
-        out.append((f"{loc}.instance_type", f"'{c.instance_type}' is {kind}; training clusters need trn1/trn1n/trn2 (inference fleets take inf2)"))
-    if c.az_id not in env.network.az_ids:
-        out.append((f"{loc}.az_id", f"'{c.az_id}' is not in network.az_ids; add it there"))
-    offered = it.az_ids(env.region)
-    if c.az_id not in offered:
-        where = ", ".join(offered) if offered else f"no AZ of {env.region}"
-        out.append((f"{loc}.az_id", f"{c.instance_type} is not offered in {c.az_id} ({env.region}); offered in: {where}"))
+    trainium = ", ".join(sorted(n for n, t in types.items() if t.accelerator == "trainium"))
+    it = types.get(c.instance_type)
+    if it is None:
+        add("instance_type", f"'{c.instance_type}' is not a known instance type; use a Trainium type: {trainium}")
+    elif it.accelerator != "trainium":
+        kind = "an inference-only Inferentia type" if it.accelerator == "inferentia" else f"a {it.accelerator} type"
+        add("instance_type", f"'{c.instance_type}' is {kind}; a training cluster needs a Trainium type: {trainium}")
+    elif it.efa_supported and "cluster" not in it.placement_strategies:
+        add("instance_type", f"{c.instance_type} does not support cluster placement groups; use another Trainium type")
+
+    foreign = _foreign_az(c.az_id, region) if region is not None else None
+    if foreign:
+        add("az_id", foreign)
+    else:
+        if az_ids is not None and c.az_id not in az_ids:
+            add("az_id", f"'{c.az_id}' is not in network.az_ids; add it there")
+        offered = it.az_ids(region) if it is not None and region is not None else None
+        if offered is not None and c.az_id not in offered:
+            fix = (
+                f"use one of {', '.join(offered)}"
+                if offered
+                else f"it is offered in no AZ of {region}; use another region or type"
+            )
+            add("az_id", f"{c.instance_type} is not offered in {c.az_id} ({region}); {fix}")
+
     if c.min_size > c.max_size:
-        out.append((f"{loc}.min_size", f"min_size {c.min_size} is greater than max_size {c.max_size}; raise max_size or lower min_size"))
-    if c.desired_size is not None and not c.min_size <= c.desired_size <= c.max_size:
-        out.append((f"{loc}.desired_size", f"{c.desired_size} must lie between min_size {c.min_size} and max_size {c.max_size}"))
-    if it.efa_supported and "cluster" not in it.placement_strategies:
-        out.append((f"{loc}.instance_type", f"{c.instance_type} does not support cluster placement groups"))
-    fam = c.ami.family or (None if c.ami.ami_id else catalog.default_ami_family("neuron"))
-    if fam is not None and fam in catalog.ami_families():
-        ami = catalog.ami_families()[fam]
-        if not ami.supports_type(c.instance_type):
-            good = [n for n, a in catalog.ami_families().items() if a.kind == "neuron" and a.supports_type(c.instance_type)]
-            fix = f"use one of {', '.join(good)}" if good else "pin an ami_id of an AMI that supports it (Neuron DLAMIs dropped Inf1 in 2.26.1)"
-            out.append((f"{loc}.ami.family", f"'{fam}' does not support {c.instance_type}; {fix}"))
-        elif ami.kind != "neuron":
-            out.append((f"{loc}.ami.family", f"'{fam}' is a {ami.kind} AMI; a training cluster boots a Neuron DLAMI"))
-    minimum = catalog.capacity_facts()["min_root_volume_gib"].get(it.accelerator, 100)
-    if c.root_volume_gib is not None and c.root_volume_gib < minimum:
-        out.append((f"{loc}.root_volume_gib", f"{c.root_volume_gib} GiB is below the {minimum} GiB a {it.accelerator} node needs; raise it"))
+        add("min_size", f"min_size {c.min_size} is greater than max_size {c.max_size}; raise max_size or lower min_size")
+    elif c.desired_size is not None and not c.min_size <= c.desired_size <= c.max_size:
+        add("desired_size", f"{c.desired_size} must lie between min_size {c.min_size} and max_size {c.max_size}")
+
+    ami_problem = _ami_problem(c, it)
+    if ami_problem:
+        add("ami.family", ami_problem)
+    if it is not None:
+        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(it.accelerator, 100)
+        if c.root_volume_gib is not None and c.root_volume_gib < minimum:
+            add("root_volume_gib", f"{c.root_volume_gib} GiB is below the {minimum} GiB a {it.accelerator} node needs; raise it")
+
     cap = c.capacity
-    if isinstance(cap, Odcr):
-        if c.max_size > cap.instance_count:
-            out.append((f"{loc}.max_size", f"max_size {c.max_size} is more than the capacity reservation holds ({cap.instance_count}); lower max_size or raise capacity.instance_count"))
+    if isinstance(cap, Odcr) and c.max_size > cap.instance_count:
+        fix = "lower max_size or raise capacity.instance_count"
+        add("max_size", f"max_size {c.max_size} is more than the capacity reservation holds ({cap.instance_count}); {fix}")
     elif isinstance(cap, CapacityBlock):
-        limit = catalog.capacity_facts()["capacity_blocks"]["max_instances"]
+        facts = catalog.capacity_facts()["capacity_blocks"]
+        sold, sizes = facts["instance_types"], facts["sizes"]
+        if cap.instance_type not in sold:
+            add("capacity.instance_type", f"Capacity Blocks are not sold for {cap.instance_type}; use one of {', '.join(sold)}")
         if cap.instance_type != c.instance_type:
-            out.append((f"{loc}.capacity.instance_type", f"the Capacity Block holds {cap.instance_type}, not the cluster's {c.instance_type}; make them match"))
+            add(
+                "capacity.instance_type",
+                f"the Capacity Block holds {cap.instance_type}, not the cluster's {c.instance_type}; make them match",
+            )
         if cap.az_id != c.az_id:
-            out.append((f"{loc}.capacity.az_id", f"the Capacity Block is in {cap.az_id}, not the cluster's {c.az_id}; make them match"))
+            add("capacity.az_id", f"the Capacity Block is in {cap.az_id}, not the cluster's {c.az_id}; make them match")
+        if cap.instance_count not in sizes:
+            counts = ", ".join(map(str, sizes[:-1])) + f" or {sizes[-1]}"
+            add("capacity.instance_count", f"{cap.instance_count} is not a Capacity Block size; use {counts}")
         if c.max_size > cap.instance_count:
-            out.append((f"{loc}.max_size", f"max_size {c.max_size} is more than the capacity reservation holds ({cap.instance_count}); lower max_size or raise capacity.instance_count"))
-        if c.max_size > limit:
-            out.append((f"{loc}.max_size", f"a Capacity Block cluster holds at most {limit} nodes"))
+            fix = "lower max_size or buy a larger block"
+            add("max_size", f"max_size {c.max_size} is more than the Capacity Block holds ({cap.instance_count}); {fix}")
+        elif c.max_size > facts["max_instances"]:
+            add("max_size", f"a Capacity Block cluster holds at most {facts['max_instances']} nodes; lower max_size")
     return out
+
+
+def _ami_problem(c: TrainingCluster, it: catalog.InstanceType | None) -> str | None:
+    """What is wrong with the cluster's AMI family (given or default), or None."""
+    families = catalog.ami_families()
+    neuron = [n for n, a in families.items() if a.kind == "neuron"]
+    fam = c.ami.family or (None if c.ami.ami_id else catalog.default_ami_family("neuron"))
+    if fam is None:
+        return None
+    ami = families.get(fam)
+    if ami is None:
+        return f"'{fam}' is not a known AMI family; use one of {', '.join(neuron)}"
+    if it is None or not it.is_neuron:
+        return None  # an unknown or GPU type is already reported on instance_type; its fix comes first
+    named = f"'{fam}'" if c.ami.family else f"the default AMI family '{fam}'"
+    good = [n for n in neuron if families[n].supports_type(c.instance_type)]
+    fix = (
+        f"use one of {', '.join(good)}"
+        if good
+        else "pin an ami_id of an AMI that supports it (Neuron DLAMIs dropped Inf1 in 2.26.1)"
+    )
+    if not ami.supports_type(c.instance_type):
+        return f"{named} does not support {c.instance_type}; {fix}"
+    if ami.kind != "neuron":
+        return f"'{fam}' is not a Neuron DLAMI family ({ami.kind}); {fix}"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,44 +459,101 @@ def _check_cluster(loc: str, c: TrainingCluster, env: Environment) -> list[tuple
 # --------------------------------------------------------------------------------------------
 def _loc(parts: tuple[int | str, ...]) -> str:
     out = ""
-    for p in parts:
+    for i, p in enumerate(parts):
         if isinstance(p, int):
             out += f"[{p}]"
+        elif p in _CAPACITY_TAGS and i and parts[i - 1] == "capacity":
+            continue  # discriminated unions add the tag as a path element; it is not a key of the file
         else:
-            # Discriminated unions add the tag as a path element; it is not a key of the file.
-            if p in ("on-demand", "odcr", "capacity-block"):
-                continue
             out += ("." if out else "") + p
     return out
 
 
+def _model_at(parts: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class whose keys live at ``parts`` (a pydantic error location), or None."""
+    model: type[BaseModel] | None = Environment
+    for i, p in enumerate(parts):
+        if isinstance(p, int) or model is None:
+            continue
+        if p in _CAPACITY_TAGS and i and parts[i - 1] == "capacity":
+            model = _CAPACITY_TAGS[p]
+            continue
+        field = model.model_fields.get(p) or next((f for f in model.model_fields.values() if f.alias == p), None)
+        model = _model_in(field.annotation) if field is not None else None
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _field_at(parts: tuple[int | str, ...]) -> FieldInfo | None:
+    model = _model_at(parts[:-1])
+    return model.model_fields.get(str(parts[-1])) if model is not None and parts else None
+
+
 def _format(path: str, err: ValidationError) -> list[str]:
     lines: list[str] = []
+    # Required keys missing per mapping: an unknown key next to one is most likely its misspelling.
+    missing: dict[tuple[int | str, ...], list[str]] = {}
     for e in err.errors():
-        loc = _loc(tuple(e["loc"]))
+        if e["type"] == "missing":
+            missing.setdefault(tuple(e["loc"])[:-1], []).append(str(e["loc"][-1]))
+    for e in err.errors():
+        parts = tuple(e["loc"])
+        loc = _loc(parts)
         ctx = e.get("ctx") or {}
-        if e["type"] == "neuronkit":
-            key = ".".join(x for x in (loc, ctx["loc"]) if x)
-            lines.append(f"{path}: {key}: {ctx['msg']}")
-            continue
-        if e["type"] == "value_error" and isinstance(ctx.get("error"), _MultiProblem):
-            prefix = f"{loc}." if loc else ""
+        value = e.get("input")
+        shown = repr(value) if isinstance(value, str | int | float | bool) or value is None else None
+        kind = e["type"]
+        if kind == "value_error" and isinstance(ctx.get("error"), _MultiProblem):
             for key, msg in ctx["error"].problems:
-                lines.append(f"{path}: {prefix}{key}: {msg}")
-            continue
-        if e["type"] == "extra_forbidden":
-            parent, _, key = loc.rpartition(".")
-            where = f"under {parent}" if parent else "at the top level"
-            lines.append(f"{path}: {loc}: unknown key '{key}' {where}; check the spelling (see schema/environment.schema.json)")
-        elif e["type"] == "missing":
-            lines.append(f"{path}: {loc}: required key is missing; add it")
-        elif e["type"] == "string_pattern_mismatch":
-            lines.append(f"{path}: {loc}: {e['input']!r} is malformed; {_pattern_hint(loc)}")
-        elif e["type"] == "union_tag_invalid" or e["type"] == "literal_error":
-            lines.append(f"{path}: {loc}: {e['input']!r} is not allowed; use one of {ctx.get('expected_tags') or ctx.get('expected')}")
+                lines.append(f"{path}: {'.'.join(x for x in (loc, key) if x)}: {msg}")
+        elif kind == "extra_forbidden":
+            lines.append(f"{path}: {loc}: {_unknown_key(parts, missing.get(parts[:-1], []))}")
+        elif kind == "missing":
+            field = _field_at(parts)
+            desc = (field.description or "").rstrip(".") if field is not None else ""
+            if desc[:2].istitle():  # "Most nodes ..." reads "add it (most nodes ...)"; "VPC ..." stays
+                desc = desc[0].lower() + desc[1:]
+            what = f" ({desc})" if desc else ""
+            lines.append(f"{path}: {loc}: required key is missing; add it{what}")
+        elif kind == "string_pattern_mismatch":
+            lines.append(f"{path}: {loc}: {shown} is malformed; {_pattern_hint(loc)}")
+        elif kind == "string_type" and isinstance(value, int | float):
+            lines.append(f"{path}: {loc}: {value} is a number, not text; put it in quotes: '{value}'")
+        elif kind == "union_tag_invalid":
+            lines.append(f"{path}: {loc}: type {ctx.get('tag')!r} is not allowed; use one of {ctx.get('expected_tags')}")
+        elif kind == "union_tag_not_found":
+            lines.append(f"{path}: {loc}: add a type key: one of {', '.join(map(repr, _CAPACITY_TAGS))}")
+        elif kind == "literal_error":
+            lines.append(f"{path}: {loc}: {shown} is not allowed; use {ctx.get('expected')}")
+        elif kind.startswith("datetime"):
+            lines.append(f"{path}: {loc}: {shown} is not a date and time; use ISO 8601 in UTC, e.g. 2026-12-01T11:30:00Z")
         else:
-            lines.append(f"{path}: {loc}: {e['msg']}")
+            got = f" (got {shown})" if shown is not None else ""
+            lines.append(f"{path}: {loc}: {e['msg']}{got}")
     return lines
+
+
+def _unknown_key(parts: tuple[int | str, ...], missing: list[str]) -> str:
+    key = str(parts[-1])
+    parent = _loc(parts[:-1])
+    where = f"under {parent}" if parent else "at the top level"
+    model = _model_at(parts[:-1])
+    allowed = [f.alias or n for n, f in model.model_fields.items() if n != "schema_"] if model is not None else []
+    close = difflib.get_close_matches(key, missing, n=1, cutoff=0.4) or difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    if close:
+        return f"unknown key '{key}' {where}; did you mean '{close[0]}'?"
+    if allowed:
+        return f"unknown key '{key}' {where}; allowed keys: {', '.join(allowed)}"
+    return f"unknown key '{key}' {where}; check the spelling (see schema/environment.schema.json)"
 
 
 def _pattern_hint(loc: str) -> str:
@@ -387,7 +561,8 @@ def _pattern_hint(loc: str) -> str:
     hints = {
         "account": "use the 12-digit account id, e.g. '123456789012' (quoted)",
         "region": "use a region code such as us-east-1",
-        "name": "use lower-case letters, digits and dashes, starting with a letter",
+        "name": "use lower-case letters, digits and dashes, starting with a letter"
+        + (" (at most 24 characters)" if loc == "name" else " (at most 16 characters)"),
         "reservation_id": "use the reservation id, e.g. cr-0123456789abcdef0",
         "vpc_id": "use a VPC id, e.g. vpc-0123456789abcdef0",
         "ami_id": "use an AMI id, e.g. ami-0123456789abcdef0",
@@ -397,20 +572,74 @@ def _pattern_hint(loc: str) -> str:
     return hints.get(re.sub(r"\[\d+\]$", "", last), "check the format")
 
 
+def _valid(model: type[BaseModel], raw: Any) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _cross_problems_of_parts(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The cross-section checks on every section that is valid on its own.
+
+    Pydantic runs Environment's cross checks only when every field is valid, so a typo in one place
+    would hide e.g. an unknown instance type in another; validating the sections one by one reports both.
+    """
+    region = data.get("region")
+    region = region if isinstance(region, str) and re.match(REGION_RE, region) else None
+    training = data.get("training", [])
+    valid = [(i, _valid(TrainingCluster, raw)) for i, raw in enumerate(training if isinstance(training, list) else [])]
+    clusters = [(i, c) for i, c in valid if c is not None]
+    return _cross_problems(region, _valid(Network, data.get("network")), _valid(Storage, data.get("storage", {})), clusters)
+
+
 def parse_environment(data: Any, path: str) -> Environment:
-    """Validate already-parsed YAML data; raises ConfigError with one line per problem."""
+    """Validate already-parsed YAML data; raises ConfigError with one line per problem (all of them)."""
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: the file must hold a mapping of keys (name, account, region, ...)"])
     stem = Path(path).stem
     data = dict(data)
     data.setdefault("name", stem)
+    problems: list[str] = []
+    name = data["name"]
+    if isinstance(name, str) and re.match(NAME_RE, name) and name != stem:
+        problems.append(f"{path}: name: '{name}' differs from the file name '{stem}'; rename the file or the key")
     try:
         env = Environment.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format(path, err)) from None
-    if env.name != stem:
-        raise ConfigError([f"{path}: name: '{env.name}' differs from the file name '{stem}'; rename the file or the key"])
+        problems.extend(_format(path, err))
+        if not any(e["loc"] == () for e in err.errors()):  # the cross checks did not run: run them per section
+            problems.extend(f"{path}: {key}: {msg}" for key, msg in _cross_problems_of_parts(data))
+        raise ConfigError(problems) from None
+    if problems:
+        raise ConfigError(problems)
     return env
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML silently keeps the last one)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *anchor` merges are allowed and may be overridden
+        key = loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+        if not isinstance(key, typing.Hashable):
+            continue  # construct_mapping reports unhashable keys itself
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"key '{key}' is given twice in one mapping (first at line {seen[key] + 1}); keep one",
+                key_node.start_mark,
+            )
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def load_environment(path: str | Path) -> Environment:
@@ -422,11 +651,14 @@ def load_environment(path: str | Path) -> Environment:
     except OSError as err:
         raise ConfigError([f"{shown}: cannot read the file ({err.strerror})"]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError([f"{shown}: not valid YAML{where}: {getattr(err, 'problem', err)}"]) from None
+        problem = str(getattr(err, "problem", None) or err)
+        if not isinstance(err, yaml.constructor.ConstructorError):  # a syntax error, not a duplicate key
+            problem += "; check the indentation and quoting on that line and the one before"
+        raise ConfigError([f"{shown}: not valid YAML{where}: {problem}"]) from None
     return parse_environment(data, shown)
 
 

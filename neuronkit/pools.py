@@ -113,6 +113,13 @@ def pools_from_cdk_out(path: str | Path) -> list[Pool]:
                 pools.append(_pool_from_metadata(meta, stack))
             except _BadMetadata as err:
                 problems.append(f"{where}: Metadata.{METADATA_KEY}.{err.key}: {err.message}")
+    seen: dict[tuple[str, str, str], str | None] = {}
+    for p in pools:
+        if p.key in seen:
+            problems.append(
+                f"{root}: pool {p.label} ({p.role}) appears in both {seen[p.key]} and {p.stack}; pool names must be unique"
+            )
+        seen.setdefault(p.key, p.stack)
     if problems:
         raise PoolError(problems)
     return pools

@@ -36,6 +36,7 @@ def new_app(outdir: Path | None = None) -> Any:
 class Synth:
     outdir: Path
     templates: dict[str, dict[str, Any]]
+    app: Any
 
     def template(self, stack: str) -> dict[str, Any]:
         return self.templates[stack]
@@ -58,7 +59,7 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     compliance.apply(app)
     assembly = app.synth()
     templates = {s.stack_name: s.template for s in assembly.stacks}
-    return Synth(outdir=outdir, templates=templates)
+    return Synth(outdir=outdir, templates=templates, app=app)
 
 
 @pytest.fixture(scope="session")

@@ -82,7 +82,9 @@ class PriceTable:
 
     def missing_message(self, instance_type: str, region: str) -> str:
         head = f"no On-Demand price for {instance_type} in {region} in {self.shown_path} (as of {self.as_of})"
-        refresh = f"run `{REFRESH_COMMAND} --regions {region}` (needs pricing:GetProducts) or add the price by hand"
+        # A refresh rewrites the whole table, so it names every region the table should keep.
+        regions = "" if region in self.prices else f" --regions {' '.join([*self.prices, region])}"
+        refresh = f"run `{REFRESH_COMMAND}{regions}` (needs pricing:GetProducts) or add the price by hand"
         known = catalog.instance_types()
         if instance_type not in known:
             return f"{head}: {instance_type} is not in the instance catalog; check the spelling"

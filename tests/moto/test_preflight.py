@@ -1,0 +1,664 @@
+"""`neuronkit preflight`: every check in its PASS, WARN and FAIL forms, the table and the exit code.
+
+Where the AWS answers come from is said in each test:
+- moto (`mock_aws`): STS, instance type offerings (moto carries AWS's recorded offerings), SSM
+  parameters, images, VPCs and subnets (moto honours AvailabilityZoneId on CreateSubnet).
+- botocore Stubber with AWS-shaped responses: Service Quotas (moto models only `vpc` quotas) and
+  DescribeCapacityReservations (moto does not implement it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.session
+import pytest
+import yaml
+from botocore.stub import Stubber
+from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
+from moto.ssm.models import ssm_backends
+
+from neuronkit import catalog, mockaws
+from neuronkit.catalog import quotas
+from neuronkit.cli import main
+from neuronkit.config import Environment, parse_environment
+from neuronkit.preflight import Check, PreflightAbort, check_capacity, run_checks
+
+REGION = "us-east-1"
+ACCOUNT = DEFAULT_ACCOUNT_ID  # the account moto answers for
+TRN_QUOTA = "L-2C3B7624"
+NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
+DLAMI = catalog.ami_families()[catalog.default_ami_family("neuron")].ssm_parameter
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures and helpers
+# --------------------------------------------------------------------------------------------
+def _clear_aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def dummy_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _clear_aws_env(monkeypatch, tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+
+
+@pytest.fixture(scope="module")
+def _moto() -> Iterator[None]:
+    """One moto for the module (starting moto's EC2 costs about half a second); tests leave no shared state."""
+    with mock_aws():
+        yield
+
+
+@pytest.fixture(scope="module")
+def _botocore() -> botocore.session.Session:
+    """One botocore session for the module: each new one parses the EC2 service model again (~0.1 s)."""
+    return botocore.session.get_session()
+
+
+@pytest.fixture
+def aws(_moto: None, _botocore: botocore.session.Session, dummy_credentials: None) -> Iterator[boto3.session.Session]:
+    yield boto3.session.Session(region_name=REGION, botocore_session=_botocore)
+    for name in _SEEDED:  # public parameters exist per test
+        ssm_backends[ACCOUNT][REGION]._parameters.pop(name, None)
+    _SEEDED.clear()
+
+
+_SEEDED: set[str] = set()
+
+
+class StubbedSession(boto3.session.Session):
+    """moto for every service except the ones given, which are botocore-Stubber clients."""
+
+    def __init__(self, base: boto3.session.Session, stubbed: dict[str, Any]):
+        super().__init__(region_name=REGION, botocore_session=base._session)
+        self._stubbed = stubbed
+
+    def client(self, service_name: str, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        if service_name in self._stubbed:
+            return self._stubbed[service_name]
+        return super().client(service_name, *args, **kwargs)
+
+
+def cluster(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"name": "pretrain", "instance_type": "trn1.32xlarge", "az_id": "use1-az6", "max_size": 4}
+    return base | over
+
+
+def make_env(*clusters: dict[str, Any], account: str = ACCOUNT, network: dict[str, Any] | None = None) -> Environment:
+    data = {
+        "account": account,
+        "region": REGION,
+        "network": network or {"az_ids": ["use1-az6", "use1-az4"]},
+        "training": list(clusters) or [cluster()],
+    }
+    return parse_environment(data, "environments/test.yaml")
+
+
+def vcpus(instance_type: str, count: int) -> int:
+    return catalog.get(instance_type).vcpus * count
+
+
+def seed_public_parameter(name: str, value: str) -> None:
+    """Seed an AWS-owned SSM parameter (moto refuses PutParameter under /aws/); removed after the test."""
+    mockaws.seed_public_parameter(ACCOUNT, REGION, name, value)
+    _SEEDED.add(name)
+
+
+def quota_client(*values: float, code: str = TRN_QUOTA) -> tuple[Any, Stubber]:
+    """A Service Quotas client (Stubber) answering GetServiceQuota once per value, as AWS does."""
+    sq = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(sq)
+    for value in values:
+        stub.add_response("get_service_quota", quota_response(code, value), {"ServiceCode": "ec2", "QuotaCode": code})
+    stub.activate()
+    return sq, stub
+
+
+def quota_response(code: str, value: float) -> dict[str, Any]:
+    return {
+        "Quota": {
+            "ServiceCode": "ec2",
+            "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+            "QuotaArn": f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:ec2/{code}",
+            "QuotaCode": code,
+            "QuotaName": quotas.vcpu_quotas()[code].name,
+            "Value": value,
+            "Unit": "None",
+            "Adjustable": True,
+            "GlobalQuota": False,
+            "UsageMetric": {
+                "MetricNamespace": "AWS/Usage",
+                "MetricName": "ResourceCount",
+                "MetricDimensions": {"Class": "Standard/OnDemand", "Resource": "vCPU", "Service": "EC2", "Type": "Resource"},
+                "MetricStatisticRecommendation": "Maximum",
+            },
+        }
+    }
+
+
+def by_name(checks: list[Check]) -> dict[str, Check]:
+    names = [c.name for c in checks]
+    assert len(names) == len(set(names)), f"duplicate check names: {names}"
+    return {c.name: c for c in checks}
+
+
+def run(aws: boto3.session.Session, env: Environment, quota_values: tuple[float, ...] | None = None) -> dict[str, Check]:
+    """run_checks with moto plus a Stubber Service Quotas client answering plenty of quota."""
+    values = quota_values if quota_values is not None else (1_000_000.0,)
+    sq, stub = quota_client(*values)
+    checks = by_name(run_checks(env, StubbedSession(aws, {"service-quotas": sq}), now=NOW))
+    stub.assert_no_pending_responses()
+    return checks
+
+
+# --------------------------------------------------------------------------------------------
+# account (moto STS)
+# --------------------------------------------------------------------------------------------
+def test_account_pass(aws: boto3.session.Session) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    checks = run(aws, make_env())
+    assert checks["account"].status == "PASS"
+    assert ACCOUNT in checks["account"].detail
+
+
+def test_account_mismatch_fails_and_skips_the_rest(aws: boto3.session.Session) -> None:
+    checks = run_checks(make_env(account="222222222222"), aws, now=NOW)
+    assert [c.name for c in checks] == ["account"]
+    assert checks[0].status == "FAIL"
+    assert f"your credentials are for account {ACCOUNT}" in checks[0].detail
+    assert "222222222222" in checks[0].fix
+
+
+# --------------------------------------------------------------------------------------------
+# instance type offerings (moto's recorded offerings)
+# --------------------------------------------------------------------------------------------
+def test_offering_pass_lists_the_offering_az_ids(aws: boto3.session.Session) -> None:
+    checks = run(aws, make_env())
+    check = checks["offering pretrain"]
+    assert check.status == "PASS"
+    assert "trn1.32xlarge is offered in use1-az6" in check.detail
+    assert "use1-az4, use1-az5, use1-az6" in check.detail
+
+
+def test_offering_fail_names_the_az_ids_that_offer_it(aws: boto3.session.Session) -> None:
+    # The catalog would reject this file; model_copy skips validation, as a stale catalog would.
+    env = make_env(cluster(instance_type="trn1n.32xlarge"))
+    stale = env.model_copy(update={"training": [env.training[0].model_copy(update={"az_id": "use1-az4"})]})
+    check = run(aws, stale)["offering pretrain"]
+    assert check.status == "FAIL"
+    assert check.detail == "trn1n.32xlarge is not offered in use1-az4; AZ IDs of us-east-1 that offer it: use1-az6"
+    assert "use1-az6" in check.fix
+
+
+def test_offering_fail_when_the_region_offers_the_type_nowhere(aws: boto3.session.Session) -> None:
+    env = make_env()
+    stale = env.model_copy(update={"training": [env.training[0].model_copy(update={"instance_type": "trn2.48xlarge"})]})
+    check = run(aws, stale)["offering pretrain"]
+    assert check.status == "FAIL"
+    assert "not offered in any AZ of us-east-1" in check.detail
+
+
+# --------------------------------------------------------------------------------------------
+# On-Demand vCPU quotas (Stubber: Service Quotas)
+# --------------------------------------------------------------------------------------------
+def test_quota_pass_shows_the_sum_from_the_catalog(aws: boto3.session.Session) -> None:
+    need = vcpus("trn1.32xlarge", 4)
+    check = run(aws, make_env(), quota_values=(float(need * 4),))[f"quota {TRN_QUOTA}"]
+    assert check.status == "PASS"
+    assert f"max sizes need {need} (pretrain: 4 x trn1.32xlarge = {need})" in check.detail
+    assert "Running On-Demand Trn instances" in check.detail
+
+
+def test_quota_sums_every_cluster_of_the_family(aws: boto3.session.Session) -> None:
+    env = make_env(cluster(), cluster(name="tune", instance_type="trn1n.32xlarge", max_size=2))
+    need = vcpus("trn1.32xlarge", 4) + vcpus("trn1n.32xlarge", 2)
+    check = run(aws, env, quota_values=(float(need - 1),))[f"quota {TRN_QUOTA}"]
+    assert check.status == "FAIL"
+    assert f"max sizes need {need}" in check.detail
+    assert f"--quota-code {TRN_QUOTA} --desired-value {need}" in check.fix
+
+
+def test_quota_warns_above_80_percent(aws: boto3.session.Session) -> None:
+    need = vcpus("trn1.32xlarge", 4)
+    check = run(aws, make_env(), quota_values=(need / 0.9,))[f"quota {TRN_QUOTA}"]
+    assert check.status == "WARN"
+    assert "90% of the quota" in check.detail
+
+
+def test_quota_fails_above_100_percent(aws: boto3.session.Session) -> None:
+    need = vcpus("trn1.32xlarge", 4)
+    check = run(aws, make_env(), quota_values=(need / 2,))[f"quota {TRN_QUOTA}"]
+    assert check.status == "FAIL"
+    assert f"is {need / 2:g} vCPUs" in check.detail
+    assert f"request at least {need} vCPUs" in check.fix
+
+
+def test_quota_falls_back_to_the_aws_default(aws: boto3.session.Session) -> None:
+    sq = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(sq)
+    stub.add_client_error("get_service_quota", "NoSuchResourceException", "The request failed because the quota does not exist.")
+    stub.add_response("get_aws_default_service_quota", quota_response(TRN_QUOTA, 0.0), {"ServiceCode": "ec2", "QuotaCode": TRN_QUOTA})
+    stub.activate()
+    checks = by_name(run_checks(make_env(), StubbedSession(aws, {"service-quotas": sq}), now=NOW))
+    stub.assert_no_pending_responses()
+    check = checks[f"quota {TRN_QUOTA}"]
+    assert check.status == "FAIL"
+    assert "is 0 vCPUs (AWS default; no applied value)" in check.detail
+
+
+def test_quota_access_denied_fails_that_check_only(aws: boto3.session.Session) -> None:
+    sq = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(sq)
+    stub.add_client_error("get_service_quota", "AccessDeniedException", "User is not authorized to perform servicequotas:GetServiceQuota")
+    stub.activate()
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    checks = by_name(run_checks(make_env(), StubbedSession(aws, {"service-quotas": sq}), now=NOW))
+    assert checks["quota"].status == "FAIL"
+    assert checks["quota"].detail == "access denied to servicequotas:GetServiceQuota"
+    assert checks["offering pretrain"].status == "PASS"
+    assert checks[f"ami {catalog.default_ami_family('neuron')}"].status == "PASS"
+
+
+def test_every_catalog_family_has_a_vcpu_quota() -> None:
+    families = {t.family for t in catalog.instance_types().values()}
+    assert {f for f in families if quotas.quota_for_family(f) is None} == set()
+    assert quotas.quota_for_family("trn2").code == TRN_QUOTA  # type: ignore[union-attr]
+    assert quotas.quota_for_family("inf2").code == "L-1945791B"  # type: ignore[union-attr]
+    assert quotas.quota_for_family("p5").code == "L-417A185B"  # type: ignore[union-attr]
+    assert quotas.quota_for_family("g6e").code == "L-DB2E81BA"  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------------------------
+# AMIs (moto: SSM parameters seeded in the backend, images)
+# --------------------------------------------------------------------------------------------
+def test_ami_family_parameter_resolves(aws: boto3.session.Session) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    check = run(aws, make_env())[f"ami {catalog.default_ami_family('neuron')}"]
+    assert check.status == "PASS"
+    assert check.detail == f"{DLAMI} resolves to ami-0abcdef1234567890 in {REGION}"
+
+
+def test_ami_family_parameter_missing_fails(aws: boto3.session.Session) -> None:
+    family = "neuron-base-al2023"
+    check = run(aws, make_env(cluster(ami={"family": family})))[f"ami {family}"]
+    assert check.status == "FAIL"
+    assert f"{catalog.ami_families()[family].ssm_parameter} does not exist in {REGION}" in check.detail
+    assert "ami.family" in check.fix
+
+
+def _image(ec2: Any, architecture: str, root: str) -> str:
+    images = ec2.describe_images(
+        Owners=["amazon"],
+        Filters=[{"Name": "architecture", "Values": [architecture]}, {"Name": "root-device-name", "Values": [root]}],
+    )["Images"]
+    assert images, f"moto carries no {architecture} image with root {root}"
+    return str(images[0]["ImageId"])
+
+
+def _own_image(ec2: Any) -> str:
+    """A private AMI made from an instance, as a user would pin (x86_64, root /dev/sda1 in moto)."""
+    source = _image(ec2, "x86_64", "/dev/sda1")
+    instance = ec2.run_instances(ImageId=source, MinCount=1, MaxCount=1, InstanceType="trn1.32xlarge")["Instances"][0]
+    return str(ec2.create_image(InstanceId=instance["InstanceId"], Name="team-neuron-image")["ImageId"])
+
+
+def test_pinned_ami_pass(aws: boto3.session.Session) -> None:
+    ami_id = _own_image(aws.client("ec2"))
+    check = run(aws, make_env(cluster(ami={"ami_id": ami_id, "root_device_name": "/dev/sda1"})))[f"ami {ami_id}"]
+    assert check.status == "PASS"
+    assert check.detail == f"{ami_id} (team-neuron-image) is available, x86_64, root device /dev/sda1"
+
+
+def test_pinned_ami_missing_fails(aws: boto3.session.Session) -> None:
+    ami_id = "ami-0123456789abcdef0"
+    check = run(aws, make_env(cluster(ami={"ami_id": ami_id, "root_device_name": "/dev/sda1"})))[f"ami {ami_id}"]
+    assert check.status == "FAIL"
+    assert f"{ami_id} does not exist in {REGION}" in check.detail
+    assert "copy-image" in check.fix
+
+
+def test_pinned_ami_with_another_root_device_fails(aws: boto3.session.Session) -> None:
+    ami_id = _own_image(aws.client("ec2"))
+    check = run(aws, make_env(cluster(ami={"ami_id": ami_id, "root_device_name": "/dev/xvda"})))[f"ami {ami_id}"]
+    assert check.status == "FAIL"
+    assert "its root device is /dev/sda1, not /dev/xvda" in check.detail
+    assert check.fix == "set ami.root_device_name: /dev/sda1"
+
+
+def test_pinned_ami_of_another_architecture_fails(aws: boto3.session.Session) -> None:
+    ami_id = _image(aws.client("ec2"), "arm64", "/dev/xvda")
+    check = run(aws, make_env(cluster(ami={"ami_id": ami_id, "root_device_name": "/dev/xvda"})))[f"ami {ami_id}"]
+    assert check.status == "FAIL"
+    assert "it is arm64, trn1.32xlarge needs x86_64" in check.detail
+
+
+# --------------------------------------------------------------------------------------------
+# capacity reservations (Stubber: moto does not implement DescribeCapacityReservations)
+# --------------------------------------------------------------------------------------------
+def reservation(**over: Any) -> dict[str, Any]:
+    """One DescribeCapacityReservations entry as EC2 returns it."""
+    base = {
+        "CapacityReservationId": "cr-0123456789abcdef0",
+        "OwnerId": ACCOUNT,
+        "CapacityReservationArn": f"arn:aws:ec2:{REGION}:{ACCOUNT}:capacity-reservation/cr-0123456789abcdef0",
+        "AvailabilityZoneId": "use1-az6",
+        "InstanceType": "trn1.32xlarge",
+        "InstancePlatform": "Linux/UNIX",
+        "AvailabilityZone": "us-east-1a",
+        "Tenancy": "default",
+        "TotalInstanceCount": 4,
+        "AvailableInstanceCount": 4,
+        "EbsOptimized": True,
+        "EphemeralStorage": False,
+        "State": "active",
+        "StartDate": NOW - dt.timedelta(days=1),
+        "EndDateType": "unlimited",
+        "InstanceMatchCriteria": "targeted",
+        "CreateDate": NOW - dt.timedelta(days=2),
+        "ReservationType": "default",
+    }
+    return base | over
+
+
+def block(**over: Any) -> dict[str, Any]:
+    start, end = NOW + dt.timedelta(days=2), NOW + dt.timedelta(days=4)
+    return reservation(
+        ReservationType="capacity-block", State="scheduled", StartDate=start, EndDate=end, EndDateType="limited", AvailableInstanceCount=0
+    ) | over
+
+
+def block_capacity(start: dt.datetime, end: dt.datetime, **over: Any) -> dict[str, Any]:
+    base = {
+        "type": "capacity-block",
+        "reservation_id": "cr-0123456789abcdef0",
+        "instance_type": "trn1.32xlarge",
+        "az_id": "use1-az6",
+        "instance_count": 4,
+        "start": start.isoformat(),
+        "end": end.isoformat(),
+    }
+    return base | over
+
+
+def capacity_checks(env: Environment, *answers: dict[str, Any] | str) -> dict[str, Check]:
+    """check_capacity with a Stubber EC2 client; a str answer is an EC2 error code."""
+    ec2 = boto3.client("ec2", region_name=REGION)
+    stub = Stubber(ec2)
+    for answer in answers:
+        if isinstance(answer, str):
+            stub.add_client_error("describe_capacity_reservations", answer, "The capacity reservation ID does not exist")
+        else:
+            stub.add_response("describe_capacity_reservations", {"CapacityReservations": [answer]})
+    with stub:
+        checks = by_name(check_capacity(env, ec2, now=NOW))
+        stub.assert_no_pending_responses()
+    return checks
+
+
+def test_created_odcr_passes_with_a_billing_note(aws: boto3.session.Session) -> None:
+    env = make_env(cluster(capacity={"type": "odcr", "create": True, "instance_count": 4}))
+    check = capacity_checks(env)["capacity pretrain"]  # no AWS call: the Stubber holds no answers
+    assert check.status == "PASS"
+    assert "bills from creation" in check.detail
+    assert run(aws, env)["capacity pretrain"].status == "PASS"  # and run_checks includes it
+
+
+def test_existing_odcr_passes(dummy_credentials: None) -> None:
+    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    checks = capacity_checks(env, reservation())
+    assert {n: c.status for n, c in checks.items()} == {
+        "capacity pretrain: match": "PASS",
+        "capacity pretrain: size": "PASS",
+        "capacity pretrain: window": "PASS",
+    }
+    assert "has no end date" in checks["capacity pretrain: window"].detail
+
+
+def test_reservation_not_found_fails(dummy_credentials: None) -> None:
+    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    check = capacity_checks(env, "InvalidCapacityReservationId.NotFound")["capacity pretrain"]
+    assert check.status == "FAIL"
+    assert f"cr-0123456789abcdef0 does not exist in account {ACCOUNT}, {REGION}" in check.detail
+
+
+def test_reservation_of_another_type_and_az_fails(dummy_credentials: None) -> None:
+    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    answer = reservation(InstanceType="trn1n.32xlarge", AvailabilityZoneId="use1-az4", AvailabilityZone="us-east-1d")
+    check = capacity_checks(env, answer)["capacity pretrain: match"]
+    assert check.status == "FAIL"
+    assert "holds trn1n.32xlarge, the cluster runs trn1.32xlarge" in check.detail
+    assert "is in use1-az4 (us-east-1d), the cluster in use1-az6" in check.detail
+    assert "set training[0].az_id to use1-az4" in check.fix
+
+
+def test_reservation_too_small_fails(dummy_credentials: None) -> None:
+    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    check = capacity_checks(env, reservation(TotalInstanceCount=2, AvailableInstanceCount=2))["capacity pretrain: size"]
+    assert check.status == "FAIL"
+    assert "holds 2 instances, max_size is 4" in check.detail
+    assert "set training[0].capacity.instance_count: 2" in check.fix
+
+
+def test_reservation_in_use_warns(dummy_credentials: None) -> None:
+    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    check = capacity_checks(env, reservation(AvailableInstanceCount=1))["capacity pretrain: size"]
+    assert check.status == "WARN"
+    assert "1 of 4 instances free" in check.detail
+
+
+def test_capacity_block_not_started_warns(dummy_credentials: None) -> None:
+    start, end = NOW + dt.timedelta(days=2), NOW + dt.timedelta(days=4)
+    env = make_env(cluster(capacity=block_capacity(start, end)))
+    checks = capacity_checks(env, block(StartDate=start, EndDate=end))
+    assert checks["capacity pretrain: match"].status == "PASS"
+    assert checks["capacity pretrain: size"].status == "PASS"
+    window = checks["capacity pretrain: window"]
+    assert window.status == "WARN"
+    assert "is scheduled: starts 2026-11-23 12:00 UTC, ends 2026-11-25 12:00 UTC" in window.detail
+    reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
+    assert f"reclaims instances {reclaim} minutes before" in window.detail
+
+
+def test_active_capacity_block_passes(dummy_credentials: None) -> None:
+    start, end = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=1)
+    env = make_env(cluster(capacity=block_capacity(start, end)))
+    checks = capacity_checks(env, block(State="active", StartDate=start, EndDate=end, AvailableInstanceCount=4))
+    assert {c.status for c in checks.values()} == {"PASS"}
+    assert "is active since 2026-11-21 11:00 UTC, ends 2026-11-22 12:00 UTC" in checks["capacity pretrain: window"].detail
+
+
+def test_ended_capacity_block_fails(dummy_credentials: None) -> None:
+    start, end = NOW - dt.timedelta(days=3), NOW - dt.timedelta(days=1)
+    env = make_env(cluster(capacity=block_capacity(start, end)))
+    window = capacity_checks(env, block(State="expired", StartDate=start, EndDate=end))["capacity pretrain: window"]
+    assert window.status == "FAIL"
+    assert "is expired at 2026-11-20 12:00 UTC" in window.detail
+    assert "neuronkit capacity offerings" in window.fix
+
+
+def test_capacity_block_dates_differing_from_the_file_warn(dummy_credentials: None) -> None:
+    start, end = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=1)
+    env = make_env(cluster(capacity=block_capacity(start, end)))
+    later = end + dt.timedelta(hours=12)
+    window = capacity_checks(env, block(State="active", StartDate=start, EndDate=later, AvailableInstanceCount=4))["capacity pretrain: window"]
+    assert window.status == "WARN"
+    assert "the file says end 2026-11-22 12:00 UTC" in window.detail
+    assert f"set training[0].capacity.end: {later.isoformat()}" in window.fix
+
+
+def test_odcr_referenced_as_a_capacity_block_fails(dummy_credentials: None) -> None:
+    start, end = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=1)
+    env = make_env(cluster(capacity=block_capacity(start, end)))
+    check = capacity_checks(env, reservation())["capacity pretrain: match"]
+    assert check.status == "FAIL"
+    assert "is an On-Demand Capacity Reservation, not a Capacity Block" in check.detail
+
+
+# --------------------------------------------------------------------------------------------
+# imported network (moto: VPCs and subnets created by AZ ID)
+# --------------------------------------------------------------------------------------------
+def _vpc(ec2: Any, *az_ids: str) -> tuple[str, dict[str, str]]:
+    vpc = ec2.create_vpc(CidrBlock="10.30.0.0/16")["Vpc"]["VpcId"]
+    subnets = {}
+    for i, az in enumerate(az_ids):
+        subnets[az] = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.30.{i}.0/24", AvailabilityZoneId=az)["Subnet"]["SubnetId"]
+    return vpc, subnets
+
+
+def _network(vpc: str, subnets: dict[str, str]) -> dict[str, Any]:
+    return {"az_ids": ["use1-az6", "use1-az4"], "existing": {"vpc_id": vpc, "subnet_ids": subnets}}
+
+
+def test_existing_network_passes(aws: boto3.session.Session) -> None:
+    vpc, subnets = _vpc(aws.client("ec2"), "use1-az6", "use1-az4")
+    checks = run(aws, make_env(network=_network(vpc, subnets)))
+    assert checks["network vpc"].status == "PASS"
+    assert checks["network subnet use1-az6"].status == "PASS"
+    assert checks["network subnet use1-az4"].status == "PASS"
+    assert f"{subnets['use1-az4']} (10.30.1.0/24," in checks["network subnet use1-az4"].detail
+
+
+def test_subnet_in_another_az_id_fails_and_names_the_right_one(aws: boto3.session.Session) -> None:
+    ec2 = aws.client("ec2")
+    vpc, subnets = _vpc(ec2, "use1-az6", "use1-az4", "use1-az1")
+    wrong = {"use1-az6": subnets["use1-az6"], "use1-az4": subnets["use1-az1"]}
+    check = run(aws, make_env(network=_network(vpc, wrong)))["network subnet use1-az4"]
+    assert check.status == "FAIL"
+    assert f"{subnets['use1-az1']} is in use1-az1" in check.detail
+    assert f"has {subnets['use1-az4']} there" in check.fix
+
+
+def test_missing_vpc_and_subnet_fail(aws: boto3.session.Session) -> None:
+    missing = _network("vpc-0123456789abcdef0", {"use1-az6": "subnet-0123456789abcdef0", "use1-az4": "subnet-0123456789abcdef1"})
+    checks = run(aws, make_env(network=missing))
+    assert checks["network vpc"].status == "FAIL"
+    assert checks["network vpc"].detail == f"vpc-0123456789abcdef0 does not exist in {REGION}"
+    assert checks["network subnet use1-az6"].status == "FAIL"
+    assert "subnet-0123456789abcdef0 does not exist" in checks["network subnet use1-az6"].detail
+
+
+def test_subnet_of_another_vpc_fails(aws: boto3.session.Session) -> None:
+    ec2 = aws.client("ec2")
+    vpc, subnets = _vpc(ec2, "use1-az6", "use1-az4")
+    other = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
+    stray = ec2.create_subnet(VpcId=other, CidrBlock="10.40.0.0/24", AvailabilityZoneId="use1-az6")["Subnet"]["SubnetId"]
+    check = run(aws, make_env(network=_network(vpc, {"use1-az6": stray, "use1-az4": subnets["use1-az4"]})))["network subnet use1-az6"]
+    assert check.status == "FAIL"
+    assert f"{stray} belongs to {other}, not {vpc}" in check.detail
+
+
+# --------------------------------------------------------------------------------------------
+# credentials and reachability
+# --------------------------------------------------------------------------------------------
+def test_rejected_credentials_abort_with_one_line(aws: boto3.session.Session) -> None:
+    sts = boto3.client("sts", region_name=REGION)
+    stub = Stubber(sts)
+    stub.add_client_error("get_caller_identity", "ExpiredToken", "The security token included in the request is expired", 403)
+    stub.activate()
+    with pytest.raises(PreflightAbort, match=r"AWS rejected your credentials \(ExpiredToken\)"):
+        run_checks(make_env(), StubbedSession(aws, {"sts": sts}), now=NOW)
+
+
+def test_unreachable_region_aborts(dummy_credentials: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a local port nobody listens on: connection refused, no network used
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    with pytest.raises(PreflightAbort, match=r"cannot reach AWS in region 'us-east-1'"):
+        run_checks(make_env(), boto3.session.Session(), now=NOW)
+
+
+# --------------------------------------------------------------------------------------------
+# the command: table, exit codes, one-line errors
+# --------------------------------------------------------------------------------------------
+def _write_env(folder: Path, name: str, **over: Any) -> Path:
+    data: dict[str, Any] = {
+        "account": ACCOUNT,
+        "region": REGION,
+        "network": {"az_ids": ["use1-az6", "use1-az4"]},
+        "training": [cluster()],
+    } | over
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.fixture
+def cli_session(aws: boto3.session.Session, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
+    """The command's session: moto, with a Stubber Service Quotas client answering plenty of quota."""
+    sq, stub = quota_client(1_000_000.0)
+    monkeypatch.setattr("neuronkit.cli.preflight.aws_session", lambda profile: StubbedSession(aws, {"service-quotas": sq}))
+    yield stub
+
+
+def test_cli_all_pass_exits_zero(cli_session: Stubber, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    assert main(["preflight", "--file", str(_write_env(tmp_path, "test"))]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"preflight test: account {ACCOUNT}, {REGION}"
+    assert lines[1].split() == ["STATUS", "CHECK", "DETAIL"]
+    assert any(line.startswith("PASS") and "offering pretrain" in line for line in lines)
+    assert lines[-1] == "4 passed, 0 warnings, 0 failed"
+
+
+def test_cli_fail_exits_one_and_prints_the_fix(cli_session: Stubber, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # No DLAMI parameter seeded: the AMI check fails.
+    assert main(["preflight", "--file", str(_write_env(tmp_path, "test"))]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    fail = next(i for i, line in enumerate(lines) if line.startswith("FAIL"))
+    assert f"ami {catalog.default_ami_family('neuron')}" in lines[fail]
+    assert lines[fail + 1].strip().startswith("fix: choose another ami.family")
+    assert lines[-1] == "3 passed, 0 warnings, 1 failed"
+
+
+def test_cli_env_name_reads_environments_folder(
+    cli_session: Stubber, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "environments").mkdir()
+    _write_env(tmp_path / "environments", "staging")
+    monkeypatch.chdir(tmp_path)
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    assert main(["preflight", "--env", "staging"]) == 0
+    assert capsys.readouterr().out.startswith("preflight staging:")
+    assert main(["preflight", "--env", "nope"]) == 1
+    assert "environments/nope.yaml: no such environment; known environments: staging" in capsys.readouterr().err
+
+
+def test_cli_without_credentials_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _clear_aws_env(monkeypatch, tmp_path)
+    path = _write_env(tmp_path, "test")
+    assert main(["preflight", "--file", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "neuronkit: no AWS credentials found: run `aws configure` or `aws sso login`, or set AWS_PROFILE (or pass --profile)"
+    ]
+    assert "Traceback" not in captured.err
+
+
+def test_cli_unknown_profile_prints_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _clear_aws_env(monkeypatch, tmp_path)
+    assert main(["preflight", "--file", str(_write_env(tmp_path, "test")), "--profile", "ghost"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "neuronkit: AWS profile 'ghost' is not in your AWS config; run `aws configure list-profiles`"
+    ]

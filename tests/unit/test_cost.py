@@ -1,0 +1,389 @@
+"""`neuronkit cost`: figures against hand-computed values, the GPU comparison, the PR diff, and the errors users see.
+
+Every expected figure is computed here from the price table's own values (nodes x hourly price x hours a
+month), so a refreshed prices.json keeps the tests meaningful while a wrong multiplication, a wrong
+node count or a mislabelled row fails them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from neuronkit import catalog, config
+from neuronkit.catalog import pricing
+from neuronkit.cli import main
+from neuronkit.cost import cost_report, price_pools
+from neuronkit.pools import Pool, pools_from_cdk_out, pools_from_environment
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+TABLE = pricing.load_prices()
+HOURS = TABLE.hours_per_month
+
+
+def price(instance_type: str, region: str = "us-east-1") -> float:
+    return TABLE.prices[region][instance_type]
+
+
+def money(x: float) -> str:
+    return f"-${-x:,.2f}" if x < 0 else f"${x:,.2f}"
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    monkeypatch.chdir(REPO)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def metadata(**over: Any) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "environment": "prod",
+        "region": "us-east-1",
+        "pool": "pretrain",
+        "role": "training",
+        "instance_types": ["trn1.32xlarge"],
+        "neuron_types": ["trn1.32xlarge"],
+        "fallback_types": [],
+        "min_size": 0,
+        "max_size": 16,
+        "desired_size": 16,
+        "capacity": "on-demand",
+    }
+    meta.update(over)
+    return meta
+
+
+def write_cdk_out(folder: Path, asgs: dict[str, dict[str, Any] | None], stack: str = "NeuronkitTest") -> Path:
+    """A minimal cdk.out: one template whose Auto Scaling groups carry the given Metadata (None: none)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    resources: dict[str, Any] = {}
+    for logical_id, meta in asgs.items():
+        resource: dict[str, Any] = {"Type": "AWS::AutoScaling::AutoScalingGroup", "Properties": {"MinSize": "0", "MaxSize": "1"}}
+        if meta is not None:
+            resource["Metadata"] = {"neuronkit": meta}
+        resources[logical_id] = resource
+    (folder / f"{stack}.template.json").write_text(json.dumps({"Resources": resources}))
+    return folder
+
+
+# --------------------------------------------------------------------------------------------
+# neuronkit cost: environments
+# --------------------------------------------------------------------------------------------
+def test_prod_is_priced_at_min_desired_and_max_against_p4d(capsys, monkeypatch):
+    code, out, err = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
+    assert code == 0, err
+    trn, gpu = price("trn1.32xlarge"), price("p4d.24xlarge")
+    # prod.yaml: 16 x trn1.32xlarge, min 0, desired 16, max 16.
+    desired = 16 * trn * HOURS
+    gpu_desired = 16 * gpu * HOURS
+    saving = gpu_desired - desired
+    assert "### pretrain: training, trn1.32xlarge, capacity odcr" in out
+    assert "| min | 0 | $0.00 | $0.00 | $0.00 | $0.00 | – |" in out
+    row = f"| {money(16 * trn)} | {money(desired)} | {money(gpu_desired)} | {money(saving)} | {saving / gpu_desired * 100:.1f}% |"
+    assert f"| desired | 16 {row}" in out
+    assert f"| max | 16 {row}" in out
+    assert f"GPU equivalent p4d.24xlarge at ${gpu}/hour" in out
+    # The reservation the stack creates bills whether nodes run or not: the user must be told.
+    assert "Capacity odcr: an On-Demand Capacity Reservation bills every reserved instance" in out
+    assert f"| desired | {money(16 * trn)} | {money(desired)} | {money(gpu_desired)} |" in out  # the environment total
+
+
+def test_dev_scales_to_zero_and_costs_more_than_its_gpu_equivalent_at_max(capsys, monkeypatch):
+    code, out, _ = run(["cost", "--env", "dev", "--format", "markdown"], capsys, monkeypatch)
+    assert code == 0
+    trn, gpu = price("trn1.2xlarge"), price("g5.2xlarge")
+    # dev.yaml: 1 x trn1.2xlarge at most, min 0, desired unset (= min).
+    assert "| desired | 0 | $0.00 | $0.00 | $0.00 | $0.00 | – |" in out
+    saving = gpu * HOURS - trn * HOURS
+    share = saving / (gpu * HOURS) * 100
+    assert saving < 0  # at list prices trn1.2xlarge costs more an hour than g5.2xlarge
+    assert f"| max | 1 | {money(trn)} | {money(trn * HOURS)} | {money(gpu * HOURS)} | {money(saving)} | {share:.1f}% |" in out
+    assert "a negative saving means the Neuron capacity costs more" in out
+
+
+def test_all_environments_add_up(capsys, monkeypatch):
+    code, out, _ = run(["cost"], capsys, monkeypatch)
+    assert code == 0
+    total_max = 16 * price("trn1.32xlarge") * HOURS + 1 * price("trn1.2xlarge") * HOURS
+    grand = out[out.index("Total: 2 environments") :]
+    max_row = next(line for line in grand.splitlines() if line.startswith("max"))
+    assert money(total_max) in max_row.split()
+    # Plain text: aligned columns, underlined headings, no Markdown table syntax.
+    assert "prod (us-east-1)\n================" in out
+    assert "|" not in out
+
+
+def test_file_option_prices_any_environment_file(capsys, monkeypatch):
+    code, out, _ = run(["cost", "--file", str(REPO / "environments" / "prod.yaml")], capsys, monkeypatch)
+    assert code == 0
+    assert money(16 * price("trn1.32xlarge") * HOURS) in out
+
+
+def test_environment_without_inference_section_gives_only_training_pools():
+    env = config.load_environment(REPO / "environments" / "prod.yaml")
+    assert not hasattr(env, "inference") or not env.inference  # today's schema; the section comes later
+    assert pools_from_environment(env) == [
+        Pool(
+            environment="prod",
+            region="us-east-1",
+            pool="pretrain",
+            role="training",
+            instance_types=("trn1.32xlarge",),
+            neuron_types=("trn1.32xlarge",),
+            fallback_types=(),
+            min_size=0,
+            max_size=16,
+            desired_size=16,
+            capacity="odcr",
+        )
+    ]
+
+
+def test_inference_fleet_is_priced_on_its_first_neuron_type():
+    fleet = SimpleNamespace(
+        name="serve",
+        instance_types=["inf2.xlarge", "inf2.8xlarge"],
+        fallback_types=["g5.xlarge"],
+        min_size=2,
+        max_size=8,
+        desired_size=None,
+    )
+    env = SimpleNamespace(name="prod", region="us-east-1", training=[], inference=[fleet])
+    (pool,) = pools_from_environment(env)
+    assert pool.instance_types == ("inf2.xlarge", "inf2.8xlarge", "g5.xlarge")
+    assert (pool.role, pool.desired_size, pool.primary_type) == ("inference", 2, "inf2.xlarge")
+    out = cost_report([pool], fmt="markdown")
+    inf2, g5 = price("inf2.xlarge"), price("g5.xlarge")
+    assert "### serve: inference, inf2.xlarge, inf2.8xlarge, g5.xlarge, capacity on-demand" in out
+    saving = 8 * g5 * HOURS - 8 * inf2 * HOURS
+    assert f"| max | 8 | {money(8 * inf2)} | {money(8 * inf2 * HOURS)} | {money(8 * g5 * HOURS)} | {money(saving)} |" in out
+    assert "Priced on the primary type inf2.xlarge" in out
+    assert f"inf2.8xlarge (${price('inf2.8xlarge')}/hour), g5.xlarge (${g5}/hour)" in out
+
+
+def test_gpu_pool_is_not_compared_with_itself():
+    pool = Pool("prod", "us-east-1", "pretrain-gpu", "training-gpu", ("p5.48xlarge",), (), (), 0, 2, 1, "on-demand")
+    out = cost_report([pool], fmt="markdown")
+    assert "p5.48xlarge is a GPU type: no GPU equivalent" in out
+    assert f"| desired | 1 | {money(price('p5.48xlarge'))} | {money(price('p5.48xlarge') * HOURS)} |" in out
+
+
+def test_missing_gpu_equivalent_price_skips_the_comparison_with_a_reason():
+    table = dataclasses.replace(
+        TABLE, prices={r: {t: p for t, p in ps.items() if t != "p4d.24xlarge"} for r, ps in TABLE.prices.items()}
+    )
+    pool = Pool("prod", "us-east-1", "pretrain", "training", ("trn1.32xlarge",), ("trn1.32xlarge",), (), 0, 4, 4, "on-demand")
+    out = cost_report([pool], fmt="markdown", table=table)
+    assert "GPU comparison skipped: no On-Demand price for p4d.24xlarge in us-east-1" in out
+    assert "p4d.24xlarge $/month" not in out
+    assert f"| desired | 4 | {money(4 * price('trn1.32xlarge'))} | {money(4 * price('trn1.32xlarge') * HOURS)} |" in out
+
+
+# --------------------------------------------------------------------------------------------
+# cdk.out and the PR diff
+# --------------------------------------------------------------------------------------------
+def test_pools_are_read_from_the_asg_metadata_of_every_template():
+    pools = pools_from_cdk_out(FIXTURES / "cdk_out_new")
+    seen = {(p.stack, p.label, p.role, p.primary_type, p.min_size, p.desired_size, p.max_size, p.capacity) for p in pools}
+    assert seen == {
+        ("NeuronkitDevCompute", "dev/dev", "training", "trn1.2xlarge", 0, 0, 1, "on-demand"),
+        ("NeuronkitProdCompute", "prod/pretrain", "training", "trn1n.32xlarge", 0, 16, 32, "odcr"),
+        ("NeuronkitProdInference", "prod/serve", "inference", "inf2.xlarge", 1, 2, 4, "on-demand"),
+    }
+
+
+def test_diff_is_markdown_with_a_table_per_changed_added_and_removed_pool(capsys, monkeypatch):
+    old, new = str(FIXTURES / "cdk_out_old"), str(FIXTURES / "cdk_out_new")
+    code, out, err = run(["cost", "--diff", old, new], capsys, monkeypatch)
+    assert code == 0, err
+    trn1, trn1n, trn1s, inf2 = price("trn1.32xlarge"), price("trn1n.32xlarge"), price("trn1.2xlarge"), price("inf2.xlarge")
+
+    changed = out[out.index("### prod/pretrain (training): changed") :]
+    assert "| instance types | trn1.32xlarge | trn1n.32xlarge |  |" in changed
+    assert "| nodes min/desired/max | 0/16/16 | 0/16/32 |  |" in changed
+    b, a = 16 * trn1 * HOURS, 16 * trn1n * HOURS
+    assert f"| $/month at desired | {money(b)} | {money(a)} | +{money(a - b)} ({(a - b) / b * 100:+.1f}%) |" in changed
+    b, a = 16 * trn1 * HOURS, 32 * trn1n * HOURS
+    assert f"| $/month at max | {money(b)} | {money(a)} | +{money(a - b)} ({(a - b) / b * 100:+.1f}%) |" in changed
+
+    added = out[out.index("### prod/serve (inference): added") :]
+    assert "| instance types | – | inf2.xlarge, inf2.8xlarge, g5.xlarge |  |" in added
+    assert f"| $/month at desired | $0.00 | {money(2 * inf2 * HOURS)} | +{money(2 * inf2 * HOURS)} |" in added
+
+    removed = out[out.index("### prod/eval (training): removed") :]
+    assert f"| $/month at desired | {money(trn1s * HOURS)} | $0.00 | -{money(trn1s * HOURS)} (-100.0%) |" in removed
+
+    assert "### dev/dev" not in out
+    assert "- dev/dev (training): $0.00 a month at desired capacity" in out
+
+    before = 16 * trn1 * HOURS + 1 * trn1s * HOURS
+    after = 16 * trn1n * HOURS + 2 * inf2 * HOURS
+    total = out[out.index("### Total") :]
+    assert "| pools | 3 | 3 |  |" in total
+    change = f"+{money(after - before)} ({(after - before) / before * 100:+.1f}%)"
+    assert f"| $/month at desired | {money(before)} | {money(after)} | {change} |" in total
+    # The first line under the heading is the PR comment's headline.
+    headline = out.splitlines()[2]
+    assert headline.startswith(
+        f"Monthly On-Demand cost at desired capacity: {money(before)} → {money(after)}, +{money(after - before)}"
+    )
+
+
+def test_diff_of_identical_synths_says_nothing_changed(capsys, monkeypatch):
+    old = str(FIXTURES / "cdk_out_old")
+    code, out, _ = run(["cost", "--diff", old, old], capsys, monkeypatch)
+    assert code == 0
+    desired = 16 * price("trn1.32xlarge") * HOURS + 1 * price("trn1.2xlarge") * HOURS
+    assert f"No change in On-Demand cost: 3 pool(s), {money(desired)} a month at desired capacity." in out
+    assert not re.search(r"\): (changed|added|removed)$", out, re.MULTILINE)
+    assert "- prod/pretrain (training): " in out
+
+
+def test_diff_as_text(capsys, monkeypatch):
+    code, out, _ = run(
+        ["cost", "--diff", str(FIXTURES / "cdk_out_old"), str(FIXTURES / "cdk_out_new"), "--format", "text"], capsys, monkeypatch
+    )
+    assert code == 0
+    assert "prod/serve (inference): added\n-----------------------------" in out
+    assert "|" not in out
+    assert re.search(r"^\$/month at desired +\$", out, re.MULTILINE)
+
+
+def test_renamed_stack_is_not_a_change(tmp_path, capsys, monkeypatch):
+    old = write_cdk_out(tmp_path / "old", {"Asg": metadata()}, stack="NeuronkitProdTraining")
+    new = write_cdk_out(tmp_path / "new", {"Asg": metadata()}, stack="NeuronkitProdCompute")
+    code, out, _ = run(["cost", "--diff", str(old), str(new)], capsys, monkeypatch)
+    assert code == 0
+    assert "No change in On-Demand cost: 1 pool(s)" in out
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+# --------------------------------------------------------------------------------------------
+def test_missing_prices_name_each_type_region_and_the_fix(tmp_path, capsys, monkeypatch):
+    folder = write_cdk_out(
+        tmp_path / "cdk.out",
+        {
+            "ServeAsg": metadata(
+                region="eu-west-1", pool="serve", role="inference", instance_types=["inf2.xlarge"], neuron_types=["inf2.xlarge"]
+            ),
+            "BigAsg": metadata(region="us-east-2", pool="big", instance_types=["trn2.48xlarge"], neuron_types=["trn2.48xlarge"]),
+            "WrongAsg": metadata(region="eu-west-1", pool="wrong"),
+        },
+    )
+    code, out, err = run(["cost", "--cdk-out", str(folder)], capsys, monkeypatch)
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert lines[0].startswith("neuronkit: ")
+    assert len(lines) == 3
+    # A region the table does not cover: how to refresh it.
+    assert any(
+        "prod/serve (inference): no On-Demand price for inf2.xlarge in eu-west-1 in neuronkit/catalog/prices.json" in line
+        and f"run `neuronkit catalog refresh --prices --regions {' '.join(TABLE.regions)} eu-west-1`" in line
+        for line in lines
+    )
+    # A type AWS sells without an On-Demand price: why.
+    assert any("trn2.48xlarge in us-east-2" in line and "Capacity Blocks" in line for line in lines)
+    # A type the region does not offer: where it is offered.
+    assert any("trn1.32xlarge is not offered in eu-west-1 (offered in ap-south-1," in line for line in lines)
+
+
+def test_missing_cdk_out_folder(tmp_path, capsys, monkeypatch):
+    code, _, err = run(["cost", "--cdk-out", str(tmp_path / "nope")], capsys, monkeypatch)
+    assert code == 2
+    assert err == f"neuronkit: {tmp_path / 'nope'}: no such cdk.out folder; run `make synth` (or `cdk synth`) first\n"
+
+
+def test_empty_cdk_out_folder(tmp_path, capsys, monkeypatch):
+    code, _, err = run(["cost", "--diff", str(tmp_path), str(tmp_path)], capsys, monkeypatch)
+    assert code == 2
+    assert "holds no *.template.json; run `make synth`" in err
+
+
+def test_asg_without_or_with_bad_metadata_is_named(tmp_path, capsys, monkeypatch):
+    folder = write_cdk_out(
+        tmp_path / "cdk.out",
+        {"BareAsg": None, "BadAsg": metadata(desired_size=20), "OddAsg": metadata(role="batch", pool="odd")},
+    )
+    code, _, err = run(["cost", "--cdk-out", str(folder)], capsys, monkeypatch)
+    assert code == 2
+    template = folder / "NeuronkitTest.template.json"
+    assert f"{template}: BareAsg: Auto Scaling group has no Metadata.neuronkit; re-synthesize" in err
+    assert f"{template}: BadAsg: Metadata.neuronkit.desired_size: 20 is not between min_size 0 and max_size 16" in err
+    assert f"{template}: OddAsg: Metadata.neuronkit.role: 'batch' is not one of training, training-gpu, inference" in err
+
+
+def test_a_pool_in_two_templates_is_an_error(tmp_path, capsys, monkeypatch):
+    folder = write_cdk_out(tmp_path / "cdk.out", {"Asg": metadata()}, stack="NeuronkitA")
+    write_cdk_out(folder, {"Asg": metadata()}, stack="NeuronkitB")
+    code, _, err = run(["cost", "--cdk-out", str(folder)], capsys, monkeypatch)
+    assert code == 2
+    assert "pool prod/pretrain (training) appears in both NeuronkitA and NeuronkitB; pool names must be unique" in err
+
+
+def test_unknown_environment_lists_the_known_ones(capsys, monkeypatch):
+    code, _, err = run(["cost", "--env", "staging"], capsys, monkeypatch)
+    assert code == 1
+    assert "environments/staging.yaml: no such environment; known environments: dev, prod" in err
+
+
+def test_price_pools_reports_every_missing_price_at_once():
+    pools = [
+        Pool("a", "ap-south-2", "x", "training", ("trn2u.48xlarge",), ("trn2u.48xlarge",), (), 0, 1, 0, "on-demand"),
+        Pool("b", "us-east-1", "y", "training", ("trn9.big",), ("trn9.big",), (), 0, 1, 0, "on-demand"),
+    ]
+    with pytest.raises(pricing.MissingPriceError) as err:
+        price_pools(pools)
+    assert len(err.value.problems) == 2
+    assert "trn9.big is not in the instance catalog" in err.value.problems[1]
+
+
+# --------------------------------------------------------------------------------------------
+# the catalog files
+# --------------------------------------------------------------------------------------------
+def test_price_table_is_dated_sourced_and_refreshable():
+    assert dt.date.fromisoformat(TABLE.as_of)
+    assert TABLE.currency == "USD"
+    assert "neuronkit catalog refresh --prices" in TABLE.source
+    assert {"us-east-1", "us-east-2", "us-west-2"} <= set(TABLE.regions)
+    known = catalog.instance_types()
+    for region, prices in TABLE.prices.items():
+        for name, hourly in prices.items():
+            assert name in known, f"{name} is priced but not in instances.json"
+            assert known[name].az_ids(region), f"{name} is priced in {region}, which does not offer it"
+            assert hourly > 0
+    for name in TABLE.unpriced:
+        assert all(name not in prices for prices in TABLE.prices.values()), f"{name} is both priced and unpriced"
+
+
+def test_every_neuron_type_has_a_gpu_equivalent_priced_wherever_it_is():
+    known = catalog.instance_types()
+    equivalents = pricing.equivalents()
+    for name, facts in known.items():
+        if not facts.is_neuron:
+            continue
+        eq = equivalents.get(name)
+        assert eq is not None, f"{name} has no entry in equivalents.yaml"
+        assert known[eq.gpu_type].accelerator == "gpu", f"{name}'s equivalent {eq.gpu_type} is not a GPU type"
+        assert eq.reason.strip()
+        for region, prices in TABLE.prices.items():
+            if name in prices:
+                assert eq.gpu_type in prices, f"{name} is priced in {region} but its equivalent {eq.gpu_type} is not"
+
+
+def test_no_prices_or_hours_are_written_into_the_code():
+    sources = [REPO / "neuronkit" / f for f in ("cost.py", "pools.py", "catalog/pricing.py", "cli/cost.py")]
+    text = "\n".join(p.read_text() for p in sources)
+    numbers = {str(v) for prices in TABLE.prices.values() for v in prices.values()} | {f"{HOURS:g}"}
+    found = sorted(n for n in numbers if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text))
+    assert found == []

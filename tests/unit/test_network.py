@@ -1,0 +1,104 @@
+"""AcceleratorNetwork and EfaSecurityGroup: AZ-ID placement, private nodes, endpoints, EFA rules."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import Stack
+from aws_cdk import Environment as CdkEnv
+from aws_cdk.assertions import Template
+
+from neuronkit.constructs import AcceleratorNetwork, plan_subnets
+from neuronkit.constructs.network import private_prefix_for, retention_days
+from tests.conftest import Synth, new_app
+
+NETWORK_STACKS = ("dev-network", "prod-network")
+
+
+@pytest.mark.parametrize("stack", NETWORK_STACKS)
+def test_subnets_are_placed_by_az_id_never_by_name(synth: Synth, stack: str) -> None:
+    subnets = synth.resources(stack, "AWS::EC2::Subnet").values()
+    assert subnets
+    for subnet in subnets:
+        props = subnet["Properties"]
+        assert props["AvailabilityZoneId"] in ("use1-az6", "use1-az4")
+        assert "AvailabilityZone" not in props
+        assert props["MapPublicIpOnLaunch"] is False
+
+
+def test_private_subnet_per_az_id_sized_for_the_cluster(synth: Synth) -> None:
+    private = {
+        k: v["Properties"] for k, v in synth.resources("prod-network", "AWS::EC2::Subnet").items() if k.startswith("NetworkPrivate")
+    }
+    assert sorted(p["AvailabilityZoneId"] for p in private.values()) == ["use1-az4", "use1-az6"]
+    # 16 nodes use one address each (efa-only interfaces take none): a /24 leaves room to replace them.
+    assert {p["CidrBlock"] for p in private.values()} == {"10.20.0.0/24", "10.20.1.0/24"}
+
+
+def test_s3_gateway_and_interface_endpoints(synth: Synth) -> None:
+    endpoints = [e["Properties"] for e in synth.resources("prod-network", "AWS::EC2::VPCEndpoint").values()]
+    # ServiceName is Fn::Join ["", ["com.amazonaws.", {"Ref": "AWS::Region"}, ".<service>"]].
+    by_service = {e["ServiceName"]["Fn::Join"][1][-1].lstrip("."): e for e in endpoints}
+    assert by_service["s3"]["VpcEndpointType"] == "Gateway"
+    assert len(by_service["s3"]["RouteTableIds"]) == 2
+    interface = {k for k, e in by_service.items() if e["VpcEndpointType"] == "Interface"}
+    assert interface == {"ssm", "ssmmessages", "ec2messages", "logs", "monitoring", "sts", "ecr.api", "ecr.dkr"}
+    assert all(by_service[k]["PrivateDnsEnabled"] for k in interface)
+
+
+def test_nat_gateways_and_flow_logs(synth: Synth) -> None:
+    Template.from_json(synth.template("prod-network")).resource_count_is("AWS::EC2::NatGateway", 2)
+    Template.from_json(synth.template("dev-network")).resource_count_is("AWS::EC2::NatGateway", 1)
+    flow = Template.from_json(synth.template("prod-network"))
+    flow.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL", "ResourceType": "VPC"})
+    flow.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 90})
+
+
+@pytest.mark.parametrize("stack", ["dev-network", "prod-network", "dev-storage", "prod-storage", "dev-training", "prod-training"])
+def test_no_ingress_from_anywhere(synth: Synth, stack: str) -> None:
+    for res in synth.template(stack)["Resources"].values():
+        rules = []
+        if res["Type"] == "AWS::EC2::SecurityGroup":
+            rules = res["Properties"].get("SecurityGroupIngress", [])
+        elif res["Type"] == "AWS::EC2::SecurityGroupIngress":
+            rules = [res["Properties"]]
+        for rule in rules:
+            assert rule.get("CidrIp") != "0.0.0.0/0" and rule.get("CidrIpv6") != "::/0", rule
+
+
+@pytest.mark.parametrize("stack", ["dev-training", "prod-training"])
+def test_efa_security_group_allows_all_traffic_to_and_from_itself(synth: Synth, stack: str) -> None:
+    groups = [k for k in synth.resources(stack, "AWS::EC2::SecurityGroup") if "EfaSecurityGroup" in k]
+    assert len(groups) == 1
+    sg = groups[0]
+    ingress = [r["Properties"] for r in synth.resources(stack, "AWS::EC2::SecurityGroupIngress").values()]
+    egress = [r["Properties"] for r in synth.resources(stack, "AWS::EC2::SecurityGroupEgress").values()]
+    self_ref = {"Fn::GetAtt": [sg, "GroupId"]}
+    assert any(r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["SourceSecurityGroupId"] == self_ref for r in ingress)
+    assert any(r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["DestinationSecurityGroupId"] == self_ref for r in egress)
+
+
+def test_subnet_plan_refuses_a_block_too_small() -> None:
+    with pytest.raises(ValueError, match=r"network.cidr: 10.0.0.0/20 cannot hold 3 private /21 subnets"):
+        plan_subnets("10.0.0.0/20", 3, 21, True)
+    private, public = plan_subnets("10.0.0.0/16", 2, 24, True)
+    assert private == ["10.0.0.0/24", "10.0.1.0/24"] and public == ["10.0.255.128/26", "10.0.255.192/26"]
+
+
+def test_subnet_size_grows_with_addresses() -> None:
+    assert private_prefix_for(80) == 24
+    assert private_prefix_for(300) == 22
+    assert retention_days(90) == 90 and retention_days(100) == 120
+
+
+def test_existing_vpc_creates_no_network_resources() -> None:
+    app = new_app()
+    stack = Stack(app, "Existing", env=CdkEnv(account="123456789012", region="us-east-1"))
+    net = AcceleratorNetwork(
+        stack,
+        "Net",
+        az_ids=["use1-az6"],
+        existing_vpc_id="vpc-0123456789abcdef0",
+        existing_subnet_ids={"use1-az6": "subnet-0123456789abcdef0"},
+    )
+    assert net.subnet_ids == {"use1-az6": "subnet-0123456789abcdef0"}
+    assert Template.from_stack(stack).to_json().get("Resources", {}) == {}

@@ -18,7 +18,7 @@ def seed_public_parameter(account: str, region: str, name: str, value: str) -> N
 
     backend = ssm_backends[account][region]
     backend._parameters[name].append(
-        Parameter(
+        Parameter(  # type: ignore[abstract]
             account_id=account,
             name=name,
             value=value,
@@ -82,7 +82,7 @@ def tolerate_unmodelled_outputs() -> None:
                     return f"unmodelled-{name}-{attr}"
         return original_clean(resource_json, resources_map)
 
-    parsing.ResourceMap.validate_outputs = validate_outputs
+    parsing.ResourceMap.validate_outputs = validate_outputs  # type: ignore[method-assign]
     parsing.clean_json = clean_json
 
     # moto's AWS::KMS::Key hands CloudFormation's {Key, Value} tags to an API expecting {TagKey, TagValue}.

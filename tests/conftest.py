@@ -65,7 +65,10 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 @pytest.fixture(scope="session")
 def aws_credentials() -> Iterator[None]:
     """Dummy credentials for moto; no test may reach a real account."""
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION")}
+    saved = {
+        k: os.environ.get(k)
+        for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION")
+    }
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
     os.environ.pop("AWS_PROFILE", None)
     os.environ.pop("AWS_SESSION_TOKEN", None)

@@ -104,18 +104,14 @@ def build(session: Any, regions: tuple[str, ...] = DEFAULT_REGIONS, source: str 
     wanted = [f"{family}.*" for family in FAMILIES]
     first = session.client("ec2", region_name=regions[0])
     types: dict[str, dict[str, Any]] = {}
-    for page in first.get_paginator("describe_instance_types").paginate(
-        Filters=[{"Name": "instance-type", "Values": wanted}]
-    ):
+    for page in first.get_paginator("describe_instance_types").paginate(Filters=[{"Name": "instance-type", "Values": wanted}]):
         for info in page["InstanceTypes"]:
             if _family(info["InstanceType"]) in FAMILIES:
                 types[info["InstanceType"]] = describe(info)
     for region in regions:
         ec2 = session.client("ec2", region_name=region)
         # Filtered locally: not every endpoint applies wildcard filters to offerings.
-        for page in ec2.get_paginator("describe_instance_type_offerings").paginate(
-            LocationType="availability-zone-id"
-        ):
+        for page in ec2.get_paginator("describe_instance_type_offerings").paginate(LocationType="availability-zone-id"):
             for offer in page["InstanceTypeOfferings"]:
                 entry = types.get(offer["InstanceType"])
                 if entry is not None:

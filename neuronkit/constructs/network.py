@@ -30,7 +30,7 @@ def plan_subnets(cidr: str, az_count: int, private_prefix: int, with_public: boo
 
     Raises ValueError with the fix when the block is too small.
     """
-    net = ipaddress.ip_network(cidr)
+    net = ipaddress.IPv4Network(cidr)
     private = list(net.subnets(new_prefix=private_prefix))[:az_count] if private_prefix >= net.prefixlen else []
     public_pool = list(net.subnets(new_prefix=_PUBLIC_PREFIX))
     public = public_pool[-az_count:] if with_public else []

@@ -36,7 +36,9 @@ class NotificationTopic(Construct):
             self.key.grant(principal, "kms:Decrypt", "kms:GenerateDataKey*")
         for service in service_publishers:
             self.topic.add_to_resource_policy(
-                iam.PolicyStatement(actions=["sns:Publish"], principals=[iam.ServicePrincipal(service)], resources=[self.topic.topic_arn])
+                iam.PolicyStatement(
+                    actions=["sns:Publish"], principals=[iam.ServicePrincipal(service)], resources=[self.topic.topic_arn]
+                )
             )
         for address in emails:
             self.topic.add_subscription(subs.EmailSubscription(address))

@@ -109,7 +109,9 @@ class TrainingStorage(Construct):
         )
 
     def _lustre(self, vpc: ec2.IVpc, subnet_id: str, spec: LustreSpec) -> None:
-        fs_sg = ec2.SecurityGroup(self, "LustreSecurityGroup", vpc=vpc, description="FSx for Lustre servers", allow_all_outbound=False)
+        fs_sg = ec2.SecurityGroup(
+            self, "LustreSecurityGroup", vpc=vpc, description="FSx for Lustre servers", allow_all_outbound=False
+        )
         client_sg = ec2.SecurityGroup(
             self, "LustreClientSecurityGroup", vpc=vpc, description="Lustre clients (attached to nodes)", allow_all_outbound=False
         )
@@ -123,7 +125,9 @@ class TrainingStorage(Construct):
         persistent = spec.deployment_type.startswith("PERSISTENT")
         key = None
         if persistent:
-            key = kms.Key(self, "LustreKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN, description="FSx for Lustre")
+            key = kms.Key(
+                self, "LustreKey", enable_key_rotation=True, removal_policy=RemovalPolicy.RETAIN, description="FSx for Lustre"
+            )
         config = fsx.CfnFileSystem.LustreConfigurationProperty(
             deployment_type=spec.deployment_type,
             per_unit_storage_throughput=spec.throughput_mbps_per_tib if persistent else None,
@@ -159,7 +163,9 @@ class TrainingStorage(Construct):
                 batch_import_meta_data_on_create=True,
                 s3=fsx.CfnDataRepositoryAssociation.S3Property(
                     auto_import_policy=fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=events),
-                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=events) if export else None,
+                    auto_export_policy=fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=events)
+                    if export
+                    else None,
                 ),
             )
         self.file_system = fs
@@ -196,14 +202,19 @@ class StorageAccess:
 
     def grant_node_access(self, role: iam.IRole, *, compile_cache_prefix: str | None = None) -> None:
         """Read datasets and artifacts, read/write checkpoints, and write the compile cache prefix."""
+
         def arn(bucket: str, path: str = "") -> str:
             return f"arn:{Aws.PARTITION}:s3:::{bucket}{path}"
 
         buckets = [self.datasets_bucket, self.checkpoints_bucket, self.artifacts_bucket]
         statements = [
-            iam.PolicyStatement(sid="ListBuckets", actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[arn(b) for b in buckets]),
             iam.PolicyStatement(
-                sid="ReadData", actions=["s3:GetObject"], resources=[arn(self.datasets_bucket, "/*"), arn(self.artifacts_bucket, "/*")]
+                sid="ListBuckets", actions=["s3:ListBucket", "s3:GetBucketLocation"], resources=[arn(b) for b in buckets]
+            ),
+            iam.PolicyStatement(
+                sid="ReadData",
+                actions=["s3:GetObject"],
+                resources=[arn(self.datasets_bucket, "/*"), arn(self.artifacts_bucket, "/*")],
             ),
             iam.PolicyStatement(
                 sid="Checkpoints",

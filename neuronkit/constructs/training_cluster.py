@@ -173,7 +173,11 @@ class TrainingCluster(Construct):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
             "AWS-maintained policy of the CloudWatch agent (metrics and logs of the node)",
         )
-        acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]", "ec2:DescribeInstances has no resource-level permissions (peer discovery)")
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ec2:DescribeInstances has no resource-level permissions (peer discovery)",
+        )
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::{group_arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Stack, Tags
 from aws_cdk import Environment as CdkEnvironment
+from aws_cdk import Stack, Tags
 from constructs import Construct
 
 from neuronkit.config import Environment

@@ -8,9 +8,9 @@ from neuronkit import catalog
 from neuronkit.config import Ami, CapacityBlock, Environment, Odcr
 from neuronkit.config import TrainingCluster as ClusterConfig
 from neuronkit.constructs.launch_template import AmiSpec
-from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
@@ -27,7 +27,10 @@ def capacity_spec(cluster: ClusterConfig) -> CapacitySpec:
     cap = cluster.capacity
     if isinstance(cap, Odcr):
         return CapacitySpec(
-            kind="odcr", reservation_id=cap.reservation_id, create_count=cap.instance_count if cap.create else None, end=cap.end_date
+            kind="odcr",
+            reservation_id=cap.reservation_id,
+            create_count=cap.instance_count if cap.create else None,
+            end=cap.end_date,
         )
     if isinstance(cap, CapacityBlock):
         return CapacitySpec(kind="capacity-block", reservation_id=cap.reservation_id, start=cap.start, end=cap.end)

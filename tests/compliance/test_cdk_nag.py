@@ -13,7 +13,10 @@ from tests.conftest import Synth, new_app
 def test_whole_app_passes_aws_solutions_checks(synth: Synth) -> None:
     # The session fixture synthesizes with the plugin: an unacknowledged finding fails synth itself.
     assert len(synth.templates) >= 6
-    assert not (synth.outdir / "validation-report.json").exists() or "failure" not in (synth.outdir / "validation-report.json").read_text()
+    assert (
+        not (synth.outdir / "validation-report.json").exists()
+        or "failure" not in (synth.outdir / "validation-report.json").read_text()
+    )
 
 
 def test_every_acknowledgement_carries_a_reason(synth: Synth) -> None:

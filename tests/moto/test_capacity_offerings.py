@@ -59,7 +59,9 @@ def ec2(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
         yield stub
 
 
-def offering(offering_id: str, start: dt.datetime, fee: str, az: str = "us-east-1a", count: int = 4, hours: int = 48) -> dict[str, Any]:
+def offering(
+    offering_id: str, start: dt.datetime, fee: str, az: str = "us-east-1a", count: int = 4, hours: int = 48
+) -> dict[str, Any]:
     """One DescribeCapacityBlockOfferings entry as EC2 returns it."""
     return {
         "CapacityBlockOfferingId": offering_id,
@@ -78,8 +80,20 @@ def offering(offering_id: str, start: dt.datetime, fee: str, az: str = "us-east-
 
 ZONES = {
     "AvailabilityZones": [
-        {"State": "available", "RegionName": REGION, "ZoneName": "us-east-1a", "ZoneId": "use1-az6", "ZoneType": "availability-zone"},
-        {"State": "available", "RegionName": REGION, "ZoneName": "us-east-1f", "ZoneId": "use1-az5", "ZoneType": "availability-zone"},
+        {
+            "State": "available",
+            "RegionName": REGION,
+            "ZoneName": "us-east-1a",
+            "ZoneId": "use1-az6",
+            "ZoneType": "availability-zone",
+        },
+        {
+            "State": "available",
+            "RegionName": REGION,
+            "ZoneName": "us-east-1f",
+            "ZoneId": "use1-az5",
+            "ZoneType": "availability-zone",
+        },
     ]
 }
 
@@ -92,7 +106,12 @@ def test_offerings_table_and_how_to_buy(ec2: Stubber, capsys: pytest.CaptureFixt
     later = START + dt.timedelta(days=1)
     ec2.add_response(
         "describe_capacity_block_offerings",
-        {"CapacityBlockOfferings": [offering("cb-0fedcba9876543210", later, "3810.5600", az="us-east-1f"), offering("cb-0123456789abcdef0", START, "4123.7800")]},
+        {
+            "CapacityBlockOfferings": [
+                offering("cb-0fedcba9876543210", later, "3810.5600", az="us-east-1f"),
+                offering("cb-0123456789abcdef0", START, "4123.7800"),
+            ]
+        },
         {"InstanceType": "trn1.32xlarge", "InstanceCount": 4, "CapacityDurationHours": 48},
     )
     ec2.add_response("describe_availability_zones", ZONES, {})
@@ -100,10 +119,46 @@ def test_offerings_table_and_how_to_buy(ec2: Stubber, capsys: pytest.CaptureFixt
     ec2.assert_no_pending_responses()
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"Capacity Block offerings for 4 x trn1.32xlarge for 48 hours in {REGION}:"
-    assert lines[1].split() == ["OFFERING", "ID", "AZ", "AZ", "ID", "START", "(UTC)", "END", "(UTC)", "HOURS", "UPFRONT", "FEE", "CURRENCY"]
+    assert lines[1].split() == [
+        "OFFERING",
+        "ID",
+        "AZ",
+        "AZ",
+        "ID",
+        "START",
+        "(UTC)",
+        "END",
+        "(UTC)",
+        "HOURS",
+        "UPFRONT",
+        "FEE",
+        "CURRENCY",
+    ]
     # earliest start first, with the AZ ID of this account
-    assert lines[2].split() == ["cb-0123456789abcdef0", "us-east-1a", "use1-az6", "2026-12-01", "11:30", "2026-12-03", "11:30", "48", "4123.7800", "USD"]
-    assert lines[3].split() == ["cb-0fedcba9876543210", "us-east-1f", "use1-az5", "2026-12-02", "11:30", "2026-12-04", "11:30", "48", "3810.5600", "USD"]
+    assert lines[2].split() == [
+        "cb-0123456789abcdef0",
+        "us-east-1a",
+        "use1-az6",
+        "2026-12-01",
+        "11:30",
+        "2026-12-03",
+        "11:30",
+        "48",
+        "4123.7800",
+        "USD",
+    ]
+    assert lines[3].split() == [
+        "cb-0fedcba9876543210",
+        "us-east-1f",
+        "use1-az5",
+        "2026-12-02",
+        "11:30",
+        "2026-12-04",
+        "11:30",
+        "48",
+        "3810.5600",
+        "USD",
+    ]
     out = "\n".join(lines)
     assert (
         f"aws ec2 purchase-capacity-block --region {REGION} --capacity-block-offering-id cb-0123456789abcdef0 "
@@ -112,7 +167,9 @@ def test_offerings_table_and_how_to_buy(ec2: Stubber, capsys: pytest.CaptureFixt
 
 
 def test_printed_capacity_entry_is_a_valid_capacity_block(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
-    ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offering("cb-0123456789abcdef0", START, "4123.7800")]})
+    ec2.add_response(
+        "describe_capacity_block_offerings", {"CapacityBlockOfferings": [offering("cb-0123456789abcdef0", START, "4123.7800")]}
+    )
     ec2.add_response("describe_availability_zones", ZONES)
     assert main(offerings_cmd()) == 0
     out = capsys.readouterr().out
@@ -143,7 +200,9 @@ def test_start_and_end_are_sent_as_date_ranges(ec2: Stubber, capsys: pytest.Capt
 
 
 def test_access_denied_is_one_line(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
-    ec2.add_client_error("describe_capacity_block_offerings", "UnauthorizedOperation", "You are not authorized to perform this operation.", 403)
+    ec2.add_client_error(
+        "describe_capacity_block_offerings", "UnauthorizedOperation", "You are not authorized to perform this operation.", 403
+    )
     assert main(offerings_cmd()) == 2
     assert capsys.readouterr().err.splitlines() == [
         "neuronkit: access denied to ec2:DescribeCapacityBlockOfferings; allow it for your role (see docs/preflight.md)"
@@ -173,14 +232,19 @@ def test_ec2_refusal_is_one_line(ec2: Stubber, capsys: pytest.CaptureFixture[str
             f"--count: a Capacity Block holds {', '.join(map(str, catalog.capacity_facts()['capacity_blocks']['sizes']))} instances, not 3",
         ),
         (["--type", "trn1.32xlarge", "--count", "4", "--hours", "0"], "--hours: must be a positive number of hours, not 0"),
-        (["--type", "trn1.32xlarge", "--count", "4", "--hours", "24", "--region", "eu-west-1"], "--type: trn1.32xlarge is not offered in eu-west-1"),
+        (
+            ["--type", "trn1.32xlarge", "--count", "4", "--hours", "24", "--region", "eu-west-1"],
+            "--type: trn1.32xlarge is not offered in eu-west-1",
+        ),
         (
             ["--type", "trn1.32xlarge", "--count", "4", "--hours", "24", "--start", "2026-12-05", "--end", "2026-12-01"],
             "--end: must be after --start",
         ),
     ],
 )
-def test_request_is_checked_before_calling_aws(ec2: Stubber, args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_request_is_checked_before_calling_aws(
+    ec2: Stubber, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["capacity", "offerings", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("neuronkit: ")
@@ -198,7 +262,9 @@ def test_several_problems_are_reported_together(ec2: Stubber, capsys: pytest.Cap
 def test_missing_region_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr("neuronkit.cli.capacity.aws_session", lambda profile: FakeSession(None, region=None))
     assert main(offerings_cmd()) == 2
-    assert capsys.readouterr().err == "neuronkit: no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)\n"
+    assert (
+        capsys.readouterr().err == "neuronkit: no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)\n"
+    )
 
 
 def test_bad_time_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -44,7 +44,9 @@ class Deployment:
 
 
 @pytest.fixture(scope="module", params=sorted(ENVIRONMENTS))
-def deployed(request: pytest.FixtureRequest, synth: Synth, aws_credentials: None, monkeypatch_module: Any) -> Iterator[Deployment]:
+def deployed(
+    request: pytest.FixtureRequest, synth: Synth, aws_credentials: None, monkeypatch_module: Any
+) -> Iterator[Deployment]:
     env = ENVIRONMENTS[request.param]
     monkeypatch_module.setenv("MOTO_ACCOUNT_ID", env.account)
     tolerate_unmodelled_outputs()

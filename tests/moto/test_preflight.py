@@ -254,7 +254,9 @@ def test_quota_falls_back_to_the_aws_default(aws: boto3.session.Session) -> None
     sq = boto3.client("service-quotas", region_name=REGION)
     stub = Stubber(sq)
     stub.add_client_error("get_service_quota", "NoSuchResourceException", "The request failed because the quota does not exist.")
-    stub.add_response("get_aws_default_service_quota", quota_response(TRN_QUOTA, 0.0), {"ServiceCode": "ec2", "QuotaCode": TRN_QUOTA})
+    stub.add_response(
+        "get_aws_default_service_quota", quota_response(TRN_QUOTA, 0.0), {"ServiceCode": "ec2", "QuotaCode": TRN_QUOTA}
+    )
     stub.activate()
     checks = by_name(run_checks(make_env(), StubbedSession(aws, {"service-quotas": sq}), now=NOW))
     stub.assert_no_pending_responses()
@@ -266,7 +268,9 @@ def test_quota_falls_back_to_the_aws_default(aws: boto3.session.Session) -> None
 def test_quota_access_denied_fails_that_check_only(aws: boto3.session.Session) -> None:
     sq = boto3.client("service-quotas", region_name=REGION)
     stub = Stubber(sq)
-    stub.add_client_error("get_service_quota", "AccessDeniedException", "User is not authorized to perform servicequotas:GetServiceQuota")
+    stub.add_client_error(
+        "get_service_quota", "AccessDeniedException", "User is not authorized to perform servicequotas:GetServiceQuota"
+    )
     stub.activate()
     seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
     checks = by_name(run_checks(make_env(), StubbedSession(aws, {"service-quotas": sq}), now=NOW))
@@ -379,9 +383,17 @@ def reservation(**over: Any) -> dict[str, Any]:
 
 def block(**over: Any) -> dict[str, Any]:
     start, end = NOW + dt.timedelta(days=2), NOW + dt.timedelta(days=4)
-    return reservation(
-        ReservationType="capacity-block", State="scheduled", StartDate=start, EndDate=end, EndDateType="limited", AvailableInstanceCount=0
-    ) | over
+    return (
+        reservation(
+            ReservationType="capacity-block",
+            State="scheduled",
+            StartDate=start,
+            EndDate=end,
+            EndDateType="limited",
+            AvailableInstanceCount=0,
+        )
+        | over
+    )
 
 
 def block_capacity(start: dt.datetime, end: dt.datetime, **over: Any) -> dict[str, Any]:
@@ -421,7 +433,9 @@ def test_created_odcr_passes_with_a_billing_note(aws: boto3.session.Session) -> 
 
 
 def test_existing_odcr_passes(dummy_credentials: None) -> None:
-    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    env = make_env(
+        cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4})
+    )
     checks = capacity_checks(env, reservation())
     assert {n: c.status for n, c in checks.items()} == {
         "capacity pretrain: match": "PASS",
@@ -432,14 +446,18 @@ def test_existing_odcr_passes(dummy_credentials: None) -> None:
 
 
 def test_reservation_not_found_fails(dummy_credentials: None) -> None:
-    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    env = make_env(
+        cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4})
+    )
     check = capacity_checks(env, "InvalidCapacityReservationId.NotFound")["capacity pretrain"]
     assert check.status == "FAIL"
     assert f"cr-0123456789abcdef0 does not exist in account {ACCOUNT}, {REGION}" in check.detail
 
 
 def test_reservation_of_another_type_and_az_fails(dummy_credentials: None) -> None:
-    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    env = make_env(
+        cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4})
+    )
     answer = reservation(InstanceType="trn1n.32xlarge", AvailabilityZoneId="use1-az4", AvailabilityZone="us-east-1d")
     check = capacity_checks(env, answer)["capacity pretrain: match"]
     assert check.status == "FAIL"
@@ -449,7 +467,9 @@ def test_reservation_of_another_type_and_az_fails(dummy_credentials: None) -> No
 
 
 def test_reservation_too_small_fails(dummy_credentials: None) -> None:
-    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    env = make_env(
+        cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4})
+    )
     check = capacity_checks(env, reservation(TotalInstanceCount=2, AvailableInstanceCount=2))["capacity pretrain: size"]
     assert check.status == "FAIL"
     assert "holds 2 instances, max_size is 4" in check.detail
@@ -457,7 +477,9 @@ def test_reservation_too_small_fails(dummy_credentials: None) -> None:
 
 
 def test_reservation_in_use_warns(dummy_credentials: None) -> None:
-    env = make_env(cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4}))
+    env = make_env(
+        cluster(capacity={"type": "odcr", "create": False, "reservation_id": "cr-0123456789abcdef0", "instance_count": 4})
+    )
     check = capacity_checks(env, reservation(AvailableInstanceCount=1))["capacity pretrain: size"]
     assert check.status == "WARN"
     assert "1 of 4 instances free" in check.detail
@@ -497,7 +519,9 @@ def test_capacity_block_dates_differing_from_the_file_warn(dummy_credentials: No
     start, end = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=1)
     env = make_env(cluster(capacity=block_capacity(start, end)))
     later = end + dt.timedelta(hours=12)
-    window = capacity_checks(env, block(State="active", StartDate=start, EndDate=later, AvailableInstanceCount=4))["capacity pretrain: window"]
+    window = capacity_checks(env, block(State="active", StartDate=start, EndDate=later, AvailableInstanceCount=4))[
+        "capacity pretrain: window"
+    ]
     assert window.status == "WARN"
     assert "the file says end 2026-11-22 12:00 UTC" in window.detail
     assert f"set training[0].capacity.end: {later.isoformat()}" in window.fix
@@ -559,7 +583,9 @@ def test_subnet_of_another_vpc_fails(aws: boto3.session.Session) -> None:
     vpc, subnets = _vpc(ec2, "use1-az6", "use1-az4")
     other = ec2.create_vpc(CidrBlock="10.40.0.0/16")["Vpc"]["VpcId"]
     stray = ec2.create_subnet(VpcId=other, CidrBlock="10.40.0.0/24", AvailabilityZoneId="use1-az6")["Subnet"]["SubnetId"]
-    check = run(aws, make_env(network=_network(vpc, {"use1-az6": stray, "use1-az4": subnets["use1-az4"]})))["network subnet use1-az6"]
+    check = run(aws, make_env(network=_network(vpc, {"use1-az6": stray, "use1-az4": subnets["use1-az4"]})))[
+        "network subnet use1-az6"
+    ]
     assert check.status == "FAIL"
     assert f"{stray} belongs to {other}, not {vpc}" in check.detail
 
@@ -656,7 +682,9 @@ def test_cli_without_credentials_prints_one_line(
     assert "Traceback" not in captured.err
 
 
-def test_cli_unknown_profile_prints_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unknown_profile_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _clear_aws_env(monkeypatch, tmp_path)
     assert main(["preflight", "--file", str(_write_env(tmp_path, "test")), "--profile", "ghost"]) == 2
     assert capsys.readouterr().err.splitlines() == [

@@ -137,7 +137,9 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "type-offered-nowhere-in-the-region",
         {"training.0.instance_type": "trn2.48xlarge"},
-        ["training[0].az_id: trn2.48xlarge is not offered in use1-az6 (us-east-1); it is offered in no AZ of us-east-1; use another region or type"],
+        [
+            "training[0].az_id: trn2.48xlarge is not offered in use1-az6 (us-east-1); it is offered in no AZ of us-east-1; use another region or type"
+        ],
     ),
     (
         "az-id-not-in-network",
@@ -219,7 +221,9 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "capacity-block-of-another-type",
         {"training.1.capacity.instance_type": "trn2.48xlarge"},
-        ["training[1].capacity.instance_type: the Capacity Block holds trn2.48xlarge, not the cluster's trn1.32xlarge; make them match"],
+        [
+            "training[1].capacity.instance_type: the Capacity Block holds trn2.48xlarge, not the cluster's trn1.32xlarge; make them match"
+        ],
     ),
     (
         "capacity-block-size",
@@ -328,7 +332,9 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "odcr-neither-create-nor-id",
         {"training.0.capacity.create": False},
-        ["training[0].capacity.reservation_id: required with create: false; name the existing reservation (cr-...) or set create: true"],
+        [
+            "training[0].capacity.reservation_id: required with create: false; name the existing reservation (cr-...) or set create: true"
+        ],
     ),
     (
         "unknown-capacity-type",
@@ -371,7 +377,9 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "unknown-key-inside-a-capacity-block",
         {"training.1.capacity.reservation": "cr-0123456789abcdef0"},
-        ["training[1].capacity.reservation: unknown key 'reservation' under training[1].capacity; did you mean 'reservation_id'?"],
+        [
+            "training[1].capacity.reservation: unknown key 'reservation' under training[1].capacity; did you mean 'reservation_id'?"
+        ],
     ),
 ]
 

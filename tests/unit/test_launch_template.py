@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from aws_cdk import Stack
 from aws_cdk import Environment as CdkEnv
+from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
 from neuronkit import catalog
@@ -39,11 +39,11 @@ def templates() -> dict[str, dict[str, Any]]:
         )
     template = Template.from_stack(stack).to_json()
     out = {}
-    for logical_id, res in template["Resources"].items():
+    for res in template["Resources"].values():
         if res["Type"] == "AWS::EC2::LaunchTemplate":
             data = res["Properties"]["LaunchTemplateData"]
             out[data["InstanceType"]] = data
-    assert set(out) == set(CLUSTER_TYPES), logical_id
+    assert set(out) == set(CLUSTER_TYPES)
     return out
 
 

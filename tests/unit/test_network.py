@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from aws_cdk import Stack
 from aws_cdk import Environment as CdkEnv
+from aws_cdk import Stack
 from aws_cdk.assertions import Template
 
 from neuronkit.constructs import AcceleratorNetwork, plan_subnets
@@ -27,7 +27,9 @@ def test_subnets_are_placed_by_az_id_never_by_name(synth: Synth, stack: str) -> 
 
 def test_private_subnet_per_az_id_sized_for_the_cluster(synth: Synth) -> None:
     private = {
-        k: v["Properties"] for k, v in synth.resources("prod-network", "AWS::EC2::Subnet").items() if k.startswith("NetworkPrivate")
+        k: v["Properties"]
+        for k, v in synth.resources("prod-network", "AWS::EC2::Subnet").items()
+        if k.startswith("NetworkPrivate")
     }
     assert sorted(p["AvailabilityZoneId"] for p in private.values()) == ["use1-az4", "use1-az6"]
     # 16 nodes use one address each (efa-only interfaces take none): a /24 leaves room to replace them.
@@ -74,7 +76,9 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself(synth: Synth, 
     egress = [r["Properties"] for r in synth.resources(stack, "AWS::EC2::SecurityGroupEgress").values()]
     self_ref = {"Fn::GetAtt": [sg, "GroupId"]}
     assert any(r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["SourceSecurityGroupId"] == self_ref for r in ingress)
-    assert any(r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["DestinationSecurityGroupId"] == self_ref for r in egress)
+    assert any(
+        r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["DestinationSecurityGroupId"] == self_ref for r in egress
+    )
 
 
 def test_subnet_plan_refuses_a_block_too_small() -> None:

@@ -32,7 +32,9 @@ def test_prod_cluster_uses_a_cluster_placement_group(synth: Synth) -> None:
     t = synth.template("prod-training")
     Template.from_json(t).has_resource_properties("AWS::EC2::PlacementGroup", {"Strategy": "cluster"})
     group = _one(t, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
-    assert group["PlacementGroup"] == {"Ref": next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup")}
+    assert group["PlacementGroup"] == {
+        "Ref": next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup")
+    }
 
 
 def test_prod_group_is_one_subnet_protected_and_sized_from_the_file(synth: Synth) -> None:
@@ -44,7 +46,9 @@ def test_prod_group_is_one_subnet_protected_and_sized_from_the_file(synth: Synth
     # No rolling update or replacing update: a template change never replaces running nodes.
     assert "UpdatePolicy" not in group
     # The template version is pinned (the number current at deploy), not $Latest.
-    assert props["LaunchTemplate"]["Version"] == {"Fn::GetAtt": [props["LaunchTemplate"]["LaunchTemplateId"]["Ref"], "LatestVersionNumber"]}
+    assert props["LaunchTemplate"]["Version"] == {
+        "Fn::GetAtt": [props["LaunchTemplate"]["LaunchTemplateId"]["Ref"], "LatestVersionNumber"]
+    }
 
 
 def test_dev_group_scales_to_zero(synth: Synth) -> None:
@@ -109,7 +113,9 @@ def test_user_data_checks_the_node_and_carries_catalog_counts(synth: Synth) -> N
 def test_capacity_block_launch_template_and_group(block: dict[str, Any]) -> None:
     data = _one(block, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
-    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == "cr-0123456789abcdef0"
+    assert (
+        data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == "cr-0123456789abcdef0"
+    )
     assert data["InstanceType"] == "trn2.48xlarge"
     group = _one(block, "AWS::AutoScaling::AutoScalingGroup")
     props = group["Properties"]
@@ -137,4 +143,6 @@ def test_template_size_does_not_grow_with_node_count(synth: Synth) -> None:
     dev = Template.from_json(synth.template("prod-training"))
     dev.resource_count_is("AWS::AutoScaling::AutoScalingGroup", 1)
     dev.resource_count_is("AWS::EC2::LaunchTemplate", 1)
-    dev.has_resource_properties("AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({"InstanceType": "trn1.32xlarge"})})
+    dev.has_resource_properties(
+        "AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({"InstanceType": "trn1.32xlarge"})}
+    )

@@ -649,7 +649,7 @@ def _check_subnet(
             f"set {key} to a subnet of {vpc_id} in {az_id}{hint}",
         )
     actual = subnet.get("AvailabilityZoneId")
-    if False:
+    if actual != az_id:
         return Check(
             "FAIL",
             name,

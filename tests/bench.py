@@ -1,0 +1,85 @@
+"""`make bench`: synth timings against an empty CDK app (the floor), and template sizes.
+
+Prints numbers; asserts nothing. Run through make so the CLI and jsii use the venv's Node 24.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CDK = ROOT / "node_modules" / ".bin" / "cdk"
+
+
+def timed_synth(workdir: Path) -> float:
+    out = Path(tempfile.mkdtemp(prefix="bench-cdk-out-"))
+    env = {**os.environ, "CDK_DISABLE_VERSION_CHECK": "1"}
+    start = time.perf_counter()
+    subprocess.run([str(CDK), "synth", "--quiet", "--output", str(out)], cwd=workdir, check=True, env=env, capture_output=True)
+    elapsed = time.perf_counter() - start
+    shutil.rmtree(out, ignore_errors=True)
+    return elapsed
+
+
+def empty_app() -> Path:
+    work = Path(tempfile.mkdtemp(prefix="bench-empty-"))
+    # One empty stack: the CLI refuses an app with no stacks. This is the jsii + CLI start-up floor.
+    (work / "app.py").write_text("from aws_cdk import App, Stack\n\napp = App()\nStack(app, 'Empty')\napp.synth()\n")
+    (work / "cdk.json").write_text(json.dumps({"app": f"{sys.executable} app.py"}))
+    return work
+
+
+def training_resources(nodes: int) -> int:
+    from aws_cdk import App
+
+    from neuronkit.config import load_environment
+    from neuronkit.stacks import build_environment
+
+    env = load_environment(ROOT / "environments" / "prod.yaml")
+    cluster = env.training[0]
+    capacity = cluster.capacity.model_copy(update={"instance_count": nodes})
+    scaled = env.model_copy(
+        update={"training": [cluster.model_copy(update={"max_size": nodes, "desired_size": nodes, "capacity": capacity})]}
+    )
+    app = App(context=json.loads((ROOT / "cdk.json").read_text())["context"])
+    stacks = build_environment(app, scaled)
+    assert stacks.training is not None
+    template = app.synth().get_stack_by_name(stacks.training.stack_name).template
+    return len(template["Resources"])
+
+
+def main() -> None:
+    print("neuronkit bench (wall-clock seconds, cold CLI synth, this machine)")
+    floor = timed_synth(empty_app())
+    whole = timed_synth(ROOT)
+    print(f"  empty CDK app synth (floor):  {floor:6.2f} s")
+    print(f"  whole app synth (all envs):   {whole:6.2f} s")
+    print(f"  ratio to floor:               {whole / floor:6.2f}x  (target <= 2x)")
+    for nodes in (1, 16, 256):
+        print(f"  prod training stack at {nodes:>3} nodes: {training_resources(nodes)} resources")
+    out = Path(tempfile.mkdtemp(prefix="bench-sizes-"))
+    subprocess.run([str(CDK), "synth", "--quiet", "--output", str(out)], cwd=ROOT, check=True, capture_output=True)
+    sizes = sorted(((p.stat().st_size, len(json.loads(p.read_text())["Resources"]), p.name) for p in out.glob("*.template.json")), reverse=True)
+    size, count, name = sizes[0]
+    print(f"  largest template: {name}: {size / 1024:.1f} KiB, {count} resources (limits: 1 MB, 500)")
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        from neuronkit import rehearse  # added by the rehearsal work
+
+        timing = getattr(rehearse, "bench_rehearsal", None)
+        if timing is not None:
+            for env_name, seconds in timing().items():
+                print(f"  rehearsal of {env_name}: {seconds:6.2f} s  (synth of the same app: {whole:.2f} s)")
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -66,7 +66,10 @@ def main() -> None:
         print(f"  prod training stack at {nodes:>3} nodes: {training_resources(nodes)} resources")
     out = Path(tempfile.mkdtemp(prefix="bench-sizes-"))
     subprocess.run([str(CDK), "synth", "--quiet", "--output", str(out)], cwd=ROOT, check=True, capture_output=True)
-    sizes = sorted(((p.stat().st_size, len(json.loads(p.read_text())["Resources"]), p.name) for p in out.glob("*.template.json")), reverse=True)
+    sizes = sorted(
+        ((p.stat().st_size, len(json.loads(p.read_text())["Resources"]), p.name) for p in out.glob("*.template.json")),
+        reverse=True,
+    )
     size, count, name = sizes[0]
     print(f"  largest template: {name}: {size / 1024:.1f} KiB, {count} resources (limits: 1 MB, 500)")
     shutil.rmtree(out, ignore_errors=True)

@@ -112,8 +112,10 @@ def client_config() -> Config:
 
 def abort_message(err: Exception, region: str) -> str | None:
     """A one-line message if ``err`` stops every AWS call (credentials, region, network), else None."""
-    if isinstance(err, NoCredentialsError | PartialCredentialsError):
+    if isinstance(err, NoCredentialsError):
         return "no AWS credentials found: run `aws configure` or `aws sso login`, or set AWS_PROFILE (or pass --profile)"
+    if isinstance(err, PartialCredentialsError):
+        return f"incomplete AWS credentials ({err}); set both the access key id and the secret, or use a profile"
     if isinstance(err, SSOError | TokenRetrievalError | CredentialRetrievalError):
         return f"your AWS credentials could not be loaded ({err}); run `aws sso login` or refresh them"
     if isinstance(err, NoRegionError):
@@ -167,7 +169,7 @@ def run_checks(env: Environment, session: boto3.session.Session, *, now: dt.date
     cfg = client_config()
 
     def client(service: str) -> Client:
-        return session.client(service, region_name=env.region, config=cfg)  # type: ignore[call-overload]
+        return session.client(service, region_name=env.region, config=cfg)
 
     ec2 = client("ec2")
     checks = _guard("account", env.region, lambda: check_account(env, client("sts")))
@@ -236,7 +238,9 @@ def check_offerings(env: Environment, ec2: Client) -> list[Check]:
         where = sorted(offered.get(c.instance_type, ()))
         name = f"offering {c.name}"
         if c.az_id in where:
-            checks.append(Check("PASS", name, f"{c.instance_type} is offered in {c.az_id} (and in: {', '.join(where)})"))
+            checks.append(
+                Check("PASS", name, f"{c.instance_type} is offered in {c.az_id} ({env.region} offers it in {', '.join(where)})")
+            )
         elif where:
             checks.append(
                 Check(
@@ -410,8 +414,13 @@ def _check_pinned(region: str, ec2: Client, ami_id: str, users: list[TrainingClu
 # --------------------------------------------------------------------------------------------
 # capacity reservations
 # --------------------------------------------------------------------------------------------
+def _utc(value: dt.datetime) -> dt.datetime:
+    """Environment files may give times without an offset; they mean UTC."""
+    return value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
 def _ts(value: dt.datetime) -> str:
-    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return _utc(value).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def check_capacity(env: Environment, ec2: Client, *, now: dt.datetime) -> list[Check]:
@@ -587,7 +596,7 @@ def _window_drift(
     for key, mine, theirs in (("start", cap.start, start), ("end", cap.end, end)):
         if theirs is None:
             continue
-        mine_utc = mine if mine.tzinfo else mine.replace(tzinfo=dt.UTC)
+        mine_utc = _utc(mine)
         if abs((mine_utc - theirs).total_seconds()) >= 60:
             out.append(
                 (

@@ -50,5 +50,6 @@ def render(checks: Sequence[Check]) -> str:
         if c.fix and c.status != "PASS":
             lines.append(f"{'':<6}  {'':<{width}}  fix: {c.fix}")
     counts = {s: sum(1 for c in checks if c.status == s) for s in ("PASS", "WARN", "FAIL")}
-    lines.append(f"{counts['PASS']} passed, {counts['WARN']} warnings, {counts['FAIL']} failed")
+    warnings = "warning" if counts["WARN"] == 1 else "warnings"
+    lines.append(f"{counts['PASS']} passed, {counts['WARN']} {warnings}, {counts['FAIL']} failed")
     return "\n".join(lines)

@@ -28,6 +28,7 @@ from moto.ssm.models import ssm_backends
 from neuronkit import catalog, mockaws
 from neuronkit.catalog import quotas
 from neuronkit.cli import main
+from neuronkit.cli.preflight import render
 from neuronkit.config import Environment, parse_environment
 from neuronkit.preflight import Check, PreflightAbort, check_capacity, run_checks
 
@@ -690,3 +691,16 @@ def test_cli_unknown_profile_prints_one_line(
     assert capsys.readouterr().err.splitlines() == [
         "neuronkit: AWS profile 'ghost' is not in your AWS config; run `aws configure list-profiles`"
     ]
+
+
+def test_render_prints_fixes_under_warn_and_fail_lines_only() -> None:
+    text = render(
+        [
+            Check("PASS", "account", "credentials for arn:aws:iam::123456789012:user/ci", "never shown"),
+            Check("WARN", "quota L-2C3B7624", "90% of the quota", "request more"),
+            Check("FAIL", "ami x", "does not exist", "pin ami.ami_id"),
+        ]
+    ).splitlines()
+    assert [line.split()[0] for line in text] == ["STATUS", "PASS", "WARN", "fix:", "FAIL", "fix:", "1"]
+    assert text[3].strip() == "fix: request more"
+    assert text[-1] == "1 passed, 1 warning, 1 failed"

@@ -11,7 +11,7 @@ export CDK_OUTDIR := cdk.out
 ENV ?=
 CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
-.PHONY: setup synth test lint format bench diff clean
+.PHONY: setup synth test lint format bench diff deploy-local clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,17 @@ lint: setup
 format: setup
 	ruff format neuronkit tests app.py examples
 	ruff check --fix neuronkit tests app.py examples
+
+## deploy-local: rehearse `cdk bootstrap` + `cdk deploy` of every environment (or ENV=name) against an
+## embedded moto server: the real pinned CDK CLI, dummy credentials, no AWS account (docs/rehearsal.md)
+deploy-local: setup
+	neuronkit rehearse $(if $(ENV),--env $(ENV),)
+
+## diff: `cdk diff -c env=NAME` against the deployed stacks (uses your AWS credentials, read-only), then
+## the Markdown summary of the synth (pools, storage, alarms, cost, diagram); e.g. `make diff ENV=prod`
+diff: setup
+	@test -n "$(ENV)" || { echo "usage: make diff ENV=name (environments: $$(ls environments | sed 's/\.yaml$$//' | xargs))"; exit 2; }
+	@status=0; cdk diff -c env=$(ENV) || status=$$?; echo; neuronkit summary cdk.out || status=$$?; exit $$status
 
 ## bench: synth timings against an empty CDK app, template sizes
 bench: setup

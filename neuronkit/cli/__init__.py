@@ -21,6 +21,8 @@ COMMANDS = (
     "neuronkit.cli.preflight",
     "neuronkit.cli.capacity",
     "neuronkit.cli.cost",
+    "neuronkit.cli.summary",
+    "neuronkit.cli.rehearse",
 )
 
 

@@ -1,0 +1,83 @@
+"""``neuronkit rehearse``: a local ``cdk deploy`` of every environment against an embedded moto server.
+
+neuronkit rehearse                   every environment under environments/ (``make deploy-local``)
+neuronkit rehearse --env prod        one environment (synthesized with ``-c env=prod``)
+neuronkit rehearse --destroy         then ``cdk destroy``: retained buckets and their objects must survive
+neuronkit rehearse --cdk-out DIR     deploy an already synthesized cloud assembly
+
+No AWS account is used or reachable: see :mod:`neuronkit.rehearse`. Exit codes: 0 when every stack
+deployed and every check passed, 1 when the CDK CLI or a check failed, 2 when the rehearsal refused to
+start (an endpoint that is not loopback, a missing tool, an unknown environment).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from neuronkit import config
+from neuronkit.cli import CliError
+from neuronkit.rehearse import RehearsalError, RehearsalResult, project_root, rehearse
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "rehearse",
+        help="deploy every environment with the real CDK CLI into an embedded moto server (no AWS account needed)",
+        description=(
+            "Synthesize, then run `cdk bootstrap` and `cdk deploy` against a local moto server with dummy credentials, "
+            "read the result back with boto3 and print what was deployed and what the mock could not model."
+        ),
+    )
+    p.add_argument("--env", metavar="NAME", help="one environment under environments/ (default: all of them)")
+    p.add_argument("--destroy", action="store_true", help="then run `cdk destroy --force` and check what is kept and removed")
+    p.add_argument("--cdk-out", type=Path, metavar="DIR", help="deploy this synthesized cloud assembly instead of synthesizing")
+    p.add_argument("--verbose", "-v", action="store_true", help="show every line the CDK CLI prints")
+    p.set_defaults(func=run)
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        root = project_root()
+        if args.env and args.cdk_out is None:
+            config.load_all(root / "environments", only=args.env)  # an unknown name fails here, with the known ones
+        result = rehearse(
+            root,
+            environments=[args.env] if args.env else None,
+            destroy=args.destroy,
+            cdk_out=args.cdk_out,
+            progress=_print,
+            verbose=args.verbose,
+        )
+    except RehearsalError as err:
+        raise CliError(f"rehearse: {err}", code=err.code) from None
+    except KeyboardInterrupt:
+        print("neuronkit: rehearse interrupted; the embedded server is stopped", file=sys.stderr)
+        return 130
+    print(verdict(result))
+    return 0 if result.ok else 1
+
+
+def verdict(result: RehearsalResult) -> str:
+    """The closing lines: what passed, how long it took, and what the mock could not model."""
+    envs = result.environments
+    stacks = sum(len(r.stacks) for r in envs)
+    skipped = sorted({kind for r in envs for kind in r.unmodelled})
+    times = ", ".join(f"{r.name} {r.wall_seconds:.1f} s" for r in envs)
+    if result.destroyed:
+        times += ", destroy " + ", ".join(f"{d.name} {d.seconds:.1f} s" for d in result.destroyed)
+    head = "rehearsal OK" if result.ok else "rehearsal FAILED"
+    lines = [
+        f"{head}: {len(envs)} environment(s), {stacks} stack(s) in {result.wall_seconds:.1f} s "
+        f"(synth {result.synth_seconds:.1f} s, {times})"
+    ]
+    if skipped:
+        lines.append(f"moto did not model (not created, not tested here): {', '.join(skipped)}")
+    problems = [p for r in envs for p in r.problems] + [p for d in result.destroyed for p in d.problems]
+    lines += [f"problem: {p}" for p in problems]
+    return "\n".join(lines)

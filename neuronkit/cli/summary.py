@@ -1,0 +1,45 @@
+"""``neuronkit summary [CDK_OUT]``: Markdown of what a synth holds, for a pull request comment.
+
+neuronkit summary                    reads cdk.out (run `make synth` first)
+neuronkit summary path/to/cdk.out    any synthesized cloud assembly
+neuronkit summary -o summary.md      write to a file instead of stdout
+
+``make diff ENV=name`` prints ``cdk diff`` and then this summary; docs/github-actions-pr.yml posts both on
+every pull request. See :mod:`neuronkit.summary` for what the Markdown holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from neuronkit.cli import CliError
+from neuronkit.summary import SummaryError, summarize
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "summary",
+        help="Markdown summary of a synthesized app (pools, storage, alarms, cost, a Mermaid diagram) for pull requests",
+        description="Read a cdk.out folder and print Markdown: per environment a Mermaid flowchart, per stack pools, storage and alarms.",
+    )
+    p.add_argument(
+        "cdk_out", nargs="?", type=Path, default=Path("cdk.out"), metavar="CDK_OUT", help="the cdk.out folder (default: cdk.out)"
+    )
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the Markdown to FILE instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        text = summarize(args.cdk_out)
+    except SummaryError as err:
+        raise CliError("summary: " + "\n".join(err.problems)) from None
+    if args.output is not None:
+        try:
+            args.output.write_text(text)
+        except OSError as err:
+            raise CliError(f"summary: cannot write {args.output} ({err.strerror})") from None
+    else:
+        print(text, end="")
+    return 0

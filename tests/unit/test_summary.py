@@ -1,0 +1,190 @@
+"""`neuronkit summary`: Markdown for pull requests from the example environments' synth (the session's cdk.out).
+
+The whole document is a syrupy snapshot in Markdown (tests/unit/__snapshots__/test_summary/), so a pull
+request that changes what is synthesized shows the change in the summary; the Mermaid diagrams are also
+checked structurally, since a broken diagram renders as an error box in the PR comment.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from neuronkit import catalog, cost
+from neuronkit.cli import main
+from neuronkit.summary import EnvironmentView, environments, mermaid, summarize
+from tests.conftest import Synth
+
+
+class MarkdownSnapshot(SingleFileSnapshotExtension):
+    file_extension = "md"
+    _write_mode = WriteMode.TEXT
+
+
+@pytest.fixture(scope="module")
+def views(synth: Synth) -> dict[str, EnvironmentView]:
+    return {v.name: v for v in environments(synth.outdir)}
+
+
+@pytest.fixture(scope="module")
+def markdown(synth: Synth) -> str:
+    return summarize(synth.outdir)
+
+
+def test_summary_snapshot(markdown: str, snapshot: SnapshotAssertion) -> None:
+    assert markdown == snapshot.use_extension(MarkdownSnapshot)
+
+
+def _row(markdown: str, *cells: str) -> list[str]:
+    """The cells of the one table row that starts with ``cells``."""
+    prefix = "| " + " | ".join(cells) + " |"
+    (line,) = [line for line in markdown.splitlines() if line.startswith(prefix)]
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_pool_rows_carry_catalog_facts(markdown: str) -> None:
+    row = _row(markdown, "prod-training", "pretrain")
+    it = catalog.get("trn1.32xlarge")
+    assert row[2:5] == ["training", "trn1.32xlarge", "0/16/16"]
+    assert row[5] == f"{it.neuron_devices} ({it.neuron_devices * 16} at max)"
+    assert row[6] == f"{it.neuron_cores} ({it.neuron_cores * 16} at max)"
+    assert row[8:12] == [str(it.efa_max_interfaces), f"{it.efa_bandwidth_gbps:g} Gbps", "odcr", "use1-az6"]
+    dev = _row(markdown, "dev-training", "dev")
+    assert dev[4] == "0/0/1" and dev[9] == "no EFA" and dev[10] == "on-demand"
+
+
+def test_storage_rows_show_file_system_type_size_and_retention(markdown: str) -> None:
+    prod = _row(markdown, "prod-storage", "FSx for Lustre")
+    assert "PERSISTENT_2" in prod[3] and "4800 GiB" in prod[3] and "250 MB/s per TiB" in prod[3]
+    assert prod[4] == "retained"
+    dev = _row(markdown, "dev-storage", "FSx for Lustre")
+    assert "SCRATCH_2" in dev[3] and "1200 GiB" in dev[3]
+    checkpoints = _row(markdown, "prod-storage", "S3 bucket", "prod-checkpoints-222222222222-us-east-1")
+    assert "versioned" in checkpoints[3] and checkpoints[4] == "retained"
+
+
+def test_cost_estimate_comes_from_neuronkit_cost(markdown: str, views: dict[str, EnvironmentView]) -> None:
+    (priced,) = cost.price_pools([p.pool for p in views["prod"].pools])
+    row = _row(markdown, "pretrain", "trn1.32xlarge")
+    assert row[-2:] == [cost.usd(priced.monthly("desired")), cost.usd(priced.monthly("max"))]
+
+
+def test_cost_section_is_left_out_when_cost_cannot_price_pools(synth: Synth, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(cost, "price_pools")
+    text = summarize(synth.outdir)
+    assert "Cost estimate" not in text and "#### Compute pools" in text
+
+
+# --------------------------------------------------------------------------------------------
+# Mermaid
+# --------------------------------------------------------------------------------------------
+_DECL = re.compile(r"^\s*(?:subgraph\s+)?([A-Za-z0-9_]+)\s*(?:\[\[|\[\(|\[|\(\(|\{\{)")
+_EDGE = re.compile(r"^\s*([A-Za-z0-9_]+)\s+(?:-->|-\.[^.]*\.->|==>)\s+([A-Za-z0-9_]+)\s*$")
+
+
+def _balanced(text: str) -> bool:
+    pairs = {"]": "[", ")": "(", "}": "{"}
+    stack: list[str] = []
+    for ch in text:
+        if ch in "[({":
+            stack.append(ch)
+        elif ch in pairs:
+            if not stack or stack.pop() != pairs[ch]:
+                return False
+    return not stack
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_mermaid_is_structurally_valid(views: dict[str, EnvironmentView], env: str) -> None:
+    text = mermaid(views[env])
+    lines = text.splitlines()
+    assert lines[0] == "flowchart LR"
+    declared = {m.group(1) for line in lines if (m := _DECL.match(line))}
+    edges = [m.groups() for line in lines if (m := _EDGE.match(line))]
+    assert edges, "a diagram without edges shows no relationship"
+    for a, b in edges:
+        assert a in declared and b in declared, (a, b)
+    body = [line for line in lines[1:] if line.strip()]
+    # every line declares a node, opens or closes a subgraph, or is an edge: nothing Mermaid would reject
+    assert all(_DECL.match(line) or _EDGE.match(line) or line.strip() == "end" for line in body)
+    assert sum(line.strip().startswith("subgraph") for line in body) == sum(line.strip() == "end" for line in body)
+    assert _balanced(text)
+    assert text.count('"') % 2 == 0
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_mermaid_puts_the_pool_behind_a_subnet_of_its_az_id(views: dict[str, EnvironmentView], env: str) -> None:
+    view = views[env]
+    text = mermaid(view)
+    (pool,) = view.pools
+    assert pool.az_id == "use1-az6" and pool.subnets
+    az_block = text.split('["use1-az6"]', 1)[1].split("end", 1)[0]
+    for subnet in pool.subnets:
+        assert subnet in az_block
+        assert re.search(rf"^\s*{subnet} --> \S*{pool.logical_id}$", text, re.M)
+    # pool -> storage: every file system and every bucket but the access-log bucket
+    storage_edges = re.findall(rf"{pool.logical_id} --> (\S+)", text)
+    assert len(storage_edges) == len(view.storage) - 1
+    assert any("Lustre" in e for e in storage_edges)
+
+
+# --------------------------------------------------------------------------------------------
+# the folder and the command
+# --------------------------------------------------------------------------------------------
+def test_stale_templates_outside_the_manifest_are_ignored(synth: Synth, tmp_path: Path) -> None:
+    folder = tmp_path / "cdk.out"
+    shutil.copytree(synth.outdir, folder)
+    stale = json.loads((folder / "prod-training.template.json").read_text())
+    for resource in stale["Resources"].values():
+        if resource["Type"] == "AWS::AutoScaling::AutoScalingGroup":
+            resource["Metadata"]["neuronkit"]["pool"] = "ghost"
+    (folder / "old-training.template.json").write_text(json.dumps(stale))
+    assert "ghost" not in summarize(folder)
+
+
+def test_alarms_are_counted_and_named(synth: Synth, tmp_path: Path) -> None:
+    folder = tmp_path / "cdk.out"
+    shutil.copytree(synth.outdir, folder)
+    template = json.loads((folder / "prod-training.template.json").read_text())
+    template["Resources"]["IdleAlarm0123ABCD"] = {
+        "Type": "AWS::CloudWatch::Alarm",
+        "Properties": {
+            "AlarmName": "prod-pretrain-idle",
+            "Namespace": "AWS/Neuron",
+            "MetricName": "NeuronCoreUtilization",
+            "ComparisonOperator": "LessThanThreshold",
+            "Threshold": 5,
+            "EvaluationPeriods": 3,
+        },
+    }
+    (folder / "prod-training.template.json").write_text(json.dumps(template))
+    text = summarize(folder)
+    assert "1 alarm(s)." in text.splitlines()[2]
+    assert _row(text, "prod-training", "prod-pretrain-idle") == [
+        "prod-training",
+        "prod-pretrain-idle",
+        "AWS/Neuron NeuronCoreUtilization LessThan 5",
+    ]
+    assert "1 alarm(s)" in _row(text, "prod-training", "14")[2]
+
+
+def test_command_prints_and_writes_markdown(
+    synth: Synth, tmp_path: Path, markdown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["summary", str(synth.outdir)]) == 0
+    assert capsys.readouterr().out == markdown
+    out = tmp_path / "summary.md"
+    assert main(["summary", str(synth.outdir), "-o", str(out)]) == 0
+    assert out.read_text() == markdown
+
+
+def test_command_explains_a_missing_synth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(tmp_path / "cdk.out")]) == 2
+    err = capsys.readouterr().err
+    assert "no cloud assembly here" in err and "make synth" in err and "Traceback" not in err

@@ -268,6 +268,116 @@ class TrainingCluster(Strict):
         default="local", description="Neuron compile cache on local NVMe or in the artifacts bucket."
     )
     scale_in_protection: bool = True
+    idle_scale_down: bool = Field(
+        default=False, description="When the idle alarm fires (monitoring.idle_*), scale this cluster to min_size."
+    )
+    scheduler: Literal["none", "batch"] = Field(
+        default="none", description="none: a plain Auto Scaling cluster; batch: an AWS Batch compute environment and queue."
+    )
+    container_image: str | None = Field(
+        default=None, description="scheduler: batch: the training container image of the job definition template."
+    )
+    gpu_pool: GpuPool | None = Field(default=None, description="An optional GPU pool beside the cluster (CUDA-only steps).")
+
+
+class GpuPool(Strict):
+    """A GPU training pool beside a Trainium cluster: same storage, security and hostfile conventions."""
+
+    instance_type: str = Field(description="A GPU instance type, e.g. p5.48xlarge or p4d.24xlarge.")
+    az_id: Annotated[str, Field(pattern=AZ_ID_RE)] | None = Field(default=None, description="Defaults to the cluster's AZ ID.")
+    min_size: int = Field(default=0, ge=0)
+    max_size: int = Field(default=1, ge=1)
+    desired_size: int | None = None
+    ami: Ami = Ami()
+
+
+class HealthCheck(Strict):
+    path: str = Field(default="/health", pattern=r"^/")
+    port: int = Field(default=8080, ge=1, le=65535)
+    protocol: Literal["HTTP", "TCP"] = "HTTP"
+    interval_seconds: int = Field(default=15, ge=5, le=300)
+    healthy_threshold: int = Field(default=2, ge=2, le=10)
+    unhealthy_threshold: int = Field(default=3, ge=2, le=10)
+
+
+class Serve(Strict):
+    """Commands that start the model server, per accelerator family (run as a systemd unit)."""
+
+    neuron: str = Field(description="Server command on Inferentia/Trainium nodes; $MODEL_DIR holds the model.")
+    gpu: str | None = Field(default=None, description="Server command on GPU fallback nodes (required with fallback_types).")
+    gpu_port: int | None = Field(default=None, description="Only to state it: GPU nodes must serve on the fleet's port.")
+    gpu_health_check_path: str | None = Field(default=None, description="Only to state it: must equal health_check.path.")
+
+
+class ScheduledCapacity(Strict):
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")]
+    cron: str = Field(description="Recurrence in cron format, e.g. '0 8 * * 1-5'.")
+    min_size: int | None = Field(default=None, ge=0)
+    max_size: int | None = Field(default=None, ge=0)
+    desired_size: int | None = Field(default=None, ge=0)
+
+
+class InferenceFleet(Strict):
+    """An Auto Scaling group of Inferentia instances behind a load balancer, with GPU fallback."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")] = "serve"
+    neuron_types: list[str] = Field(min_length=1, description="Inferentia (or Trainium) types, in priority order.")
+    fallback_types: list[str] = Field(default_factory=list, description="GPU types launched when Neuron capacity is short.")
+    az_ids: list[Annotated[str, Field(pattern=AZ_ID_RE)]] = Field(min_length=2, description="At least two AZ IDs.")
+    min_size: int = Field(default=1, ge=0)
+    max_size: int = Field(ge=1)
+    desired_size: int | None = None
+    load_balancer: Literal["alb", "nlb"] = Field(default="alb", description="alb: HTTP servers; nlb: gRPC/TCP servers.")
+    internal: bool = True
+    port: int = Field(default=8080, ge=1, le=65535)
+    health_check: HealthCheck = HealthCheck()
+    health_check_grace_seconds: int = Field(default=900, ge=60, description="Neuron models can take minutes to load.")
+    warmup_seconds: int = Field(default=600, ge=0, description="Instance warm-up before a node counts for scaling.")
+    model_s3_prefix: str = Field(description="Compiled Neuron artifacts under the artifacts bucket, e.g. models/llama/neuron/.")
+    gpu_model_s3_prefix: str | None = Field(default=None, description="Model for GPU nodes; defaults to model_s3_prefix.")
+    serve: Serve
+    requests_per_target: int = Field(default=100, ge=1, description="Target tracking on ALB requests per target per minute.")
+    min_healthy_percentage: int = Field(default=90, ge=0, le=100, description="Instance refresh keeps this much in service.")
+    scheduled_actions: list[ScheduledCapacity] = Field(default_factory=list)
+    neuron_ami: Ami = Ami()
+    gpu_ami: Ami = Ami()
+    rebalance_minutes: int = Field(default=30, ge=5, description="How often the rebalancer moves GPU nodes back to Neuron.")
+
+
+class Alarms(Strict):
+    """Alarm thresholds; each has a default that suits most environments."""
+
+    idle_utilization_percent: float = Field(default=5.0, ge=0, le=100)
+    idle_minutes: int = Field(default=60, ge=5)
+    p99_latency_ms: int = Field(default=2000, ge=1)
+    error_5xx_percent: float = Field(default=5.0, ge=0, le=100)
+    fallback_hours: int = Field(default=6, ge=1, description="GPU fallback instances in service for longer than this.")
+    lustre_free_percent: float = Field(default=10.0, ge=0, le=100)
+    quota_usage_percent: float = Field(default=80.0, ge=1, le=100)
+
+
+class DayNight(Strict):
+    """Serve by day, train by night: scheduled capacity for the inference fleets and training clusters."""
+
+    time_zone: str = Field(default="UTC", description="IANA time zone, e.g. America/New_York.")
+    day_starts: str = Field(default="08:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    night_starts: str = Field(default="20:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    inference_day_desired: int = Field(ge=0)
+    inference_night_desired: int = Field(ge=0)
+    training_night_desired: int = Field(ge=0)
+    training_day_desired: int = Field(default=0, ge=0)
+
+
+class Monitoring(Strict):
+    emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(default_factory=list)
+    log_retention_days: int = Field(default=30, ge=1)
+    namespace: str = Field(default="Neuronkit", description="CloudWatch namespace of the Neuron metrics.")
+    alarms: Alarms = Alarms()
+    day_night: DayNight | None = None
+
+
+class Budget(Strict):
+    monthly_usd: float = Field(gt=0, description="Monthly limit; notifications at 80% and 100%.")
 
 
 class Environment(Strict):
@@ -282,12 +392,17 @@ class Environment(Strict):
     network: Network = Field(description="VPC layout with az_ids, e.g. az_ids: [use1-az6].")
     storage: Storage = Storage()
     training: list[TrainingCluster] = Field(default_factory=list)
+    inference: list[InferenceFleet] = Field(default_factory=list)
+    monitoring: Monitoring = Monitoring()
+    budget: Budget | None = None
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     @model_validator(mode="after")
     def _cross(self) -> Environment:
-        _raise_all(_cross_problems(self.region, self.network, self.storage, list(enumerate(self.training))))
+        problems = _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
+        problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)))
+        _raise_all(problems)
         return self
 
     @property
@@ -425,7 +540,124 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
             add("max_size", f"max_size {c.max_size} is more than the Capacity Block holds ({cap.instance_count}); {fix}")
         elif c.max_size > facts["max_instances"]:
             add("max_size", f"a Capacity Block cluster holds at most {facts['max_instances']} nodes; lower max_size")
+    if c.gpu_pool is not None:
+        pool = c.gpu_pool
+        gpu = types.get(pool.instance_type)
+        if gpu is None or gpu.accelerator != "gpu":
+            add("gpu_pool.instance_type", f"'{pool.instance_type}' is not a GPU type; use one of {', '.join(_gpu_types())}")
+        else:
+            az = pool.az_id or c.az_id
+            offered = gpu.az_ids(region) if region is not None else None
+            if offered is not None and az not in offered:
+                add("gpu_pool.az_id", f"{pool.instance_type} is not offered in {az} ({region}); use one of {', '.join(offered) or 'none'}")
+            problem = _family_problem(pool.ami, "gpu", pool.instance_type)
+            if problem:
+                add("gpu_pool.ami.family", problem)
+        if pool.az_id and az_ids is not None and pool.az_id not in az_ids:
+            add("gpu_pool.az_id", f"'{pool.az_id}' is not in network.az_ids; add it there")
+        if pool.min_size > pool.max_size:
+            add("gpu_pool.min_size", f"min_size {pool.min_size} is greater than max_size {pool.max_size}; raise max_size or lower min_size")
+    if c.scheduler == "batch":
+        if not c.container_image:
+            add("container_image", "required with scheduler: batch (the training image of the job definition template)")
+        if not isinstance(c.capacity, OnDemand):
+            add("scheduler", "AWS Batch multi-node jobs run on on-demand capacity here; use scheduler: none for reservations")
     return out
+
+
+def _gpu_types() -> list[str]:
+    return sorted(n for n, t in catalog.instance_types().items() if t.accelerator == "gpu")
+
+
+def _family_problem(ami: Ami, kind: str, instance_type: str) -> str | None:
+    """An AMI family (given, or the default of ``kind``) that does not boot ``instance_type``."""
+    fam = ami.family or (None if ami.ami_id else catalog.default_ami_family(kind))
+    if fam is None:
+        return None
+    family = catalog.ami_families().get(fam)
+    if family is None:
+        return f"'{fam}' is not a known AMI family; use one of {', '.join(catalog.ami_families())}"
+    good = [n for n, a in catalog.ami_families().items() if a.kind == kind and a.supports_type(instance_type)]
+    if family.kind != kind or not family.supports_type(instance_type):
+        return f"'{fam}' does not boot {instance_type}; use one of {', '.join(good) or 'a pinned ami_id'}"
+    return None
+
+
+def _inference_problems(
+    region: str | None, network: Network | None, fleets: list[tuple[int, InferenceFleet]]
+) -> list[tuple[str, str]]:
+    """Checks of inference fleets against the catalog, the region and network.az_ids."""
+    out: list[tuple[str, str]] = []
+    types = catalog.instance_types()
+    neuron_ok = ", ".join(sorted(n for n, t in types.items() if t.accelerator == "inferentia" and t.family != "inf1"))
+    names: dict[str, int] = {}
+    for i, f in fleets:
+        loc = f"inference[{i}]"
+
+        def add(key: str, msg: str, loc: str = loc) -> None:
+            out.append((f"{loc}.{key}" if key else loc, msg))
+
+        if f.name in names:
+            add("name", f"'{f.name}' is already the name of inference[{names[f.name]}]; give each fleet its own name")
+        names.setdefault(f.name, i)
+        for j, t in enumerate(f.neuron_types):
+            it = types.get(t)
+            if it is None or not it.is_neuron:
+                add(f"neuron_types[{j}]", f"'{t}' is not an Inferentia or Trainium type; use e.g. {neuron_ok}")
+            else:
+                problem = _family_problem(f.neuron_ami, "neuron", t)
+                if problem:
+                    add("neuron_ami.family", problem)
+                _offered(add, f"neuron_types[{j}]", t, f.az_ids, region)
+        for j, t in enumerate(f.fallback_types):
+            it = types.get(t)
+            if it is None or it.accelerator != "gpu" or it.gpus == 0:
+                add(f"fallback_types[{j}]", f"'{t}' has no GPU; fallback types must be GPU types: {', '.join(_gpu_types())}")
+            else:
+                problem = _family_problem(f.gpu_ami, "gpu", t)
+                if problem:
+                    add("gpu_ami.family", problem)
+                _offered(add, f"fallback_types[{j}]", t, f.az_ids, region)
+        if f.fallback_types and not f.serve.gpu:
+            add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
+        if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
+            add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
+        if f.serve.gpu_port is not None and f.serve.gpu_port != f.port:
+            add(
+                "serve.gpu_port",
+                f"GPU nodes would serve on {f.serve.gpu_port} but Neuron nodes on {f.port}; one target group serves both, "
+                "so start both servers on the same port",
+            )
+        if f.serve.gpu_health_check_path is not None and f.serve.gpu_health_check_path != f.health_check.path:
+            add(
+                "serve.gpu_health_check_path",
+                f"'{f.serve.gpu_health_check_path}' differs from health_check.path '{f.health_check.path}'; one target group "
+                "checks both families, so serve the same health path on both",
+            )
+        if f.health_check.port != f.port:
+            add(
+                "health_check.port",
+                f"{f.health_check.port} differs from port {f.port}; Neuron and GPU nodes share one target group, "
+                "so the server must answer health checks on its serving port",
+            )
+        if f.min_size > f.max_size:
+            add("min_size", f"min_size {f.min_size} is greater than max_size {f.max_size}; raise max_size or lower min_size")
+        elif f.desired_size is not None and not f.min_size <= f.desired_size <= f.max_size:
+            add("desired_size", f"{f.desired_size} must lie between min_size {f.min_size} and max_size {f.max_size}")
+        if network is not None:
+            for j, az in enumerate(f.az_ids):
+                if az not in network.az_ids:
+                    add(f"az_ids[{j}]", f"'{az}' is not in network.az_ids; add it there")
+    return out
+
+
+def _offered(add: Any, key: str, instance_type: str, az_ids: list[str], region: str | None) -> None:
+    if region is None:
+        return
+    offered = catalog.get(instance_type).az_ids(region)
+    missing = [a for a in az_ids if a not in offered]
+    if missing:
+        add(key, f"{instance_type} is not offered in {', '.join(missing)} ({region}); offered in: {', '.join(offered) or 'none'}")
 
 
 def _ami_problem(c: TrainingCluster, it: catalog.InstanceType | None) -> str | None:
@@ -590,7 +822,12 @@ def _cross_problems_of_parts(data: dict[str, Any]) -> list[tuple[str, str]]:
     training = data.get("training", [])
     valid = [(i, _valid(TrainingCluster, raw)) for i, raw in enumerate(training if isinstance(training, list) else [])]
     clusters = [(i, c) for i, c in valid if c is not None]
-    return _cross_problems(region, _valid(Network, data.get("network")), _valid(Storage, data.get("storage", {})), clusters)
+    network = _valid(Network, data.get("network"))
+    inference = data.get("inference", [])
+    fleets = [(i, _valid(InferenceFleet, raw)) for i, raw in enumerate(inference if isinstance(inference, list) else [])]
+    return _cross_problems(region, network, _valid(Storage, data.get("storage", {})), clusters) + _inference_problems(
+        region, network, [(i, f) for i, f in fleets if f is not None]
+    )
 
 
 def parse_environment(data: Any, path: str) -> Environment:

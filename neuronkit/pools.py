@@ -196,13 +196,9 @@ def _capacity_name(capacity: Any) -> str:
     return str(getattr(capacity, "type", "on-demand"))
 
 
-def _fleets(env: Any) -> list[Any]:
-    """The environment's inference fleets, whether ``inference`` is a list or holds ``fleets``."""
-    section = getattr(env, "inference", None)
-    if section is None:
-        return []
-    fleets = getattr(section, "fleets", section)
-    return list(fleets or [])
+def gpu_pool_name(cluster: str) -> str:
+    """The pool name of a training cluster's GPU pool (also its Auto Scaling group suffix)."""
+    return f"{cluster}-gpu"
 
 
 def pools_from_environment(env: Any) -> list[Pool]:
@@ -228,10 +224,27 @@ def pools_from_environment(env: Any) -> list[Pool]:
                 capacity=_capacity_name(c.capacity),
             )
         )
-    for f in _fleets(env):
-        neuron = tuple(f.instance_types)
-        fallback = tuple(getattr(f, "fallback_types", None) or ())
-        desired = getattr(f, "desired_size", None)
+        gpu = c.gpu_pool
+        if gpu is not None:
+            pools.append(
+                Pool(
+                    environment=env.name,
+                    region=env.region,
+                    pool=gpu_pool_name(c.name),
+                    role="training-gpu",
+                    instance_types=(gpu.instance_type,),
+                    neuron_types=(),
+                    fallback_types=(gpu.instance_type,),
+                    min_size=gpu.min_size,
+                    max_size=gpu.max_size,
+                    desired_size=gpu.min_size if gpu.desired_size is None else gpu.desired_size,
+                    capacity="on-demand",
+                )
+            )
+    for f in env.inference:
+        neuron = tuple(f.neuron_types)
+        fallback = tuple(f.fallback_types)
+        desired = f.desired_size
         pools.append(
             Pool(
                 environment=env.name,
@@ -244,7 +257,7 @@ def pools_from_environment(env: Any) -> list[Pool]:
                 min_size=f.min_size,
                 max_size=f.max_size,
                 desired_size=f.min_size if desired is None else desired,
-                capacity=_capacity_name(getattr(f, "capacity", None)),
+                capacity="on-demand",
             )
         )
     return pools

@@ -8,7 +8,7 @@ be a CloudFormation token (a bucket name, a file system's DNS name) resolved at 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 _HERE = Path(__file__).parent
@@ -28,14 +28,31 @@ def required_keys(name: str) -> set[str]:
     return keys
 
 
-def render(name: str, values: Mapping[str, str | int]) -> str:
-    """The user data for ``name``: a header writing node.env, then the script itself."""
-    missing = required_keys(name) - set(values)
+def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
+    """The user data for one script or several run in order: a header writing node.env, then each script.
+
+    Each script runs in its own ``bash`` process, so one script's ``set -e`` or ``exit`` cannot skip
+    the next one's setup silently; a failing script still fails the boot (its exit status is kept).
+    """
+    scripts = [names] if isinstance(names, str) else list(names)
+    name = "+".join(scripts)
+    missing = set().union(*(required_keys(n) for n in scripts)) - set(values)
     if missing:
         raise ValueError(f"userdata {name}: missing values for {', '.join(sorted(missing))}")
-    body = script_path(name).read_text()
-    if body.startswith("#!"):
-        body = body.split("\n", 1)[1]
+    if len(scripts) == 1:
+        body = script_path(scripts[0]).read_text()
+        if body.startswith("#!"):
+            body = body.split("\n", 1)[1]
+    else:
+        parts = ["status=0"]
+        for i, script in enumerate(scripts):
+            marker = f"NEURONKIT_SCRIPT_{i}"
+            parts.append(f"install -d -m 0755 /opt/neuronkit && cat > /opt/neuronkit/{script} <<'{marker}'")
+            parts.append(script_path(script).read_text().rstrip("\n"))
+            parts.append(marker)
+            parts.append(f'bash /opt/neuronkit/{script} || status=$?')
+        parts.append('exit "${status}"')
+        body = "\n".join(parts) + "\n"
     lines = ["#!/bin/bash", "# Rendered by neuronkit. Values for this node's pool:", "install -d -m 0755 /etc/neuronkit"]
     lines.append("cat > /etc/neuronkit/node.env <<'NEURONKIT_ENV'")
     for key, value in sorted(values.items()):

@@ -134,18 +134,10 @@ class Lustre(Strict):
         default=None, description="Defaults to the first training cluster's AZ ID."
     )
     link_checkpoints: bool = Field(
-        default=False,
-        description="Also link the checkpoints bucket. Defaults to true on PERSISTENT_2 and false on SCRATCH_2 "
-        "(scratch file systems hold one association).",
+        default=True,
+        description="Also link the checkpoints bucket at /checkpoints, with automatic export to S3 "
+        "(Lustre 2.15 SCRATCH_2 and PERSISTENT_2 both take up to 8 associations).",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_link(cls, data: Any) -> Any:
-        # The default depends on deployment_type: a fixed default of true was invalid on SCRATCH_2.
-        if isinstance(data, dict) and "link_checkpoints" not in data:
-            return {**data, "link_checkpoints": data.get("deployment_type", "SCRATCH_2") == "PERSISTENT_2"}
-        return data
 
     @model_validator(mode="after")
     def _check(self) -> Lustre:
@@ -166,9 +158,6 @@ class Lustre(Strict):
             problems.append(("throughput_mbps_per_tib", f"required for {kind}; use one of {choices}"))
         elif allowed is not None and tput not in allowed:
             problems.append(("throughput_mbps_per_tib", f"{tput} is not valid for {kind}; use one of {choices}"))
-        if kind == "SCRATCH_2" and self.link_checkpoints:
-            fix = "set link_checkpoints: false or use PERSISTENT_2"
-            problems.append(("link_checkpoints", f"SCRATCH_2 holds one data repository association (datasets); {fix}"))
         _raise_all(problems)
         return self
 

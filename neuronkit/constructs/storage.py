@@ -28,7 +28,7 @@ class LustreSpec:
     deployment_type: str = "SCRATCH_2"
     size_gib: int = 1200
     throughput_mbps_per_tib: int | None = None
-    link_checkpoints: bool = False
+    link_checkpoints: bool = True
 
 
 class TrainingStorage(Construct):
@@ -37,9 +37,10 @@ class TrainingStorage(Construct):
     Creates three S3 buckets (datasets, checkpoints with versioning, artifacts), all encrypted, TLS-only,
     public access blocked, access-logged to a fourth bucket, and retained. With ``lustre`` it adds an
     FSx for Lustre 2.15 file system in ``subnet_id`` (deployment type and version set explicitly; a KMS
-    key only on PERSISTENT_2, the type that accepts one) linked to the datasets bucket (and, on
-    PERSISTENT_2, the checkpoints bucket) through data repository associations, a security group for
-    the file system and a client security group that nodes attach.
+    key only on PERSISTENT_2, the type that accepts one) linked to the datasets bucket (import) and,
+    unless ``link_checkpoints`` is off, the checkpoints bucket (import and automatic export) through data
+    repository associations; automatic backups are off (FSx does not back up file systems linked to
+    S3). Also a security group for the file system and a client security group that nodes attach.
 
     Public attributes: ``datasets``, ``checkpoints``, ``artifacts`` (``s3.Bucket``), ``file_system``
     (``fsx.CfnFileSystem`` or None), ``lustre_mount_name``, ``lustre_dns_name``,
@@ -132,8 +133,9 @@ class TrainingStorage(Construct):
             deployment_type=spec.deployment_type,
             per_unit_storage_throughput=spec.throughput_mbps_per_tib if persistent else None,
             data_compression_type="LZ4",
-            automatic_backup_retention_days=7 if persistent else None,
-            copy_tags_to_backups=True if persistent else None,
+            # FSx does not back up file systems linked to S3: durability comes from the versioned
+            # checkpoints bucket the file system exports to.
+            automatic_backup_retention_days=0 if persistent else None,
             weekly_maintenance_start_time="7:03:00",
         )
         fs = fsx.CfnFileSystem(

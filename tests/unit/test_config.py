@@ -84,11 +84,12 @@ def test_shipped_examples_load() -> None:
     assert [e.name for e in load_all(ROOT / "environments")] == ["dev", "prod"]
 
 
-def test_link_checkpoints_defaults_by_deployment_type(in_tmp: Path) -> None:
-    # A fixed default of true made `lustre: {deployment_type: SCRATCH_2}` invalid without an explicit false.
+def test_checkpoints_are_linked_by_default_on_every_deployment_type(in_tmp: Path) -> None:
+    # Lustre 2.15 scratch (SCRATCH_2) and persistent file systems both take data repository associations
+    # with automatic export (FSx user guide: only 2.10 and SCRATCH_1 lack them).
     scratch = parse_environment(edited({"storage.lustre": {"deployment_type": "SCRATCH_2"}}), FILE)
     persistent = parse_environment(edited({}), FILE)
-    assert scratch.storage.lustre is not None and scratch.storage.lustre.link_checkpoints is False
+    assert scratch.storage.lustre is not None and scratch.storage.lustre.link_checkpoints is True
     assert persistent.storage.lustre is not None and persistent.storage.lustre.link_checkpoints is True
 
 
@@ -198,14 +199,6 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         [
             "storage.lustre.size_gib: 5000 is not valid for PERSISTENT_2; use 1200, 2400 or a multiple of 2400 (e.g. 4800 or 7200)",
             "storage.lustre.throughput_mbps_per_tib: 200 is not valid for PERSISTENT_2; use one of 125, 250, 500, 1000",
-        ],
-    ),
-    (
-        "scratch-2-linking-checkpoints",
-        {"storage.lustre": {"deployment_type": "SCRATCH_2", "link_checkpoints": True}},
-        [
-            "storage.lustre.link_checkpoints: SCRATCH_2 holds one data repository association (datasets); "
-            "set link_checkpoints: false or use PERSISTENT_2"
         ],
     ),
     (

@@ -78,6 +78,8 @@ def test_prod_lustre_is_persistent_2_15_with_throughput_and_kms(synth: Synth) ->
     assert fs["LustreConfiguration"]["DeploymentType"] == "PERSISTENT_2"
     assert fs["LustreConfiguration"]["PerUnitStorageThroughput"] == 250
     assert fs["KmsKeyId"] == {"Ref": "StorageLustreKey93589703"}
+    # FSx does not back up file systems linked to S3; the versioned checkpoints bucket is the copy.
+    assert fs["LustreConfiguration"]["AutomaticBackupRetentionDays"] == 0
     assert len(fs["SubnetIds"]) == 1
 
 
@@ -96,8 +98,9 @@ def test_data_repository_associations(synth: Synth) -> None:
     assert "AutoExportPolicy" in paths["/checkpoints"]["S3"]
     assert "AutoExportPolicy" not in paths["/datasets"]["S3"]
     assert "ImportPath" not in str(_fs(synth, "prod-storage"))  # cannot be combined with associations
+    # SCRATCH_2 on Lustre 2.15 takes associations with automatic export too.
     dev = synth.resources("dev-storage", "AWS::FSx::DataRepositoryAssociation")
-    assert [p["Properties"]["FileSystemPath"] for p in dev.values()] == ["/datasets"]
+    assert sorted(p["Properties"]["FileSystemPath"] for p in dev.values()) == ["/checkpoints", "/datasets"]
 
 
 @pytest.mark.parametrize("stack", sorted(PINNED))

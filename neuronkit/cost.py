@@ -125,6 +125,17 @@ def _pool_notes(pool: Pool, table: PriceTable) -> Iterable[str]:
             f"Launch order: {', '.join(pool.instance_types)}. Priced on the primary type {pool.primary_type}; "
             f"nodes launched on another type cost its price: {', '.join(others)}."
         )
+    fallback = [(t, table.hourly(t, pool.region)) for t in pool.fallback_types if t not in pool.neuron_types]
+    priced = [(t, p) for t, p in fallback if p is not None]
+    if pool.role == "inference" and priced:
+        # The bound a user plans for: Neuron capacity short everywhere, every node on the dearest fallback type.
+        level = "desired" if pool.desired_size else "max"
+        nodes = pool.desired_size or pool.max_size
+        dearest, hourly = max(priced, key=lambda tp: tp[1])
+        yield (
+            f"GPU fallback: if no Neuron capacity can be had, at {level} capacity the fleet would cost up to "
+            f"{usd(nodes * hourly * table.hours_per_month)} a month on {dearest} ({nodes} x {rate(hourly)}/hour)."
+        )
     if pool.capacity == "odcr":
         yield (
             "Capacity odcr: an On-Demand Capacity Reservation bills every reserved instance at the On-Demand rate "

@@ -94,7 +94,48 @@ def test_prod_is_priced_at_min_desired_and_max_against_p4d(capsys, monkeypatch):
     assert f"GPU equivalent p4d.24xlarge at ${gpu}/hour" in out
     # The reservation the stack creates bills whether nodes run or not: the user must be told.
     assert "Capacity odcr: an On-Demand Capacity Reservation bills every reserved instance" in out
-    assert f"| desired | {money(16 * trn)} | {money(desired)} | {money(gpu_desired)} |" in out  # the environment total
+    # The environment total adds the GPU training pool (p5.48xlarge, 0/0/2, priced at its own rate on both
+    # sides) and the chat fleet (inf2.48xlarge first, 2/4/12, against g5.48xlarge).
+    p5, inf2, g5 = price("p5.48xlarge"), price("inf2.48xlarge"), price("g5.48xlarge")
+    total_hour = 16 * trn + 0 * p5 + 4 * inf2
+    total_gpu = (16 * gpu + 0 * p5 + 4 * g5) * HOURS
+    assert f"| desired | {money(total_hour)} | {money(total_hour * HOURS)} | {money(total_gpu)} |" in out
+    top_hour = 16 * trn + 2 * p5 + 12 * inf2
+    top_gpu = (16 * gpu + 2 * p5 + 12 * g5) * HOURS
+    assert (
+        f"| max | {money(top_hour)} | {money(top_hour * HOURS)} | {money(top_gpu)} | {money(top_gpu - top_hour * HOURS)} |" in out
+    )
+
+
+def test_prod_gpu_training_pool_is_priced_on_its_own_type(capsys, monkeypatch):
+    code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
+    assert code == 0
+    p5 = price("p5.48xlarge")
+    section = out[out.index("### pretrain-gpu: training-gpu, p5.48xlarge, capacity on-demand") :]
+    section = section[: section.index("\n### ")]
+    # prod.yaml: gpu_pool p5.48xlarge, min 0, max 2, desired unset (= min); no GPU-equivalent columns.
+    assert "| desired | 0 | $0.00 | $0.00 |" in section
+    assert f"| max | 2 | {money(2 * p5)} | {money(2 * p5 * HOURS)} |" in section
+    assert "saving" not in section.split("\n\n")[2]
+    assert "p5.48xlarge is a GPU type: no GPU equivalent" in section
+
+
+def test_prod_inference_fleet_is_priced_on_its_first_neuron_type_with_fallback_prices(capsys, monkeypatch):
+    code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
+    assert code == 0
+    inf2, g5 = price("inf2.48xlarge"), price("g5.48xlarge")
+    section = out[out.index("### chat: inference, inf2.48xlarge, inf2.24xlarge, g6e.12xlarge, g5.12xlarge, capacity on-demand") :]
+    section = section[: section.index("\n### ")]
+    # prod.yaml: chat fleet min 2, desired 4, max 12; the group launches inf2.48xlarge first.
+    for level, n in (("min", 2), ("desired", 4), ("max", 12)):
+        own, other = n * inf2 * HOURS, n * g5 * HOURS
+        assert f"| {level} | {n} | {money(n * inf2)} | {money(own)} | {money(other)} | {money(other - own)} |" in section
+    assert f"inf2.24xlarge (${price('inf2.24xlarge')}/hour), g6e.12xlarge (${price('g6e.12xlarge')}/hour)" in section
+    worst = 4 * max(price("g6e.12xlarge"), price("g5.12xlarge")) * HOURS
+    assert (
+        f"GPU fallback: if no Neuron capacity can be had, at desired capacity the fleet would cost up to {money(worst)} a month"
+        in section
+    )
 
 
 def test_dev_scales_to_zero_and_costs_more_than_its_gpu_equivalent_at_max(capsys, monkeypatch):
@@ -108,12 +149,28 @@ def test_dev_scales_to_zero_and_costs_more_than_its_gpu_equivalent_at_max(capsys
     assert saving < 0  # at list prices trn1.2xlarge costs more an hour than g5.2xlarge
     assert f"| max | 1 | {money(trn)} | {money(trn * HOURS)} | {money(gpu * HOURS)} | {money(saving)} | {share:.1f}% |" in out
     assert "a negative saving means the Neuron capacity costs more" in out
+    # dev.yaml's serve fleet: inf2.xlarge, min 0, max 2, against g5.xlarge; its fallback is g5.xlarge too.
+    inf2, g5 = price("inf2.xlarge"), price("g5.xlarge")
+    fleet = out[out.index("### serve: inference, inf2.xlarge, g5.xlarge, capacity on-demand") :]
+    assert f"| max | 2 | {money(2 * inf2)} | {money(2 * inf2 * HOURS)} | {money(2 * g5 * HOURS)} |" in fleet
+    assert f"at max capacity the fleet would cost up to {money(2 * g5 * HOURS)} a month on g5.xlarge" in fleet
+    top = (trn + 2 * inf2) * HOURS
+    top_gpu = (gpu + 2 * g5) * HOURS
+    assert f"| max | {money(trn + 2 * inf2)} | {money(top)} | {money(top_gpu)} | {money(top_gpu - top)} |" in out
 
 
 def test_all_environments_add_up(capsys, monkeypatch):
     code, out, _ = run(["cost"], capsys, monkeypatch)
     assert code == 0
-    total_max = 16 * price("trn1.32xlarge") * HOURS + 1 * price("trn1.2xlarge") * HOURS
+    # prod: 16 x trn1.32xlarge, 2 x p5.48xlarge (GPU pool), 12 x inf2.48xlarge (chat);
+    # dev: 1 x trn1.2xlarge, 2 x inf2.xlarge (serve).
+    total_max = (
+        16 * price("trn1.32xlarge") * HOURS
+        + 2 * price("p5.48xlarge") * HOURS
+        + 12 * price("inf2.48xlarge") * HOURS
+        + 1 * price("trn1.2xlarge") * HOURS
+        + 2 * price("inf2.xlarge") * HOURS
+    )
     grand = out[out.index("Total: 2 environments") :]
     max_row = next(line for line in grand.splitlines() if line.startswith("max"))
     assert money(total_max) in max_row.split()
@@ -128,9 +185,8 @@ def test_file_option_prices_any_environment_file(capsys, monkeypatch):
     assert money(16 * price("trn1.32xlarge") * HOURS) in out
 
 
-def test_environment_without_inference_section_gives_only_training_pools():
+def test_prod_pools_are_the_cluster_its_gpu_pool_and_the_fleet():
     env = config.load_environment(REPO / "environments" / "prod.yaml")
-    assert not hasattr(env, "inference") or not env.inference  # today's schema; the section comes later
     assert pools_from_environment(env) == [
         Pool(
             environment="prod",
@@ -144,18 +200,53 @@ def test_environment_without_inference_section_gives_only_training_pools():
             max_size=16,
             desired_size=16,
             capacity="odcr",
-        )
+        ),
+        Pool(
+            environment="prod",
+            region="us-east-1",
+            pool="pretrain-gpu",
+            role="training-gpu",
+            instance_types=("p5.48xlarge",),
+            neuron_types=(),
+            fallback_types=("p5.48xlarge",),
+            min_size=0,
+            max_size=2,
+            desired_size=0,
+            capacity="on-demand",
+        ),
+        Pool(
+            environment="prod",
+            region="us-east-1",
+            pool="chat",
+            role="inference",
+            instance_types=("inf2.48xlarge", "inf2.24xlarge", "g6e.12xlarge", "g5.12xlarge"),
+            neuron_types=("inf2.48xlarge", "inf2.24xlarge"),
+            fallback_types=("g6e.12xlarge", "g5.12xlarge"),
+            min_size=2,
+            max_size=12,
+            desired_size=4,
+            capacity="on-demand",
+        ),
     ]
 
 
+def test_environment_without_inference_section_gives_only_training_pools():
+    env = config.load_environment(REPO / "environments" / "prod.yaml").model_copy(update={"inference": []})
+    assert [(p.pool, p.role) for p in pools_from_environment(env)] == [("pretrain", "training"), ("pretrain-gpu", "training-gpu")]
+
+
 def test_inference_fleet_is_priced_on_its_first_neuron_type():
-    fleet = SimpleNamespace(
-        name="serve",
-        instance_types=["inf2.xlarge", "inf2.8xlarge"],
-        fallback_types=["g5.xlarge"],
-        min_size=2,
-        max_size=8,
-        desired_size=None,
+    fleet = config.InferenceFleet.model_validate(
+        {
+            "name": "serve",
+            "neuron_types": ["inf2.xlarge", "inf2.8xlarge"],
+            "fallback_types": ["g5.xlarge"],
+            "az_ids": ["use1-az6", "use1-az4"],
+            "min_size": 2,
+            "max_size": 8,
+            "model_s3_prefix": "models/m/",
+            "serve": {"neuron": "serve --neuron", "gpu": "serve --gpu"},
+        }
     )
     env = SimpleNamespace(name="prod", region="us-east-1", training=[], inference=[fleet])
     (pool,) = pools_from_environment(env)

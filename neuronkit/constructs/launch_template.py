@@ -80,6 +80,10 @@ def _efa_only(card: int, device: int, groups: list[str]) -> ec2.CfnLaunchTemplat
     )
 
 
+USER_DATA_LIMIT_BYTES = 16 * 1024  # EC2 API limit on user data before base64 encoding
+_TOKEN_MARGIN_BYTES = 1024
+
+
 def addresses_per_node(instance_type: catalog.InstanceType) -> int:
     """Subnet addresses one node takes: only the primary interface has one (efa-only take none)."""
     return 1
@@ -125,6 +129,13 @@ class AcceleratorLaunchTemplate(Construct):
             raise ValueError("capacity_block: a Capacity Block launch template needs capacity_reservation_id")
         if not security_group_ids:
             raise ValueError("security_group_ids: at least one security group is required")
+        # EC2 refuses user data over 16 KB (before base64). Tokens (bucket names, DNS names) are counted
+        # at their placeholder length, so keep a margin for what they resolve to.
+        if len(user_data.encode()) > USER_DATA_LIMIT_BYTES - _TOKEN_MARGIN_BYTES:
+            raise ValueError(
+                f"user_data: {len(user_data.encode())} bytes is too close to EC2's {USER_DATA_LIMIT_BYTES}-byte limit; "
+                "ship large files (scripts, agents) through the artifacts bucket and fetch them at boot"
+            )
 
         self.instance_type = facts
         self.role = role or iam.Role(

@@ -133,3 +133,17 @@ def test_too_small_root_volume_is_refused() -> None:
             user_data="#!/bin/bash\n",
             root_volume_gib=100,
         )
+
+
+def test_user_data_over_ec2_limit_is_refused() -> None:
+    app = new_app()
+    stack = Stack(app, "Big", env=CdkEnv(account="123456789012", region="us-east-1"))
+    with pytest.raises(ValueError, match="too close to EC2's 16384-byte limit"):
+        AcceleratorLaunchTemplate(
+            stack,
+            "Lt",
+            instance_type="trn1.32xlarge",
+            ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+            security_group_ids=["sg-0123456789abcdef0"],
+            user_data="#!/bin/bash\n" + "echo padding\n" * 1300,
+        )

@@ -278,6 +278,10 @@ class GpuPool(Strict):
     max_size: int = Field(default=1, ge=1)
     desired_size: int | None = None
     ami: Ami = Ami()
+    container_image: str | None = Field(
+        default=None,
+        description="scheduler: batch: the CUDA training image of the GPU pool's job definition template (required there).",
+    )
 
 
 class HealthCheck(Strict):
@@ -538,20 +542,76 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
             az = pool.az_id or c.az_id
             offered = gpu.az_ids(region) if region is not None else None
             if offered is not None and az not in offered:
-                add("gpu_pool.az_id", f"{pool.instance_type} is not offered in {az} ({region}); use one of {', '.join(offered) or 'none'}")
-            problem = _family_problem(pool.ami, "gpu", pool.instance_type)
+                add(
+                    "gpu_pool.az_id",
+                    f"{pool.instance_type} is not offered in {az} ({region}); use one of {', '.join(offered) or 'none'}",
+                )
+            problem = _family_problem(pool.ami, "ecs-gpu" if c.scheduler == "batch" else "gpu", pool.instance_type)
             if problem:
                 add("gpu_pool.ami.family", problem)
         if pool.az_id and az_ids is not None and pool.az_id not in az_ids:
             add("gpu_pool.az_id", f"'{pool.az_id}' is not in network.az_ids; add it there")
         if pool.min_size > pool.max_size:
-            add("gpu_pool.min_size", f"min_size {pool.min_size} is greater than max_size {pool.max_size}; raise max_size or lower min_size")
-    if c.scheduler == "batch":
-        if not c.container_image:
-            add("container_image", "required with scheduler: batch (the training image of the job definition template)")
-        if not isinstance(c.capacity, OnDemand):
-            add("scheduler", "AWS Batch multi-node jobs run on on-demand capacity here; use scheduler: none for reservations")
+            add(
+                "gpu_pool.min_size",
+                f"min_size {pool.min_size} is greater than max_size {pool.max_size}; raise max_size or lower min_size",
+            )
+    out.extend((f"{loc}.{key}", msg) for key, msg in _batch_problems(c))
     return out
+
+
+def _batch_problems(c: TrainingCluster) -> list[tuple[str, str]]:
+    """What scheduler: batch (an AWS Batch compute environment and queue) needs, or what only it uses."""
+    out: list[tuple[str, str]] = []
+    pool = c.gpu_pool
+    if c.scheduler != "batch":
+        unused = "only used with scheduler: batch; remove it or set scheduler: batch"
+        if c.container_image is not None:
+            out.append(("container_image", unused))
+        if pool is not None and pool.container_image is not None:
+            out.append(("gpu_pool.container_image", unused))
+        return out
+    if not c.container_image:
+        out.append(("container_image", "required with scheduler: batch (the training image of the job definition template)"))
+    if not isinstance(c.capacity, OnDemand):
+        out.append(
+            (
+                "capacity.type",
+                f"{c.capacity.type} is not available with scheduler: batch (AWS Batch runs multi-node jobs on on-demand "
+                "capacity only); remove capacity or use scheduler: none",
+            )
+        )
+    queue_sized = "AWS Batch sizes the compute environment from the jobs in its queue; remove it (min_size keeps nodes running)"
+    if c.desired_size is not None:
+        out.append(("desired_size", queue_sized))
+    if c.idle_scale_down:
+        out.append(("idle_scale_down", "AWS Batch scales an idle compute environment down to min_size by itself; remove it"))
+    if pool is not None:
+        if not pool.container_image:
+            out.append(
+                ("gpu_pool.container_image", "required with scheduler: batch (the CUDA training image of the GPU job definition)")
+            )
+        if pool.desired_size is not None:
+            out.append(("gpu_pool.desired_size", queue_sized))
+    return out
+
+
+def ami_family(c: TrainingCluster) -> str | None:
+    """The catalog AMI family a cluster's nodes boot (given, or the default for its scheduler); None when pinned.
+
+    scheduler: batch nodes need an ECS-capable AMI (``ecs-neuron``); plain clusters boot a Neuron DLAMI.
+    """
+    if c.ami.ami_id:
+        return None
+    return c.ami.family or catalog.default_ami_family("ecs-neuron" if c.scheduler == "batch" else "neuron")
+
+
+def gpu_ami_family(c: TrainingCluster) -> str | None:
+    """The catalog AMI family of a cluster's GPU pool (given, or the default for the scheduler); None when pinned."""
+    pool = c.gpu_pool
+    if pool is None or pool.ami.ami_id:
+        return None
+    return pool.ami.family or catalog.default_ami_family("ecs-gpu" if c.scheduler == "batch" else "gpu")
 
 
 def _gpu_types() -> list[str]:
@@ -567,6 +627,8 @@ def _family_problem(ami: Ami, kind: str, instance_type: str) -> str | None:
     if family is None:
         return f"'{fam}' is not a known AMI family; use one of {', '.join(catalog.ami_families())}"
     good = [n for n, a in catalog.ami_families().items() if a.kind == kind and a.supports_type(instance_type)]
+    if kind.startswith("ecs-") and family.kind != kind:
+        return f"'{fam}' is not an ECS-optimized AMI family (AWS Batch nodes run the ECS agent); use one of {', '.join(good)}"
     if family.kind != kind or not family.supports_type(instance_type):
         return f"'{fam}' does not boot {instance_type}; use one of {', '.join(good) or 'a pinned ami_id'}"
     return None
@@ -652,25 +714,32 @@ def _offered(add: Any, key: str, instance_type: str, az_ids: list[str], region: 
 def _ami_problem(c: TrainingCluster, it: catalog.InstanceType | None) -> str | None:
     """What is wrong with the cluster's AMI family (given or default), or None."""
     families = catalog.ami_families()
-    neuron = [n for n, a in families.items() if a.kind == "neuron"]
-    fam = c.ami.family or (None if c.ami.ami_id else catalog.default_ami_family("neuron"))
+    batch = c.scheduler == "batch"
+    kind = "ecs-neuron" if batch else "neuron"
+    allowed = [n for n, a in families.items() if a.kind == kind]
+    fam = ami_family(c)
     if fam is None:
         return None
     ami = families.get(fam)
     if ami is None:
-        return f"'{fam}' is not a known AMI family; use one of {', '.join(neuron)}"
+        return f"'{fam}' is not a known AMI family; use one of {', '.join(allowed)}"
     if it is None or not it.is_neuron:
         return None  # an unknown or GPU type is already reported on instance_type; its fix comes first
     named = f"'{fam}'" if c.ami.family else f"the default AMI family '{fam}'"
-    good = [n for n in neuron if families[n].supports_type(c.instance_type)]
+    good = [n for n in allowed if families[n].supports_type(c.instance_type)]
     fix = (
         f"use one of {', '.join(good)}"
         if good
+        else "pin an ami_id of an ECS-capable AMI that supports it"
+        if batch
         else "pin an ami_id of an AMI that supports it (Neuron DLAMIs dropped Inf1 in 2.26.1)"
     )
+    if batch and ami.kind != kind:
+        # Batch registers nodes with the compute environment's ECS cluster: a DLAMI has no ECS agent.
+        return f"{named} is not an ECS-optimized AMI family (AWS Batch nodes run the ECS agent); {fix}"
     if not ami.supports_type(c.instance_type):
         return f"{named} does not support {c.instance_type}; {fix}"
-    if ami.kind != "neuron":
+    if ami.kind != kind:
         return f"'{fam}' is not a Neuron DLAMI family ({ami.kind}); {fix}"
     return None
 

@@ -96,4 +96,71 @@ def tolerate_unmodelled_outputs() -> None:
         return original_create_key(self, *args, **kwargs)
 
     kms_models.KmsBackend.create_key = create_key  # type: ignore[method-assign]
+    tolerate_batch_from_cloudformation()
     _PATCHED = True
+
+
+def tolerate_batch_from_cloudformation() -> None:
+    """Let moto 5.2.5 create the AWS Batch resources of a ``scheduler: batch`` cluster as AWS does.
+
+    - A compute environment whose launch template defines network interfaces (EFA) carries no security
+      groups: AWS Batch refuses both ("Either compute environment Security Groups or Network Interfaces in
+      Launch template are exclusively allowed") and uses the interfaces' groups. moto requires
+      ``securityGroupIds``; this takes them from the launch template's interfaces, as Batch does.
+    - moto's CloudFormation registers every job definition as ``container`` (so a ``multinode`` one fails
+      for lack of containerProperties) and drops its platform capabilities and tag propagation; this passes
+      them through. ``DescribeJobDefinitions`` also returns ``nodeProperties``, as AWS does.
+
+    Only creation is covered: moto runs jobs in Docker, which the kit's tests never do. Idempotent.
+    """
+    from moto.batch import models as batch_models
+    from moto.batch.utils import lowercase_first_key
+
+    backend_cls = batch_models.BatchBackend
+    if getattr(backend_cls, "_neuronkit_patched", False):
+        return
+    original_validate = backend_cls._validate_compute_resources
+
+    def validate_compute_resources(self: Any, cr: dict[str, Any]) -> None:
+        template = cr.get("launchTemplate") or {}
+        if "securityGroupIds" not in cr and template.get("launchTemplateId"):
+            data = self.ec2_backend.get_launch_template(template["launchTemplateId"]).latest_version().data
+            groups = [g for nic in data.get("NetworkInterfaces") or [] for g in nic.get("Groups") or []]
+            cr["securityGroupIds"] = list(dict.fromkeys(groups))
+        original_validate(self, cr)
+
+    def create_job_definition(
+        cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        backend = batch_models.batch_backends[account_id][region_name]
+        properties = cloudformation_json["Properties"]
+
+        def lowered(key: str) -> Any:
+            return lowercase_first_key(properties[key]) if key in properties else None
+
+        return backend.register_job_definition(
+            def_name=resource_name,
+            parameters=lowercase_first_key(properties.get("Parameters", {})),
+            _type=properties.get("Type", "container"),
+            tags=properties.get("Tags", {}),
+            retry_strategy=lowercase_first_key(properties.get("RetryStrategy", {})),
+            container_properties=lowered("ContainerProperties"),
+            node_properties=lowered("NodeProperties"),
+            eks_properties=lowered("EksProperties"),
+            timeout=lowercase_first_key(properties.get("Timeout", {})),
+            platform_capabilities=properties.get("PlatformCapabilities"),
+            propagate_tags=properties.get("PropagateTags"),
+        )
+
+    original_describe = batch_models.JobDefinition.describe
+
+    def describe(self: Any) -> dict[str, Any]:
+        result: dict[str, Any] = original_describe(self)
+        if self.node_properties is not None:
+            result["nodeProperties"] = self.node_properties
+        return result
+
+    backend_cls._validate_compute_resources = validate_compute_resources  # type: ignore[method-assign]
+    batch_models.JobDefinition.create_from_cloudformation_json = classmethod(create_job_definition)  # type: ignore[method-assign,assignment]
+    batch_models.JobDefinition.describe = describe  # type: ignore[method-assign]
+    backend_cls._neuronkit_patched = True  # type: ignore[attr-defined]

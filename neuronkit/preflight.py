@@ -39,7 +39,7 @@ from botocore.exceptions import (
 
 from neuronkit import catalog
 from neuronkit.catalog import quotas
-from neuronkit.config import CapacityBlock, Environment, Odcr, TrainingCluster
+from neuronkit.config import CapacityBlock, Environment, Odcr, TrainingCluster, ami_family
 
 Status = Literal["PASS", "WARN", "FAIL"]
 Client = Any  # boto3 clients are generated at run time and untyped here
@@ -343,10 +343,12 @@ def check_amis(env: Environment, ssm: Client, ec2: Client) -> list[Check]:
     families: dict[str, list[TrainingCluster]] = {}
     pinned: dict[str, list[TrainingCluster]] = {}
     for c in env.training:
-        if c.ami.ami_id:
-            pinned.setdefault(c.ami.ami_id, []).append(c)
+        # scheduler: batch clusters boot the ECS-optimized Neuron AMI, the others a Neuron DLAMI.
+        family = ami_family(c)
+        if family is None:
+            pinned.setdefault(str(c.ami.ami_id), []).append(c)
         else:
-            families.setdefault(c.ami.family or catalog.default_ami_family("neuron"), []).append(c)
+            families.setdefault(family, []).append(c)
     checks = [_check_family(env.region, ssm, fam, users) for fam, users in families.items()]
     checks += [_check_pinned(env.region, ec2, ami_id, users) for ami_id, users in pinned.items()]
     return checks

@@ -6,6 +6,7 @@ from constructs import Construct
 
 from neuronkit import catalog
 from neuronkit.config import Environment
+from neuronkit.constructs.batch import batch_addresses_per_node
 from neuronkit.constructs.launch_template import addresses_per_node
 from neuronkit.constructs.network import AcceleratorNetwork
 from neuronkit.stacks.base import NeuronkitStack
@@ -17,6 +18,13 @@ _SERVICE_ADDRESSES = 64
 def addresses_per_az(config: Environment) -> dict[str, int]:
     need = {az: _SERVICE_ADDRESSES for az in config.network.az_ids}
     for cluster in config.training:
+        if cluster.scheduler == "batch":
+            # Batch nodes also hold their multi-node job's task ENI; the GPU pool is a compute environment too.
+            need[cluster.az_id] += cluster.max_size * batch_addresses_per_node(catalog.get(cluster.instance_type))
+            pool = cluster.gpu_pool
+            if pool is not None:
+                need[pool.az_id or cluster.az_id] += pool.max_size * batch_addresses_per_node(catalog.get(pool.instance_type))
+            continue
         need[cluster.az_id] += cluster.max_size * addresses_per_node(catalog.get(cluster.instance_type))
     return need
 

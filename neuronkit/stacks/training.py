@@ -12,6 +12,7 @@ from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
+from neuronkit.stacks.batch import add_batch_clusters
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 
@@ -58,6 +59,8 @@ class TrainingStack(NeuronkitStack):
         self.events = NotificationTopic(self, "ClusterEvents", display_name=f"neuronkit {config.name} training events")
         self.clusters: dict[str, TrainingCluster] = {}
         for cluster in config.training:
+            if cluster.scheduler == "batch":
+                continue  # built by add_batch_clusters below
             self.clusters[cluster.name] = TrainingCluster(
                 self,
                 f"Cluster-{cluster.name}",
@@ -79,3 +82,6 @@ class TrainingStack(NeuronkitStack):
                 root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
             )
+        # scheduler: batch -- AWS Batch compute environments, queues and job definitions instead of Auto
+        # Scaling groups (neuronkit/stacks/batch.py, docs/batch.md).
+        self.batch_clusters = add_batch_clusters(self, config=config, network=network, storage=access)

@@ -300,6 +300,19 @@ def test_ami_family_parameter_resolves(aws: boto3.session.Session) -> None:
     assert check.detail == f"{DLAMI} resolves to ami-0abcdef1234567890 in {REGION}"
 
 
+def test_batch_cluster_checks_the_ecs_optimized_neuron_ami(aws: boto3.session.Session) -> None:
+    # scheduler: batch nodes boot the ECS-optimized Neuron AMI, not the DLAMI of the plain cluster beside it.
+    ecs = catalog.ami_families()["ecs-neuron-al2023"].ssm_parameter
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    seed_public_parameter(ecs, "ami-0fedcba9876543210")
+    image = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.0-ubuntu24.04"
+    env = make_env(cluster(), cluster(name="jobs", scheduler="batch", container_image=image))
+    checks = run(aws, env)
+    assert checks["ami ecs-neuron-al2023"].status == "PASS"
+    assert checks["ami ecs-neuron-al2023"].detail == f"{ecs} resolves to ami-0fedcba9876543210 in {REGION}"
+    assert checks[f"ami {catalog.default_ami_family('neuron')}"].status == "PASS"
+
+
 def test_ami_family_parameter_missing_fails(aws: boto3.session.Session) -> None:
     family = "neuron-base-al2023"
     check = run(aws, make_env(cluster(ami={"family": family})))[f"ami {family}"]

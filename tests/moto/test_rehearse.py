@@ -88,7 +88,12 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
     assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (cluster.min_size, desired, cluster.max_size)
     # The group's launch template is the one the training stack created, not any other.
     resources = deployed.client("cloudformation", env).describe_stack_resources(StackName=f"{env}-training")["StackResources"]
-    (template_id,) = [r["PhysicalResourceId"] for r in resources if r.get("ResourceType") == "AWS::EC2::LaunchTemplate"]
+    own = f"Cluster{cluster.name.replace('-', '')}LaunchTemplate"  # dev's Batch cluster has a launch template too
+    (template_id,) = [
+        r["PhysicalResourceId"]
+        for r in resources
+        if r.get("ResourceType") == "AWS::EC2::LaunchTemplate" and r["LogicalResourceId"].startswith(own)
+    ]
     assert group["LaunchTemplate"]["LaunchTemplateId"] == template_id
     # moto launches the desired capacity from that template, and the report counts it.
     assert len(group["Instances"]) == desired == deployed.reports[env].pools[0].instances
@@ -104,6 +109,19 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
     assert deployed.client("ssm", env).get_parameter(Name=parameter)["Parameter"]["Value"] == data["ImageId"]
     (image,) = ec2.describe_images(ImageIds=[data["ImageId"]])["Images"]
     assert image["Name"].startswith("neuronkit-rehearsal/")
+
+
+def test_dev_batch_queue_and_job_definition_are_deployed(deployed: Deployed) -> None:
+    # dev's scheduler: batch cluster, deployed by the real CDK CLI: compute environment, queue, job definition.
+    (cluster,) = [c for c in ENVIRONMENTS["dev"].training if c.scheduler == "batch"]
+    batch = deployed.client("batch", "dev")
+    (queue,) = batch.describe_job_queues()["jobQueues"]
+    assert queue["jobQueueName"] == f"dev-{cluster.name}" and queue["state"] == "ENABLED"
+    (environment,) = batch.describe_compute_environments()["computeEnvironments"]
+    assert queue["computeEnvironmentOrder"][0]["computeEnvironment"] == environment["computeEnvironmentArn"]
+    assert environment["type"] == "MANAGED" and environment["computeResources"]["instanceTypes"] == [cluster.instance_type]
+    (definition,) = batch.describe_job_definitions(jobDefinitionName=f"dev-{cluster.name}")["jobDefinitions"]
+    assert definition["type"] == "multinode" and definition["nodeProperties"]["numNodes"] == cluster.max_size
 
 
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))

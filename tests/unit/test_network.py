@@ -69,16 +69,19 @@ def test_no_ingress_from_anywhere(synth: Synth, stack: str) -> None:
 
 @pytest.mark.parametrize("stack", ["dev-training", "prod-training"])
 def test_efa_security_group_allows_all_traffic_to_and_from_itself(synth: Synth, stack: str) -> None:
+    # One EFA group per cluster or pool (dev also has an AWS Batch compute environment): each one.
     groups = [k for k in synth.resources(stack, "AWS::EC2::SecurityGroup") if "EfaSecurityGroup" in k]
-    assert len(groups) == 1
-    sg = groups[0]
+    assert groups
     ingress = [r["Properties"] for r in synth.resources(stack, "AWS::EC2::SecurityGroupIngress").values()]
     egress = [r["Properties"] for r in synth.resources(stack, "AWS::EC2::SecurityGroupEgress").values()]
-    self_ref = {"Fn::GetAtt": [sg, "GroupId"]}
-    assert any(r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["SourceSecurityGroupId"] == self_ref for r in ingress)
-    assert any(
-        r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["DestinationSecurityGroupId"] == self_ref for r in egress
-    )
+    for sg in groups:
+        self_ref = {"Fn::GetAtt": [sg, "GroupId"]}
+        assert any(
+            r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["SourceSecurityGroupId"] == self_ref for r in ingress
+        )
+        assert any(
+            r["IpProtocol"] == "-1" and r["GroupId"] == self_ref and r["DestinationSecurityGroupId"] == self_ref for r in egress
+        )
 
 
 def test_subnet_plan_refuses_a_block_too_small() -> None:

@@ -1,0 +1,519 @@
+"""AWS Batch for multi-node training (``training.scheduler: batch``): compute environment, queue, job definition.
+
+AWS Batch has its own rules for the pieces the plain cluster (``training_cluster.py``) uses, from the Batch
+user guide ("Use Amazon EC2 launch templates with AWS Batch", "Elastic Fabric Adapter", "Compute environment
+considerations for MNP"):
+
+- nodes boot an ECS-capable AMI (the ECS-optimized Neuron or GPU AMI, resolved from its public SSM
+  parameter at deploy time like the rest of the kit); Batch adds the user data part that joins the node to
+  the compute environment's ECS cluster, so ours must be a MIME multi-part archive;
+- Batch ignores a launch template's instance type, instance role, interface subnets and market options:
+  the instance type, instance profile, subnet and cluster placement group are set on the compute
+  environment, which is On-Demand (multi-node parallel jobs do not run on Spot);
+- the launch template still carries the EFA interfaces from the catalog (EC2's multi-card layout, shared
+  with the plain cluster through :func:`efa_network_interfaces`), with the security groups on every
+  interface: Batch refuses security groups on the compute environment when the launch template defines
+  network interfaces ("Either compute environment Security Groups or Network Interfaces in Launch
+  template are exclusively allowed"); types without EFA put their groups on the compute environment;
+- the job definition passes every Neuron device (``/dev/neuron*``) and EFA device
+  (``/dev/infiniband/uverbs*``) of the type through, with an unlimited ``memlock`` ulimit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from aws_cdk import Aws, CfnTag, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import aws_batch as batch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from neuronkit import catalog, userdata
+from neuronkit.compliance import acknowledge
+from neuronkit.constructs.launch_template import (
+    USER_DATA_LIMIT_BYTES,
+    AmiSpec,
+    addresses_per_node,
+    efa_network_interfaces,
+)
+from neuronkit.constructs.network import retention_days
+from neuronkit.constructs.security import EfaSecurityGroup
+from neuronkit.constructs.storage import StorageAccess
+
+# ECS registers less memory than the instance has (kernel, agent); a job asking for all of it is never
+# placed. Jobs ask for this share of the instance's memory (Batch user guide, "Compute resource memory
+# management").
+JOB_MEMORY_SHARE = 0.9
+# /dev/shm of the container: Docker's 64 MiB default breaks PyTorch data loader workers.
+SHARED_MEMORY_SHARE = 0.25
+_MIME_BOUNDARY = "==NEURONKIT-BATCH=="
+# Batch's limits on jobStateTimeLimitActions.maxTimeSeconds (10 minutes to 1 day).
+_TIME_LIMIT_MINUTES = (10, 1440)
+MASTER_PORT = 41000
+
+
+def batch_addresses_per_node(instance_type: catalog.InstanceType) -> int:
+    """Subnet addresses one Batch node takes: the instance's, plus the ENI of its multi-node job task.
+
+    Batch runs multi-node parallel jobs in the ECS ``awsvpc`` network mode, which gives each node's job
+    container its own elastic network interface in the node's subnet.
+    """
+    return addresses_per_node(instance_type) + 1
+
+
+def mime_multipart(script: str) -> str:
+    """``script`` as the single ``text/x-shellscript`` part of a MIME multi-part archive (what Batch merges)."""
+    if _MIME_BOUNDARY in script:
+        raise ValueError(f"user data: the script contains the MIME boundary {_MIME_BOUNDARY}")
+    return (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{_MIME_BOUNDARY}"\n'
+        "\n"
+        f"--{_MIME_BOUNDARY}\n"
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n'
+        "\n"
+        f"{script.rstrip()}\n"
+        "\n"
+        f"--{_MIME_BOUNDARY}--\n"
+    )
+
+
+# The default command of the job definition: Batch's multi-node variables mapped to what torchrun and the
+# Neuron runtime read, then the command the job was submitted with (NEURONKIT_TRAIN_COMMAND).
+_LAUNCHER = """set -euo pipefail
+export NNODES="${AWS_BATCH_JOB_NUM_NODES:-1}"
+export NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
+export MASTER_ADDR="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$(hostname -i | awk '{print $1}')}"
+export MASTER_PORT="${MASTER_PORT:-@MASTER_PORT@}"
+export NEURON_RT_ROOT_COMM_ID="${MASTER_ADDR}:${MASTER_PORT}"
+echo "neuronkit: node ${NODE_RANK} of ${NNODES}, main node ${MASTER_ADDR}:${MASTER_PORT}"
+exec bash -c "${NEURONKIT_TRAIN_COMMAND}"
+""".replace("@MASTER_PORT@", str(MASTER_PORT))
+
+
+class BatchTrainingCluster(Construct):
+    """An AWS Batch managed EC2 compute environment for one accelerator type, its job queue and a
+    multi-node parallel job definition template, so that ``aws batch submit-job`` starts a training job.
+
+    Capacity and placement live on the compute environment (Batch ignores them in launch templates): On-
+    Demand only, ``instance_type`` only, ``min_size``..``max_size`` nodes (as vCPUs from the catalog), one
+    subnet, a cluster placement group, an instance profile with the ECS and Session Manager policies.
+    Allocation is ``BEST_FIT_PROGRESSIVE``, which lets a deploy update the compute environment in place
+    (a new launch template version or AMI) without terminating running jobs.
+
+    The launch template carries the catalog's EFA interfaces with the security groups on each (the
+    cluster's EFA group, the Lustre client group of ``storage``, ``extra_security_group_ids``), an
+    encrypted gp3 root volume (the catalog's minimum for the accelerator unless ``root_volume_gib`` is
+    larger), IMDSv2 and MIME multi-part user data (``neuronkit/userdata/batch-node.sh``: device check,
+    local NVMe at ``/local``, Lustre at ``/fsx``).
+
+    The queue cancels a job that waits in RUNNABLE for capacity longer than ``capacity_wait_minutes``
+    (default 4 hours) or that can never run (larger than the compute environment, or than one node), so a
+    stuck multi-node job does not block the jobs behind it.
+
+    The job definition (named like the queue, ``ENVIRONMENT-NAME``) runs ``container_image`` on
+    ``max_size`` nodes by default (submit with fewer through node overrides), with every accelerator and
+    EFA device of the type, ``memlock`` unlimited, ``JOB_MEMORY_SHARE`` of the instance's memory, the host
+    volumes ``/fsx`` (with Lustre) and ``/local``, storage paths as environment variables
+    (``NEURONKIT_DATASETS``, ``NEURONKIT_CHECKPOINTS``, ``NEURONKIT_CHECKPOINT_DIR``, ``NEURONKIT_ARTIFACTS``,
+    ``NEURON_COMPILE_CACHE_URL``), a job role that reads datasets and artifacts and writes checkpoints,
+    and container logs in the log group ``/neuronkit/ENVIRONMENT/batch/NAME`` (``log_retention_days``,
+    default 30). Its default command maps Batch's multi-node variables to ``NNODES``, ``NODE_RANK``,
+    ``MASTER_ADDR``, ``MASTER_PORT`` and ``NEURON_RT_ROOT_COMM_ID`` and runs ``$NEURONKIT_TRAIN_COMMAND``.
+
+    ``service_role`` defaults to a new role with the ``AWSBatchServiceRole`` managed policy; pass one to
+    share it between compute environments. ``ami`` defaults to the catalog's ECS-optimized AMI for the
+    accelerator (``ecs-neuron`` or ``ecs-gpu``). ``checkpoint_dir`` is where jobs should write checkpoints
+    (default: ``NEURONKIT_CHECKPOINTS``, the pool's prefix of the checkpoints bucket; pass the Lustre path
+    that auto-exports to that bucket when there is one). ``az_id`` (optional) is only recorded in the
+    compute environment's ``neuronkit`` Metadata, the pool contract of :mod:`neuronkit.pools`.
+
+    Public attributes: ``compute_environment``, ``job_queue``, ``job_definition``, ``launch_template``
+    (L1 resources), ``security_group``, ``placement_group`` (or None), ``instance_role``, ``job_role``,
+    ``service_role``, ``log_group``, ``queue_name``, ``job_definition_name``, ``instance_type`` (catalog facts).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: str,
+        name: str,
+        instance_type: str,
+        vpc: ec2.IVpc,
+        subnet_id: str,
+        container_image: str,
+        max_size: int,
+        min_size: int = 0,
+        ami: AmiSpec | None = None,
+        storage: StorageAccess | None = None,
+        checkpoint_dir: str | None = None,
+        compile_cache: Literal["local", "s3"] = "local",
+        root_volume_gib: int | None = None,
+        extra_security_group_ids: Sequence[str] = (),
+        service_role: iam.IRole | None = None,
+        capacity_wait_minutes: int = 240,
+        log_retention_days: int = 30,
+        az_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        facts = catalog.get(instance_type)
+        if min_size > max_size:
+            raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
+        if not Token.is_unresolved(container_image) and not container_image.strip():
+            raise ValueError(f"{name}: container_image is required (the training image of the job definition)")
+        low, high = _TIME_LIMIT_MINUTES
+        if not low <= capacity_wait_minutes <= high:
+            raise ValueError(f"{name}: capacity_wait_minutes {capacity_wait_minutes} must lie between {low} and {high}")
+        accelerator = "neuron" if facts.is_neuron else "gpu"
+        if ami is None:
+            ami = AmiSpec.family(catalog.default_ami_family(f"ecs-{accelerator}"))
+        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
+        root_gib = root_volume_gib if root_volume_gib is not None else minimum
+        if root_gib < minimum:
+            raise ValueError(
+                f"{name}: root_volume_gib {root_gib} GiB is below the {minimum} GiB a {facts.accelerator} node needs"
+            )
+
+        self.instance_type = facts
+        self.queue_name = f"{environment}-{name}"
+        self.job_definition_name = f"{environment}-{name}"
+        pool_tags = {**(tags or {}), "neuronkit:pool": name}
+
+        # --- network: the EFA group (shared construct with the plain cluster), placement group --------
+        self.security_group = EfaSecurityGroup(
+            self, "EfaSecurityGroup", vpc=vpc, description=f"{self.queue_name}: EFA and collectives within the Batch nodes"
+        ).security_group
+        groups = [self.security_group.security_group_id, *extra_security_group_ids]
+        if storage is not None and storage.client_security_group_id is not None:
+            groups.append(storage.client_security_group_id)
+        self.placement_group: ec2.CfnPlacementGroup | None = None
+        if "cluster" in facts.placement_strategies:
+            self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+
+        # --- roles: Batch service role, node instance profile, job role ------------------------------
+        self.service_role = service_role or batch_service_role(self, "ServiceRole")
+        self.instance_role = iam.Role(
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"{self.queue_name} Batch nodes (ECS container instances)",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonEC2ContainerServiceforEC2Role"),
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
+            ],
+        )
+        acknowledge(
+            self.instance_role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role]",
+            "AWS-maintained ECS container instance policy: the ECS agent registers the node, pulls images and writes job logs",
+        )
+        acknowledge(
+            self.instance_role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+            "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
+        )
+        profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
+        self.job_role = iam.Role(
+            self,
+            "JobRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description=f"{self.queue_name} training jobs (datasets, checkpoints, artifacts)",
+        )
+        cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" and facts.is_neuron else None
+        if storage is not None:
+            storage.grant_node_access(self.job_role, compile_cache_prefix=cache_prefix)
+
+        # --- launch template: EFA interfaces, root volume, IMDSv2, MIME user data --------------------
+        lustre = storage is not None and storage.lustre_dns_name is not None
+        script = userdata.render(
+            "batch-node.sh",
+            {
+                "ENVIRONMENT": environment,
+                "POOL": name,
+                "ACCELERATOR": accelerator,
+                "EXPECTED_ACCELERATORS": facts.neuron_devices if facts.is_neuron else facts.gpus,
+                "EXPECTED_EFA": facts.efa_max_interfaces,
+                "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
+                "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
+            },
+        )
+        user_data = mime_multipart(script)
+        if len(user_data.encode()) > USER_DATA_LIMIT_BYTES // 2:
+            # Batch merges its own part into ours; leave it room under EC2's limit.
+            raise ValueError(f"{name}: user data of {len(user_data.encode())} bytes leaves AWS Batch no room for its part")
+        interfaces = efa_network_interfaces(facts, groups) if facts.efa_supported else None
+        tag_list = [CfnTag(key=k, value=v) for k, v in sorted(pool_tags.items())] if pool_tags else []
+        self.launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                # No image, instance type, profile or market options: the compute environment sets them.
+                network_interfaces=interfaces,
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                    http_tokens="required", http_put_response_hop_limit=2, http_endpoint="enabled"
+                ),
+                block_device_mappings=[
+                    ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                        device_name=ami.root_device_name,
+                        ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                            volume_size=root_gib,
+                            volume_type="gp3",
+                            encrypted=True,
+                            delete_on_termination=True,
+                            iops=6000,
+                            throughput=500,
+                        ),
+                    )
+                ],
+                ebs_optimized=True,
+                monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
+                user_data=Fn.base64(user_data),
+                tag_specifications=[
+                    ec2.CfnLaunchTemplate.TagSpecificationProperty(resource_type=rt, tags=tag_list)
+                    for rt in ("volume", "network-interface")
+                ]
+                or None,
+            ),
+        )
+
+        # --- compute environment: type, subnet, placement, profile, AMI ------------------------------
+        image_id = ami.image_id(self)
+        stack = Stack.of(self)
+        self.compute_environment = batch.CfnComputeEnvironment(
+            self,
+            "ComputeEnvironment",
+            type="MANAGED",  # upper case: moto's Batch accepts nothing else, and it is the documented value
+            state="ENABLED",
+            service_role=self.service_role.role_arn,  # explicit: moto requires it; AWS accepts it
+            # An update (new launch template version, new AMI) updates the instances in place instead of
+            # replacing the compute environment; running jobs are not terminated.
+            replace_compute_environment=False,
+            update_policy=batch.CfnComputeEnvironment.UpdatePolicyProperty(terminate_jobs_on_update=False),
+            compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
+                type="EC2",  # On-Demand: multi-node parallel jobs are not supported on Spot
+                allocation_strategy="BEST_FIT_PROGRESSIVE",
+                instance_types=[instance_type],
+                minv_cpus=min_size * facts.vcpus,
+                maxv_cpus=max_size * facts.vcpus,
+                subnets=[subnet_id],
+                security_group_ids=None if interfaces else groups,
+                instance_role=profile.attr_arn,
+                placement_group=self.placement_group.ref if self.placement_group else None,
+                launch_template=batch.CfnComputeEnvironment.LaunchTemplateSpecificationProperty(
+                    launch_template_id=self.launch_template.ref,
+                    version=self.launch_template.attr_latest_version_number,
+                ),
+                ec2_configuration=[
+                    batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
+                        image_type="ECS_AL2023_NVIDIA" if accelerator == "gpu" else "ECS_AL2023",
+                        image_id_override=image_id,
+                    )
+                ],
+                update_to_latest_image_version=False,  # the AMI changes with a deploy, never on its own
+                tags=dict(sorted(pool_tags.items())),
+            ),
+        )
+        # The pool contract of neuronkit.pools (the same keys as on Auto Scaling groups), plus the scheduler.
+        self.compute_environment.cfn_options.metadata = {
+            "neuronkit": {
+                "environment": environment,
+                "region": stack.region,
+                "pool": name,
+                "role": "training" if facts.is_neuron else "training-gpu",
+                "instance_types": [instance_type],
+                "neuron_types": [instance_type] if facts.is_neuron else [],
+                "fallback_types": [] if facts.is_neuron else [instance_type],
+                "min_size": min_size,
+                "max_size": max_size,
+                "desired_size": min_size,  # Batch starts nodes for queued jobs only
+                "capacity": "on-demand",
+                "az_id": az_id,
+                "scheduler": "batch",
+            }
+        }
+
+        # --- queue: one compute environment; stuck jobs are cancelled --------------------------------
+        wait = capacity_wait_minutes * 60
+        never = low * 60
+        self.job_queue = batch.CfnJobQueue(
+            self,
+            "JobQueue",
+            job_queue_name=self.queue_name,
+            priority=1,
+            state="ENABLED",
+            compute_environment_order=[
+                batch.CfnJobQueue.ComputeEnvironmentOrderProperty(
+                    compute_environment=self.compute_environment.ref,
+                    order=1,  # Ref is the ARN
+                )
+            ],
+            job_state_time_limit_actions=[
+                batch.CfnJobQueue.JobStateTimeLimitActionProperty(
+                    action="CANCEL", state="RUNNABLE", reason=reason, max_time_seconds=seconds
+                )
+                for reason, seconds in (
+                    ("CAPACITY:INSUFFICIENT_INSTANCE_CAPACITY", wait),
+                    ("MISCONFIGURATION:COMPUTE_ENVIRONMENT_MAX_RESOURCE", never),
+                    ("MISCONFIGURATION:JOB_RESOURCE_REQUIREMENT", never),
+                )
+            ],
+        )
+
+        # --- job definition template ----------------------------------------------------------------
+        self.log_group = logs.LogGroup(
+            self,
+            "JobLogs",
+            log_group_name=f"/neuronkit/{environment}/batch/{name}",
+            # Logs expire anyway; a retained group of this name would block the next deploy of the stack.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        cfn_logs = self.log_group.node.default_child
+        assert isinstance(cfn_logs, logs.CfnLogGroup)
+        # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
+        cfn_logs.retention_in_days = retention_days(log_retention_days)
+        self.job_definition = batch.CfnJobDefinition(
+            self,
+            "JobDefinition",
+            type="multinode",
+            job_definition_name=self.job_definition_name,
+            platform_capabilities=["EC2"],
+            propagate_tags=True,
+            # Retry once when EC2 took the host away (e.g. a failed node), never for a failure of the job.
+            retry_strategy=batch.CfnJobDefinition.RetryStrategyProperty(
+                attempts=2,
+                evaluate_on_exit=[
+                    batch.CfnJobDefinition.EvaluateOnExitProperty(on_status_reason="Host EC2*", action="RETRY"),
+                    batch.CfnJobDefinition.EvaluateOnExitProperty(on_reason="*", action="EXIT"),
+                ],
+            ),
+            node_properties=batch.CfnJobDefinition.NodePropertiesProperty(
+                num_nodes=max_size,
+                main_node=0,
+                node_range_properties=[
+                    batch.CfnJobDefinition.NodeRangePropertyProperty(
+                        target_nodes="0:",
+                        container=self._container(
+                            facts=facts,
+                            name=name,
+                            environment=environment,
+                            image=container_image,
+                            storage=storage,
+                            lustre=lustre,
+                            checkpoint_dir=checkpoint_dir,
+                            compile_cache=compile_cache,
+                        ),
+                    )
+                ],
+            ),
+        )
+
+    def _container(
+        self,
+        *,
+        facts: catalog.InstanceType,
+        name: str,
+        environment: str,
+        image: str,
+        storage: StorageAccess | None,
+        lustre: bool,
+        checkpoint_dir: str | None,
+        compile_cache: str,
+    ) -> batch.CfnJobDefinition.ContainerPropertiesProperty:
+        memory = int(facts.memory_mib * JOB_MEMORY_SHARE)
+        resources = [
+            batch.CfnJobDefinition.ResourceRequirementProperty(type="VCPU", value=str(facts.vcpus)),
+            batch.CfnJobDefinition.ResourceRequirementProperty(type="MEMORY", value=str(memory)),
+        ]
+        if facts.gpus:
+            resources.append(batch.CfnJobDefinition.ResourceRequirementProperty(type="GPU", value=str(facts.gpus)))
+        rw = ["READ", "WRITE", "MKNOD"]
+        devices = [
+            batch.CfnJobDefinition.DeviceProperty(host_path=path, container_path=path, permissions=rw)
+            for path in device_paths(facts)
+        ]
+        env: dict[str, str] = {
+            "NEURONKIT_ENVIRONMENT": environment,
+            "NEURONKIT_POOL": name,
+            "NEURONKIT_TRAIN_COMMAND": "echo 'submit with NEURONKIT_TRAIN_COMMAND set to the training command (docs/batch.md)'",
+        }
+        if facts.efa_supported:
+            env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "FI_EFA_FORK_SAFE": "1"})
+        if storage is not None:
+            checkpoints = f"s3://{storage.checkpoints_bucket}/{name}/"
+            env.update(
+                {
+                    "NEURONKIT_DATASETS": f"s3://{storage.datasets_bucket}/",
+                    "NEURONKIT_ARTIFACTS": f"s3://{storage.artifacts_bucket}/",
+                    "NEURONKIT_CHECKPOINTS": checkpoints,
+                    "NEURONKIT_CHECKPOINT_DIR": checkpoint_dir or checkpoints,
+                }
+            )
+        if facts.is_neuron:
+            env["NEURON_COMPILE_CACHE_URL"] = (
+                f"s3://{storage.artifacts_bucket}/neuron-compile-cache/{name}/"
+                if compile_cache == "s3" and storage is not None
+                else "/local/neuron-compile-cache"
+            )
+        volumes = [("local", "/local")] + ([("fsx", "/fsx")] if lustre else [])
+        return batch.CfnJobDefinition.ContainerPropertiesProperty(
+            image=image,
+            command=["bash", "-c", _LAUNCHER],
+            job_role_arn=self.job_role.role_arn,
+            resource_requirements=resources,
+            environment=[batch.CfnJobDefinition.EnvironmentProperty(name=k, value=v) for k, v in sorted(env.items())],
+            ulimits=[batch.CfnJobDefinition.UlimitProperty(name="memlock", soft_limit=-1, hard_limit=-1)],
+            linux_parameters=batch.CfnJobDefinition.LinuxParametersProperty(
+                devices=devices, shared_memory_size=int(memory * SHARED_MEMORY_SHARE)
+            ),
+            volumes=[
+                batch.CfnJobDefinition.VolumesProperty(
+                    name=vol, host=batch.CfnJobDefinition.VolumesHostProperty(source_path=path)
+                )
+                for vol, path in volumes
+            ],
+            mount_points=[
+                batch.CfnJobDefinition.MountPointsProperty(source_volume=vol, container_path=path, read_only=False)
+                for vol, path in volumes
+            ],
+            log_configuration=batch.CfnJobDefinition.LogConfigurationProperty(
+                log_driver="awslogs",
+                options={
+                    "awslogs-group": self.log_group.log_group_name,
+                    "awslogs-region": Aws.REGION,
+                    "awslogs-stream-prefix": name,
+                },
+            ),
+        )
+
+
+def device_paths(facts: catalog.InstanceType) -> list[str]:
+    """Host devices a job needs on this type: every Neuron device, then every EFA device (from the catalog)."""
+    neuron = [f"/dev/neuron{i}" for i in range(facts.neuron_devices)] if facts.is_neuron else []
+    return neuron + [f"/dev/infiniband/uverbs{i}" for i in range(facts.efa_max_interfaces)]
+
+
+def batch_service_role(scope: Construct, id: str) -> iam.Role:
+    """The role AWS Batch uses to manage compute environments (``AWSBatchServiceRole`` managed policy).
+
+    Explicit rather than Batch's service-linked role: a template cannot rely on that role existing in a
+    fresh account, and moto's Batch requires a service role.
+    """
+    role = iam.Role(
+        scope,
+        id,
+        assumed_by=iam.ServicePrincipal("batch.amazonaws.com"),
+        description="AWS Batch service role: manages the compute environments' instances",
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSBatchServiceRole")],
+    )
+    acknowledge(
+        role,
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSBatchServiceRole]",
+        "AWS-maintained AWS Batch service policy: Batch launches and scales the compute environments' instances",
+    )
+    return role

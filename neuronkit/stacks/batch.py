@@ -1,0 +1,98 @@
+"""Wiring of ``training.scheduler: batch`` clusters (AWS Batch) into the training stack.
+
+A batch cluster gets a :class:`BatchTrainingCluster` for its Trainium type and, with ``gpu_pool``, a
+second one for the GPU type: CUDA jobs need another image, AMI and job definition than Neuron jobs, and a
+queue that listed both compute environments would not be a fallback (see docs/batch.md). One Batch
+service role serves every compute environment of the stack.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from constructs import Construct
+
+from neuronkit.config import Ami, Environment, ami_family, gpu_ami_family
+from neuronkit.constructs.batch import BatchTrainingCluster, batch_service_role
+from neuronkit.constructs.launch_template import AmiSpec
+from neuronkit.constructs.storage import StorageAccess
+from neuronkit.pools import gpu_pool_name
+from neuronkit.stacks.network import NetworkStack
+
+
+class _Pool(NamedTuple):
+    name: str
+    instance_type: str
+    az_id: str
+    min_size: int
+    max_size: int
+    ami: AmiSpec
+    trainium: bool
+    image: str
+
+
+def _ami(ami: Ami, family: str | None) -> AmiSpec:
+    """The catalog family (ECS-optimized by default for Batch, see neuronkit.config.ami_family) or the pinned id."""
+    if family is None:
+        assert ami.ami_id and ami.root_device_name
+        return AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
+    return AmiSpec.family(family)
+
+
+def add_batch_clusters(
+    scope: Construct, *, config: Environment, network: NetworkStack, storage: StorageAccess
+) -> dict[str, BatchTrainingCluster]:
+    """One BatchTrainingCluster per ``scheduler: batch`` cluster (and per GPU pool of one), keyed by pool name."""
+    clusters = [c for c in config.training if c.scheduler == "batch"]
+    if not clusters:
+        return {}
+    service_role = batch_service_role(scope, "BatchServiceRole")
+    lustre = config.storage.lustre
+    subnets = network.network.subnet_ids
+    tags = {"neuronkit:environment": config.name, "cost-center": config.cost_center}
+    out: dict[str, BatchTrainingCluster] = {}
+    for c in clusters:
+        assert c.container_image  # validated by neuronkit.config
+        pools = [
+            _Pool(c.name, c.instance_type, c.az_id, c.min_size, c.max_size, _ami(c.ami, ami_family(c)), True, c.container_image)
+        ]
+        if c.gpu_pool is not None:
+            g = c.gpu_pool
+            assert g.container_image
+            ami = _ami(g.ami, gpu_ami_family(c))
+            pools.append(
+                _Pool(
+                    gpu_pool_name(c.name),
+                    g.instance_type,
+                    g.az_id or c.az_id,
+                    g.min_size,
+                    g.max_size,
+                    ami,
+                    False,
+                    g.container_image,
+                )
+            )
+        for pool in pools:
+            out[pool.name] = BatchTrainingCluster(
+                scope,
+                f"Batch-{pool.name}",
+                environment=config.name,
+                name=pool.name,
+                instance_type=pool.instance_type,
+                vpc=network.network.vpc,
+                subnet_id=subnets[pool.az_id],
+                container_image=pool.image,
+                min_size=pool.min_size,
+                max_size=pool.max_size,
+                ami=pool.ami,
+                storage=storage,
+                # The checkpoints bucket is linked at /fsx/checkpoints with automatic export to S3.
+                checkpoint_dir=f"/fsx/checkpoints/{pool.name}/" if lustre is not None and lustre.link_checkpoints else None,
+                compile_cache=c.compile_cache,
+                root_volume_gib=c.root_volume_gib if pool.trainium else None,
+                service_role=service_role,
+                log_retention_days=config.monitoring.log_retention_days,
+                az_id=pool.az_id,
+                tags=tags,
+            )
+    return out

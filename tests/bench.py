@@ -55,6 +55,25 @@ def training_resources(nodes: int) -> int:
     return len(template["Resources"])
 
 
+def scale_templates() -> tuple[int, int, list[tuple[int, int, str]]]:
+    """Template sizes of the scale environment (tests/scale.py: 8 training clusters, 4 inference fleets)."""
+    from aws_cdk import App
+
+    from neuronkit.stacks import build_environment
+    from tests.scale import scale_environment
+
+    env = scale_environment()
+    out = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    app = App(context=json.loads((ROOT / "cdk.json").read_text())["context"], outdir=str(out))
+    build_environment(app, env)
+    stacks = app.synth().stacks
+    sizes = sorted(
+        ((Path(s.template_full_path).stat().st_size, len(s.template["Resources"]), s.stack_name) for s in stacks), reverse=True
+    )
+    shutil.rmtree(out, ignore_errors=True)
+    return len(env.training), len(env.inference), sizes
+
+
 def main() -> None:
     print("neuronkit bench (wall-clock seconds, cold CLI synth, this machine)")
     floor = timed_synth(empty_app())
@@ -73,6 +92,12 @@ def main() -> None:
     size, count, name = sizes[0]
     print(f"  largest template: {name}: {size / 1024:.1f} KiB, {count} resources (limits: 1 MB, 500)")
     shutil.rmtree(out, ignore_errors=True)
+    clusters, fleets, scale = scale_templates()
+    print(f"  scale environment ({clusters} training clusters, {fleets} inference fleets; tests/scale.py):")
+    for size, count, name in scale:
+        print(f"    {name:<22} {size / 1024:8.1f} KiB  {count:4d} resources")
+    size, count, name = scale[0]
+    print(f"  largest scale template: {name}: {size / 1024:.1f} KiB, {count} resources (limits: 1 MB, 500)")
     from neuronkit.rehearse import rehearsal_wall_times
 
     times = rehearsal_wall_times(project_dir=str(ROOT), environments=None)

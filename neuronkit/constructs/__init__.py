@@ -6,6 +6,7 @@ The package lives under ``neuronkit/`` on purpose: a top-level package named ``c
 shadow the ``constructs`` library that every CDK app imports.
 """
 
+from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
 from neuronkit.constructs.security import EfaSecurityGroup
@@ -16,6 +17,7 @@ __all__ = [
     "AcceleratorLaunchTemplate",
     "AcceleratorNetwork",
     "AmiSpec",
+    "BatchTrainingCluster",
     "CapacitySpec",
     "EfaSecurityGroup",
     "TrainingCluster",

@@ -39,7 +39,7 @@ def capacity_spec(cluster: ClusterConfig) -> CapacitySpec:
 
 
 class TrainingStack(NeuronkitStack):
-    """One TrainingCluster per entry of the file's ``training`` list."""
+    """One TrainingCluster per entry of the file's ``training`` list; AWS Batch for ``scheduler: batch`` entries."""
 
     def __init__(
         self, scope: Construct, id: str, *, config: Environment, network: NetworkStack, storage: StorageStack, **kwargs: Any

@@ -7,8 +7,10 @@ shadow the ``constructs`` library that every CDK app imports.
 """
 
 from neuronkit.constructs.batch import BatchTrainingCluster
+from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
+from neuronkit.constructs.rebalancer import Rebalancer
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import TrainingStorage
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
@@ -20,6 +22,11 @@ __all__ = [
     "BatchTrainingCluster",
     "CapacitySpec",
     "EfaSecurityGroup",
+    "HealthCheckSpec",
+    "InferenceFleet",
+    "Rebalancer",
+    "ScheduleSpec",
+    "ServeSpec",
     "TrainingCluster",
     "TrainingStorage",
     "efa_network_interfaces",

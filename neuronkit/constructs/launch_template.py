@@ -93,7 +93,8 @@ class AcceleratorLaunchTemplate(Construct):
     """A launch template for one accelerator instance type.
 
     Network interfaces come from the catalog (every EFA device the type has, one per network card);
-    IMDSv2 is required with a hop limit of 2 (containers); the root volume is encrypted gp3 on the
+    with ``efa=False`` (defaults to True) only the primary ENA interface, for nodes that never run
+    collectives (inference); IMDSv2 is required with a hop limit of 2 (containers); the root volume is encrypted gp3 on the
     AMI's root device name, sized to the catalog's minimum for the accelerator (512 GiB on Trainium)
     unless ``root_volume_gib`` is larger; no key pair (access through SSM Session Manager). Capacity:
     ``capacity_reservation_id`` targets an ODCR; with ``capacity_block=True`` the market type is
@@ -118,6 +119,7 @@ class AcceleratorLaunchTemplate(Construct):
         capacity_reservation_id: str | None = None,
         capacity_block: bool = False,
         tags: Mapping[str, str] | None = None,
+        efa: bool = True,
     ) -> None:
         super().__init__(scope, id)
         facts = catalog.get(instance_type)
@@ -155,7 +157,7 @@ class AcceleratorLaunchTemplate(Construct):
             image_id=self.image_id,
             instance_type=instance_type,
             iam_instance_profile=ec2.CfnLaunchTemplate.IamInstanceProfileProperty(arn=profile.attr_arn),
-            network_interfaces=efa_network_interfaces(facts, security_group_ids),
+            network_interfaces=efa_network_interfaces(facts, security_group_ids)[: None if efa else 1],
             metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
                 http_tokens="required", http_put_response_hop_limit=2, http_endpoint="enabled", instance_metadata_tags="enabled"
             ),

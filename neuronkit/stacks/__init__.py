@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import App
 
 from neuronkit.config import Environment
+from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import TrainingStack
@@ -17,6 +18,7 @@ class EnvironmentStacks:
     network: NetworkStack
     storage: StorageStack
     training: TrainingStack | None
+    inference: InferenceStack | None = None
 
 
 def build_environment(app: App, env: Environment) -> EnvironmentStacks:
@@ -24,7 +26,10 @@ def build_environment(app: App, env: Environment) -> EnvironmentStacks:
     network = NetworkStack(app, f"{env.name}-network", config=env)
     storage = StorageStack(app, f"{env.name}-storage", config=env, network=network)
     training = TrainingStack(app, f"{env.name}-training", config=env, network=network, storage=storage) if env.training else None
-    return EnvironmentStacks(network=network, storage=storage, training=training)
+    inference = (
+        InferenceStack(app, f"{env.name}-inference", config=env, network=network, storage=storage) if env.inference else None
+    )
+    return EnvironmentStacks(network=network, storage=storage, training=training, inference=inference)
 
 
-__all__ = ["EnvironmentStacks", "NetworkStack", "StorageStack", "TrainingStack", "build_environment"]
+__all__ = ["EnvironmentStacks", "InferenceStack", "NetworkStack", "StorageStack", "TrainingStack", "build_environment"]

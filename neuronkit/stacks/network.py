@@ -26,6 +26,15 @@ def addresses_per_az(config: Environment) -> dict[str, int]:
                 need[pool.az_id or cluster.az_id] += pool.max_size * batch_addresses_per_node(catalog.get(pool.instance_type))
             continue
         need[cluster.az_id] += cluster.max_size * addresses_per_node(catalog.get(cluster.instance_type))
+        gpu = cluster.gpu_pool
+        if gpu is not None:
+            need[gpu.az_id or cluster.az_id] += gpu.max_size * addresses_per_node(catalog.get(gpu.instance_type))
+    for fleet in config.inference:
+        # The group balances across its AZ IDs, but when one AZ lacks capacity (or fails) every node
+        # may land in another: size each of the fleet's subnets for the whole fleet.
+        per_node = max(addresses_per_node(catalog.get(t)) for t in (*fleet.neuron_types, *fleet.fallback_types))
+        for az in fleet.az_ids:
+            need[az] += fleet.max_size * per_node
     return need
 
 

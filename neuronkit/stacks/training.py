@@ -11,6 +11,7 @@ from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
+from neuronkit.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.batch import add_batch_clusters
 from neuronkit.stacks.network import NetworkStack
@@ -82,6 +83,35 @@ class TrainingStack(NeuronkitStack):
                 root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
             )
+            if cluster.gpu_pool is not None:
+                self._gpu_pool(config, cluster, network, access)
         # scheduler: batch -- AWS Batch compute environments, queues and job definitions instead of Auto
         # Scaling groups (neuronkit/stacks/batch.py, docs/batch.md).
         self.batch_clusters = add_batch_clusters(self, config=config, network=network, storage=access)
+
+    def _gpu_pool(self, config: Environment, cluster: ClusterConfig, network: NetworkStack, access: StorageAccess) -> None:
+        """The cluster's GPU pool: same storage, notifications and hostfile conventions, its own placement
+        group and EFA layout (from the catalog, e.g. 32 EFA interfaces on p5.48xlarge), the GPU AMI."""
+        pool = cluster.gpu_pool
+        assert pool is not None
+        name = gpu_pool_name(cluster.name)
+        az = pool.az_id or cluster.az_id
+        self.clusters[name] = TrainingCluster(
+            self,
+            f"Cluster-{name}",
+            environment=config.name,
+            name=name,
+            role="training-gpu",
+            instance_type=pool.instance_type,
+            vpc=network.network.vpc,
+            subnet_id=network.network.subnet_ids[az],
+            az_id=az,
+            min_size=pool.min_size,
+            max_size=pool.max_size,
+            desired_size=pool.desired_size,
+            ami=ami_spec(pool.ami, "gpu"),
+            storage=access,
+            notifications_topic_arn=self.events.topic.topic_arn,
+            scale_in_protection=cluster.scale_in_protection,
+            tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
+        )

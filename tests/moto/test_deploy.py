@@ -19,6 +19,7 @@ from moto import mock_aws
 from neuronkit import catalog
 from neuronkit.config import load_all
 from neuronkit.mockaws import seed_public_parameter, tolerate_unmodelled_outputs
+from neuronkit.pools import gpu_pool_name
 from tests.conftest import ROOT, Synth
 
 # Resource types moto's CloudFormation skips, and the assertion test that covers each one.
@@ -99,8 +100,8 @@ def test_skipped_types_are_covered_elsewhere(deployed: Deployment) -> None:
 def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
     env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
     cluster = env.training[0]
-    (group,) = deployed.session.client("autoscaling").describe_auto_scaling_groups()["AutoScalingGroups"]
-    assert group["AutoScalingGroupName"] == f"{env.name}-{cluster.name}"
+    autoscaling = deployed.session.client("autoscaling")
+    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{env.name}-{cluster.name}"])["AutoScalingGroups"]
     assert (group["MinSize"], group["MaxSize"]) == (cluster.min_size, cluster.max_size)
     ec2 = deployed.session.client("ec2")
     version = ec2.describe_launch_template_versions(LaunchTemplateId=group["LaunchTemplate"]["LaunchTemplateId"])
@@ -113,7 +114,10 @@ def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
     images = {i["ImageId"] for i in ec2.describe_images(Owners=["amazon"])["Images"]}
     assert data["ImageId"] in images
     # moto launches the desired capacity from the group: each node boots that AMI and type.
-    instances = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    members = [i["InstanceId"] for i in group["Instances"]]
+    instances = (
+        [i for r in ec2.describe_instances(InstanceIds=members)["Reservations"] for i in r["Instances"]] if members else []
+    )
     assert len(instances) == (cluster.desired_size or cluster.min_size)
     assert all(i["InstanceType"] == cluster.instance_type and i["ImageId"] == data["ImageId"] for i in instances)
 
@@ -128,7 +132,8 @@ def test_buckets_exist_with_their_names(deployed: Deployment) -> None:
 
 def test_node_role_exists_with_its_policy(deployed: Deployment) -> None:
     iam = deployed.session.client("iam")
-    roles = [r for r in iam.list_roles()["Roles"] if "NodeRole" in r["RoleName"]]
+    cluster = ENVIRONMENTS[deployed.stacks[0].split("-")[0]].training[0].name
+    roles = [r for r in iam.list_roles()["Roles"] if f"Cluster{cluster}NodeRole" in r["RoleName"]]
     assert len(roles) == 1
     trust = roles[0]["AssumeRolePolicyDocument"]
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
@@ -137,3 +142,21 @@ def test_node_role_exists_with_its_policy(deployed: Deployment) -> None:
     document = iam.get_role_policy(RoleName=roles[0]["RoleName"], PolicyName=policy_name)["PolicyDocument"]
     sids = {s.get("Sid") for s in document["Statement"]}
     assert {"OwnGroup", "DiscoverPeers", "ListBuckets", "ReadData", "Checkpoints"} <= sids
+
+
+def test_gpu_pool_reads_back_beside_its_cluster(deployed: Deployment) -> None:
+    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    autoscaling = deployed.session.client("autoscaling")
+    ec2 = deployed.session.client("ec2")
+    for cluster in env.training:
+        pool = cluster.gpu_pool
+        if pool is None or cluster.scheduler == "batch":  # a Batch cluster's GPU pool is a compute environment
+            continue
+        name = f"{env.name}-{gpu_pool_name(cluster.name)}"
+        (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
+        assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (pool.min_size, pool.min_size, pool.max_size)
+        versions = ec2.describe_launch_template_versions(LaunchTemplateId=group["LaunchTemplate"]["LaunchTemplateId"])
+        data = versions["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+        assert data["InstanceType"] == pool.instance_type
+        efa = [n for n in data["NetworkInterfaces"] if n.get("InterfaceType") == "efa-only"]
+        assert len(efa) == catalog.get(pool.instance_type).efa_max_interfaces

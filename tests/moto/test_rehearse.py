@@ -33,7 +33,7 @@ from tests.conftest import ROOT
 # Reading stack resources back makes moto re-parse skipped types, each with a UserWarning the report covers.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
 ENVIRONMENTS = {e.name: e for e in load_all(ROOT / "environments")}
-PARTS = ("network", "storage", "training")
+PARTS = ("network", "storage", "training", "inference")
 
 
 class Deployed:
@@ -76,14 +76,14 @@ def test_every_stack_reaches_create_complete_in_its_own_account(deployed: Deploy
     # Bootstrapped and deployed in this environment's account only: the other environment's stacks are not here.
     assert stacks == {"CDKToolkit": "CREATE_COMPLETE", **{f"{env}-{part}": "CREATE_COMPLETE" for part in PARTS}}
     assert deployed.client("sts", env).get_caller_identity()["Account"] == ENVIRONMENTS[env].account
-    assert [s.status for s in deployed.reports[env].stacks] == ["CREATE_COMPLETE"] * 3
+    assert [s.status for s in deployed.reports[env].stacks] == ["CREATE_COMPLETE"] * len(PARTS)
 
 
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
 def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deployed: Deployed, env: str) -> None:
     cluster = ENVIRONMENTS[env].training[0]
-    (group,) = deployed.client("autoscaling", env).describe_auto_scaling_groups()["AutoScalingGroups"]
-    assert group["AutoScalingGroupName"] == f"{env}-{cluster.name}"
+    autoscaling = deployed.client("autoscaling", env)
+    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{env}-{cluster.name}"])["AutoScalingGroups"]
     desired = cluster.min_size if cluster.desired_size is None else cluster.desired_size
     assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (cluster.min_size, desired, cluster.max_size)
     # The group's launch template is the one the training stack created, not any other.
@@ -96,7 +96,8 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
     ]
     assert group["LaunchTemplate"]["LaunchTemplateId"] == template_id
     # moto launches the desired capacity from that template, and the report counts it.
-    assert len(group["Instances"]) == desired == deployed.reports[env].pools[0].instances
+    (pool,) = [p for p in deployed.reports[env].pools if p.pool == cluster.name]
+    assert len(group["Instances"]) == desired == pool.instances
     ec2 = deployed.client("ec2", env)
     data = ec2.describe_launch_template_versions(LaunchTemplateId=template_id)["LaunchTemplateVersions"][-1]["LaunchTemplateData"]
     assert data["InstanceType"] == cluster.instance_type
@@ -148,6 +149,24 @@ def test_types_moto_skips_are_reported_and_really_absent(deployed: Deployed, env
     assert "not modelled by moto" in text and "AWS::FSx::FileSystem x1" in text
 
 
+@pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
+def test_inference_fleet_and_its_rebalancer_deploy_through_the_cli(deployed: Deployed, env: str) -> None:
+    fleet = ENVIRONMENTS[env].inference[0]
+    name = f"{env}-{fleet.name}"
+    (group,) = deployed.client("autoscaling", env).describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
+    overrides = group["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
+    assert [o["InstanceType"] for o in overrides] == fleet.neuron_types + fleet.fallback_types
+    desired = fleet.min_size if fleet.desired_size is None else fleet.desired_size
+    (pool,) = [p for p in deployed.reports[env].pools if p.pool == fleet.name]
+    assert pool.metadata["role"] == "inference" and len(group["Instances"]) == desired == pool.instances
+    # The CLI published the rebalancer's code to the bootstrap bucket; moto created the function from it.
+    resources = deployed.client("cloudformation", env).describe_stack_resources(StackName=f"{env}-inference")["StackResources"]
+    (function,) = [r["PhysicalResourceId"] for r in resources if r.get("ResourceType") == "AWS::Lambda::Function"]
+    config = deployed.client("lambda", env).get_function_configuration(FunctionName=function)
+    assert config["Environment"]["Variables"]["GROUP_NAME"] == name and config["Handler"] == "handler.handler"
+    assert config["CodeSize"] > 0
+
+
 def test_report_shows_pools_with_chips_cores_and_efa(deployed: Deployed) -> None:
     text = render_report(deployed.reports["prod"])
     row = next(line for line in text.splitlines() if line.startswith("pretrain"))
@@ -177,7 +196,7 @@ def test_destroy_keeps_retained_buckets_and_their_objects(
 ) -> None:
     report = destroyed[env]
     assert report.ok, report.problems
-    assert sorted(report.stacks_deleted) == [f"{env}-{part}" for part in PARTS]
+    assert sorted(report.stacks_deleted) == sorted(f"{env}-{part}" for part in PARTS)
     s3 = deployed.client("s3", env)
     for bucket in deployed.reports[env].buckets:
         body = s3.get_object(Bucket=bucket.name, Key=PROBE_KEY)["Body"].read()

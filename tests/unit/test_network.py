@@ -55,7 +55,19 @@ def test_nat_gateways_and_flow_logs(synth: Synth) -> None:
     flow.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 90})
 
 
-@pytest.mark.parametrize("stack", ["dev-network", "prod-network", "dev-storage", "prod-storage", "dev-training", "prod-training"])
+@pytest.mark.parametrize(
+    "stack",
+    [
+        "dev-network",
+        "prod-network",
+        "dev-storage",
+        "prod-storage",
+        "dev-training",
+        "prod-training",
+        "dev-inference",
+        "prod-inference",
+    ],
+)
 def test_no_ingress_from_anywhere(synth: Synth, stack: str) -> None:
     for res in synth.template(stack)["Resources"].values():
         rules = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,8 +14,13 @@ from neuronkit.stacks import build_environment
 from tests.conftest import ROOT, Synth, new_app
 
 
-def _one(synth_or_template: dict[str, Any], type_: str) -> dict[str, Any]:
-    found = [r for r in synth_or_template["Resources"].values() if r["Type"] == type_]
+def _one(synth_or_template: dict[str, Any], type_: str, pool: str | None = None) -> dict[str, Any]:
+    """The one resource of ``type_``; with ``pool``, of that pool's cluster only (a stack may hold several)."""
+    found = [
+        r
+        for k, r in synth_or_template["Resources"].items()
+        if r["Type"] == type_ and (pool is None or re.match(rf"Cluster{pool.replace('-', '')}[A-Z]", k))
+    ]
     assert len(found) == 1, f"{len(found)} {type_}"
     return found[0]
 
@@ -31,14 +37,14 @@ def block() -> dict[str, Any]:
 def test_prod_cluster_uses_a_cluster_placement_group(synth: Synth) -> None:
     t = synth.template("prod-training")
     Template.from_json(t).has_resource_properties("AWS::EC2::PlacementGroup", {"Strategy": "cluster"})
-    group = _one(t, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    group = _one(t, "AWS::AutoScaling::AutoScalingGroup", "pretrain")["Properties"]
     assert group["PlacementGroup"] == {
-        "Ref": next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup")
+        "Ref": next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup" and "pretraingpu" not in k)
     }
 
 
 def test_prod_group_is_one_subnet_protected_and_sized_from_the_file(synth: Synth) -> None:
-    group = _one(synth.template("prod-training"), "AWS::AutoScaling::AutoScalingGroup")
+    group = _one(synth.template("prod-training"), "AWS::AutoScaling::AutoScalingGroup", "pretrain")
     props = group["Properties"]
     assert len(props["VPCZoneIdentifier"]) == 1
     assert (props["MinSize"], props["MaxSize"], props["DesiredCapacity"]) == ("0", "16", "16")
@@ -64,14 +70,14 @@ def test_prod_odcr_is_created_in_the_placement_group_and_targeted(synth: Synth) 
     assert odcr["AvailabilityZoneId"] == "use1-az6"
     assert odcr["InstanceMatchCriteria"] == "targeted"
     assert "placement-group/" in str(odcr["PlacementGroupArn"])
-    data = _one(t, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    data = _one(t, "AWS::EC2::LaunchTemplate", "pretrain")["Properties"]["LaunchTemplateData"]
     odcr_id = next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::CapacityReservation")
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == {"Ref": odcr_id}
     assert "InstanceMarketOptions" not in data
 
 
 def test_metadata_describes_the_pool(synth: Synth) -> None:
-    meta = _one(synth.template("prod-training"), "AWS::AutoScaling::AutoScalingGroup")["Metadata"]["neuronkit"]
+    meta = _one(synth.template("prod-training"), "AWS::AutoScaling::AutoScalingGroup", "pretrain")["Metadata"]["neuronkit"]
     assert meta == {
         "environment": "prod",
         "region": "us-east-1",
@@ -90,7 +96,7 @@ def test_metadata_describes_the_pool(synth: Synth) -> None:
 
 def test_node_role_is_limited_to_its_group_and_buckets(synth: Synth) -> None:
     t = synth.template("prod-training")
-    (policy,) = [r for r in t["Resources"].values() if r["Type"] == "AWS::IAM::Policy"]
+    policy = _one(t, "AWS::IAM::Policy", "pretrain")
     statements = {s.get("Sid"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert statements["OwnGroup"]["Resource"].endswith(":autoScalingGroupName/prod-pretrain")
     assert statements["DiscoverPeers"]["Action"] == "ec2:DescribeInstances"
@@ -102,7 +108,7 @@ def test_node_role_is_limited_to_its_group_and_buckets(synth: Synth) -> None:
 
 
 def test_user_data_checks_the_node_and_carries_catalog_counts(synth: Synth) -> None:
-    data = _one(synth.template("prod-training"), "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    data = _one(synth.template("prod-training"), "AWS::EC2::LaunchTemplate", "pretrain")["Properties"]["LaunchTemplateData"]
     text = str(data["UserData"])
     facts = catalog.get("trn1.32xlarge")
     assert f"EXPECTED_ACCELERATORS='{facts.neuron_devices}'" in text
@@ -141,8 +147,9 @@ def test_capacity_block_schedule_scales_up_at_start_and_down_before_reclaim(bloc
 
 def test_template_size_does_not_grow_with_node_count(synth: Synth) -> None:
     dev = Template.from_json(synth.template("prod-training"))
-    dev.resource_count_is("AWS::AutoScaling::AutoScalingGroup", 1)
-    dev.resource_count_is("AWS::EC2::LaunchTemplate", 1)
+    # One group and one launch template per pool (the cluster and its GPU pool), whatever the node count.
+    dev.resource_count_is("AWS::AutoScaling::AutoScalingGroup", 2)
+    dev.resource_count_is("AWS::EC2::LaunchTemplate", 2)
     dev.has_resource_properties(
         "AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({"InstanceType": "trn1.32xlarge"})}
     )

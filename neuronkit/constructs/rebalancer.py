@@ -1,0 +1,187 @@
+"""A scheduled Lambda function that moves an inference fleet back from GPU fallback to Neuron."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from neuronkit.compliance import acknowledge
+from neuronkit.constructs.network import retention_days
+from neuronkit.lambdas.rebalancer import handler as rebalancer_code
+
+CODE_DIR = Path(rebalancer_code.__file__).parent
+METRIC_NAME = rebalancer_code.METRIC_NAME
+MEMORY_TAG = rebalancer_code.MEMORY_TAG
+
+
+def group_arn(scope: Construct, group_name: str) -> str:
+    """The ARN of an Auto Scaling group by name (its UUID part is unknown before creation)."""
+    return Stack.of(scope).format_arn(
+        service="autoscaling",
+        resource="autoScalingGroup",
+        resource_name=f"*:autoScalingGroupName/{group_name}",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+class Rebalancer(Construct):
+    """Every ``every_minutes`` (defaults to 30), replace one GPU fallback instance so the group relaunches by priority.
+
+    An Auto Scaling group with the prioritized strategy launches GPU types only when Neuron capacity is
+    short, and its termination policy removes GPU instances first on scale-in, but nothing moves a
+    steady fleet back to Neuron. This function does (``neuronkit/lambdas/rebalancer/handler.py``): while
+    GPU instances are in service and the fleet is steady, it terminates one of them without lowering the
+    desired capacity; it stops as soon as a replacement comes back as GPU and tries again after
+    ``backoff_minutes`` (defaults to four schedule periods). It never takes the fleet below
+    ``min_in_service`` instances in service (defaults to 1). Each run also publishes the metric
+    ``InstancesInService`` (namespace ``namespace``, dimensions Environment, Pool, Family = neuron | gpu).
+
+    Permissions: terminate and tag only in the group named ``group_name`` (resource ARN of that group);
+    describe calls and PutMetricData (restricted to ``namespace``) have no resource-level permissions.
+    The function's logs go to its own log group, kept ``log_retention_days`` (defaults to 30).
+
+    Public attributes: ``function``, ``rule``, ``log_group``, and :meth:`metric` for the family counts.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: str,
+        pool: str,
+        group_name: str,
+        neuron_types: Sequence[str],
+        fallback_types: Sequence[str],
+        namespace: str = "Neuronkit",
+        every_minutes: int = 30,
+        backoff_minutes: int | None = None,
+        min_in_service: int = 1,
+        log_retention_days: int = 30,
+    ) -> None:
+        super().__init__(scope, id)
+        if every_minutes < 1:
+            raise ValueError(f"every_minutes: {every_minutes} must be at least 1")
+        if min_in_service < 1:
+            raise ValueError(f"min_in_service: {min_in_service} must be at least 1 (never take a fleet to zero)")
+        self.environment = environment
+        self.pool = pool
+        self.namespace = namespace
+        backoff = backoff_minutes if backoff_minutes is not None else 4 * every_minutes
+        arn = group_arn(self, group_name)
+
+        self.log_group = logs.LogGroup(self, "Logs", removal_policy=RemovalPolicy.DESTROY)
+        cfn_logs = self.log_group.node.default_child
+        assert isinstance(cfn_logs, logs.CfnLogGroup)
+        # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
+        cfn_logs.retention_in_days = retention_days(log_retention_days)
+
+        role = iam.Role(
+            self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=f"{group_name} rebalancer"
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="Logs",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadGroup",
+                # Neither call has resource-level permissions.
+                actions=["autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeScalingActivities"],
+                resources=["*"],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReplaceInOwnGroup",
+                actions=[
+                    "autoscaling:TerminateInstanceInAutoScalingGroup",
+                    "autoscaling:CreateOrUpdateTags",
+                    "autoscaling:DeleteTags",
+                ],
+                resources=[arn],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="FamilyMetric",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+            )
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "DescribeAutoScalingGroups/DescribeScalingActivities have no resource-level permissions; "
+            "PutMetricData has none either and is limited to the namespace by a condition",
+        )
+        acknowledge(
+            role,
+            f"AwsSolutions-IAM5[Resource::{arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
+            "The group's UUID is unknown before creation; the ARN is fixed to this fleet's group name",
+        )
+
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(CODE_DIR), exclude=["__pycache__", "*.pyc", "__init__.py"]),
+            role=role,
+            timeout=Duration.seconds(60),
+            memory_size=256,
+            log_group=self.log_group,
+            description=f"neuronkit: moves {group_name} back from GPU fallback to Neuron",
+            # A failed run is not retried: the next scheduled run re-reads the group and decides afresh.
+            retry_attempts=0,
+            environment={
+                "GROUP_NAME": group_name,
+                "ENVIRONMENT": environment,
+                "POOL": pool,
+                "NAMESPACE": namespace,
+                "NEURON_TYPES": ",".join(neuron_types),
+                "FALLBACK_TYPES": ",".join(fallback_types),
+                "BACKOFF_MINUTES": str(backoff),
+                "MIN_IN_SERVICE": str(min_in_service),
+            },
+        )
+        # The L2 makes the function depend on its role, which the role's GetAtt already implies
+        # (cfn-lint W3005); keep only the dependency on the role's policy (the L2 has no option for it).
+        cfn_function = self.function.node.default_child
+        policy = role.node.try_find_child("DefaultPolicy")
+        assert isinstance(cfn_function, lambda_.CfnFunction) and isinstance(policy, iam.Policy)
+        cfn_policy = policy.node.default_child
+        assert isinstance(cfn_policy, iam.CfnPolicy)
+        cfn_function.add_override("DependsOn", [Stack.of(self).get_logical_id(cfn_policy)])
+        self.rule = events.Rule(
+            self,
+            "Schedule",
+            description=f"neuronkit: run the {group_name} rebalancer every {every_minutes} minutes",
+            schedule=events.Schedule.rate(Duration.minutes(every_minutes)),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=0, max_event_age=Duration.minutes(every_minutes))],
+        )
+
+    def metric(self, family: str, *, period_minutes: int = 5) -> cloudwatch.Metric:
+        """``InstancesInService`` of one family (``neuron`` or ``gpu``) of this fleet (maximum over the period)."""
+        if family not in rebalancer_code.FAMILIES:
+            raise ValueError(f"family: {family!r} is not one of {', '.join(rebalancer_code.FAMILIES)}")
+        return cloudwatch.Metric(
+            namespace=self.namespace,
+            metric_name=METRIC_NAME,
+            dimensions_map={"Environment": self.environment, "Pool": self.pool, "Family": family},
+            statistic="Maximum",
+            period=Duration.minutes(period_minutes),
+        )

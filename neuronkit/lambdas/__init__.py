@@ -1,0 +1,1 @@
+"""Code that runs in AWS Lambda functions the constructs deploy (each folder is one function asset)."""

@@ -1,0 +1,1 @@
+"""The inference fleet rebalancer (see handler.py)."""

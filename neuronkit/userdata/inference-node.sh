@@ -1,0 +1,154 @@
+#!/bin/bash
+# Boot script of an inference node (Inferentia, or a GPU fallback node of the same group). Runs once, as
+# root, from cloud-init.
+# requires: ENVIRONMENT FLEET REGION ASG_NAME ARTIFACTS_BUCKET NEURON_MODEL_PREFIX GPU_MODEL_PREFIX
+# requires: SERVE_NEURON SERVE_GPU PORT HEALTH_PATH HEALTH_PROTOCOL HEALTH_WAIT_SECONDS STACK_NAME SIGNAL_RESOURCE
+# One group mixes families (Neuron types first, GPU types when Neuron capacity is short), so the node
+# finds its accelerator at boot from its instance type, checks the devices are there, fetches the
+# model for that family from S3 to local disk, starts the family's server command as a systemd unit,
+# waits until it answers the health check and then signals CloudFormation (rolling updates wait on it).
+set -euo pipefail
+exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
+
+# shellcheck source=/dev/null
+. /etc/neuronkit/node.env
+
+imds() {
+  local token
+  token=$(curl -sS -X PUT "http://169.254.169.254/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
+  curl -sS -H "X-aws-ec2-metadata-token: ${token}" "http://169.254.169.254/latest/meta-data/$1"
+}
+INSTANCE_ID=$(imds instance-id)
+INSTANCE_TYPE=$(imds instance-type)
+log() { echo "neuronkit[${FLEET}] $(date -u +%FT%TZ) $*"; }
+
+# Tell a waiting rolling update how this node did; outside an update there is nothing to signal.
+signal() {
+  aws cloudformation signal-resource --region "${REGION}" --stack-name "${STACK_NAME}" \
+    --logical-resource-id "${SIGNAL_RESOURCE}" --unique-id "${INSTANCE_ID}" --status "$1" >/dev/null 2>&1 \
+    || log "no stack update is waiting for a ${1} signal"
+}
+
+fail_node() {
+  log "node failed: $*; marking the instance unhealthy so the group replaces it"
+  signal FAILURE
+  aws autoscaling set-instance-health --region "${REGION}" --instance-id "${INSTANCE_ID}" --health-status Unhealthy || true
+  exit 1
+}
+
+# --- accelerator family: from the instance type, confirmed by the devices -------------------------
+detect_accelerator() {
+  case "${INSTANCE_TYPE%%.*}" in
+    inf* | trn*)
+      ACCELERATOR=neuron
+      MODEL_PREFIX="${NEURON_MODEL_PREFIX}"
+      SERVE_COMMAND="${SERVE_NEURON}"
+      [ -e /dev/neuron0 ] || fail_node "${INSTANCE_TYPE} shows no Neuron device (/dev/neuron0)"
+      ;;
+    *)
+      ACCELERATOR=gpu
+      MODEL_PREFIX="${GPU_MODEL_PREFIX}"
+      SERVE_COMMAND="${SERVE_GPU}"
+      nvidia-smi -L >/dev/null 2>&1 || fail_node "${INSTANCE_TYPE} shows no GPU (nvidia-smi failed)"
+      ;;
+  esac
+  [ -n "${SERVE_COMMAND}" ] || fail_node "no server command for ${ACCELERATOR} nodes (serve.${ACCELERATOR})"
+  log "${INSTANCE_TYPE}: ${ACCELERATOR} node"
+}
+
+# --- local disk for the model: instance-store NVMe (RAID 0) when the type has it, else the root volume
+model_directory() {
+  local disks=() dev
+  mapfile -t disks < <(lsblk -dpno NAME,MODEL | awk '/Instance Storage/ {print $1}')
+  if [ "${#disks[@]}" -eq 0 ]; then
+    MODEL_DIR=/opt/neuronkit/model
+  else
+    dev="${disks[0]}"
+    if [ "${#disks[@]}" -gt 1 ]; then
+      dev=/dev/md0
+      [ -e "${dev}" ] || mdadm --create "${dev}" --level=0 --raid-devices="${#disks[@]}" "${disks[@]}" --run
+    fi
+    blkid "${dev}" >/dev/null 2>&1 || mkfs.xfs -f "${dev}"
+    mkdir -p /local
+    mountpoint -q /local || mount -o noatime "${dev}" /local
+    MODEL_DIR=/local/model
+  fi
+  mkdir -p "${MODEL_DIR}"
+}
+
+# --- the model: compiled artifacts from the artifacts bucket (compiling at boot would take too long)
+fetch_model() {
+  local attempt source="s3://${ARTIFACTS_BUCKET}/${MODEL_PREFIX}"
+  for attempt in 1 2 3 4 5; do
+    if aws s3 sync --region "${REGION}" --only-show-errors "${source}" "${MODEL_DIR}"; then
+      log "model ${source} -> ${MODEL_DIR} ($(du -sh "${MODEL_DIR}" | cut -f1))"
+      [ -n "$(ls -A "${MODEL_DIR}")" ] || fail_node "${source} is empty; upload the model first"
+      return
+    fi
+    log "model download attempt ${attempt} failed; retrying"
+    sleep 20
+  done
+  fail_node "could not download ${source}"
+}
+
+# --- the server: the family's command as a systemd unit, restarted when it exits -----------------
+start_server() {
+  cat > /etc/neuronkit/serve.env <<ENV
+ACCELERATOR=${ACCELERATOR}
+MODEL_DIR=${MODEL_DIR}
+PORT=${PORT}
+ENV
+  printf '%s\n' "${SERVE_COMMAND}" > /etc/neuronkit/serve.command
+  cat > /usr/local/bin/neuronkit-serve <<'SCRIPT'
+#!/bin/bash
+# Starts this node's model server command; $MODEL_DIR, $PORT and $ACCELERATOR are set for it.
+set -euo pipefail
+set -a
+. /etc/neuronkit/serve.env
+set +a
+exec bash -c "$(cat /etc/neuronkit/serve.command)"
+SCRIPT
+  chmod 0755 /usr/local/bin/neuronkit-serve
+  cat > /etc/systemd/system/neuronkit-model-server.service <<'UNIT'
+[Unit]
+Description=neuronkit: model server
+After=network-online.target
+Wants=network-online.target
+[Service]
+ExecStart=/usr/local/bin/neuronkit-serve
+Restart=on-failure
+RestartSec=10
+LimitNOFILE=65536
+[Install]
+WantedBy=multi-user.target
+UNIT
+  systemctl daemon-reload
+  systemctl enable --now neuronkit-model-server.service
+}
+
+healthy() {
+  if [ "${HEALTH_PROTOCOL}" = "HTTP" ]; then
+    curl -fsS -o /dev/null --max-time 5 "http://127.0.0.1:${PORT}${HEALTH_PATH}"
+  else
+    timeout 5 bash -c "exec 3<>/dev/tcp/127.0.0.1/${PORT}"
+  fi
+}
+
+# --- ready: the load balancer's health check passes locally, then a waiting update may go on ------
+wait_until_healthy() {
+  local deadline=$((SECONDS + HEALTH_WAIT_SECONDS))
+  until healthy; do
+    [ "${SECONDS}" -lt "${deadline}" ] || fail_node "the server did not pass its health check within ${HEALTH_WAIT_SECONDS} s"
+    sleep 10
+  done
+  log "server healthy on port ${PORT}"
+  signal SUCCESS
+}
+
+log "booting ${INSTANCE_ID} (${INSTANCE_TYPE}) in ${ASG_NAME}"
+detect_accelerator
+model_directory
+fetch_model
+start_server
+wait_until_healthy
+log "node ready"

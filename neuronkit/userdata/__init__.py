@@ -50,7 +50,7 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
             parts.append(f"install -d -m 0755 /opt/neuronkit && cat > /opt/neuronkit/{script} <<'{marker}'")
             parts.append(script_path(script).read_text().rstrip("\n"))
             parts.append(marker)
-            parts.append(f'bash /opt/neuronkit/{script} || status=$?')
+            parts.append(f"bash /opt/neuronkit/{script} || status=$?")
         parts.append('exit "${status}"')
         body = "\n".join(parts) + "\n"
     lines = ["#!/bin/bash", "# Rendered by neuronkit. Values for this node's pool:", "install -d -m 0755 /etc/neuronkit"]

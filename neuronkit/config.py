@@ -16,6 +16,7 @@ import difflib
 import ipaddress
 import re
 import typing
+import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,6 +33,8 @@ NAME_RE = r"^[a-z][a-z0-9-]{0,23}$"
 RESERVATION_RE = r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$"
 
 LUSTRE_THROUGHPUT = {"PERSISTENT_2": (125, 250, 500, 1000)}
+# The retention periods CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 
 # Interface endpoints nodes use, so S3/SSM/logs/metrics/ECR traffic never crosses the NAT gateway.
 DEFAULT_INTERFACE_ENDPOINTS = (
@@ -341,12 +344,17 @@ class Alarms(Strict):
     """Alarm thresholds; each has a default that suits most environments."""
 
     idle_utilization_percent: float = Field(default=5.0, ge=0, le=100)
-    idle_minutes: int = Field(default=60, ge=5)
+    idle_minutes: int = Field(default=60, ge=5, le=1440, description="One-minute alarm points: at most a day.")
     p99_latency_ms: int = Field(default=2000, ge=1)
     error_5xx_percent: float = Field(default=5.0, ge=0, le=100)
-    fallback_hours: int = Field(default=6, ge=1, description="GPU fallback instances in service for longer than this.")
+    fallback_hours: int = Field(
+        default=6, ge=1, le=168, description="GPU fallback instances in service for longer than this (at most a week)."
+    )
     lustre_free_percent: float = Field(default=10.0, ge=0, le=100)
     quota_usage_percent: float = Field(default=80.0, ge=1, le=100)
+    execution_errors: int = Field(
+        default=0, ge=0, description="Neuron execution errors per pool in 5 minutes above which the alarm fires."
+    )
 
 
 class DayNight(Strict):
@@ -360,6 +368,22 @@ class DayNight(Strict):
     training_night_desired: int = Field(ge=0)
     training_day_desired: int = Field(default=0, ge=0)
 
+    @model_validator(mode="after")
+    def _check(self) -> DayNight:
+        problems: list[tuple[str, str]] = []
+        try:
+            zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            problems.append(
+                ("time_zone", f"'{self.time_zone}' is not an IANA time zone; use e.g. America/New_York, Europe/Paris or UTC")
+            )
+        if self.day_starts == self.night_starts:
+            problems.append(
+                ("night_starts", f"equals day_starts ({self.day_starts}); the day and the night need different start times")
+            )
+        _raise_all(problems)
+        return self
+
 
 class Monitoring(Strict):
     emails: list[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")]] = Field(default_factory=list)
@@ -367,6 +391,21 @@ class Monitoring(Strict):
     namespace: str = Field(default="Neuronkit", description="CloudWatch namespace of the Neuron metrics.")
     alarms: Alarms = Alarms()
     day_night: DayNight | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Monitoring:
+        if self.log_retention_days not in LOG_RETENTION_DAYS:
+            close = min(LOG_RETENTION_DAYS, key=lambda d: abs(d - self.log_retention_days))
+            allowed = ", ".join(map(str, LOG_RETENTION_DAYS))
+            _raise_all(
+                [
+                    (
+                        "log_retention_days",
+                        f"{self.log_retention_days} is not a CloudWatch Logs retention; use e.g. {close} ({allowed})",
+                    )
+                ]
+            )
+        return self
 
 
 class Budget(Strict):
@@ -395,6 +434,7 @@ class Environment(Strict):
     def _cross(self) -> Environment:
         problems = _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
         problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)))
+        problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
         _raise_all(problems)
         return self
 
@@ -406,6 +446,43 @@ class Environment(Strict):
         if lustre.az_id:
             return lustre.az_id
         return self.training[0].az_id if self.training else self.network.az_ids[0]
+
+
+def _day_night_problems(
+    shift: DayNight | None, clusters: list[TrainingCluster], fleets: list[InferenceFleet]
+) -> list[tuple[str, str]]:
+    """Each day/night capacity must lie within the size limits of every group it is applied to."""
+    if shift is None:
+        return []
+    out: list[tuple[str, str]] = []
+    key = "monitoring.day_night"
+    for field, value in (
+        ("inference_day_desired", shift.inference_day_desired),
+        ("inference_night_desired", shift.inference_night_desired),
+    ):
+        for i, f in enumerate(fleets):
+            if not f.min_size <= value <= f.max_size:
+                out.append(
+                    (
+                        f"{key}.{field}",
+                        f"{value} is outside inference[{i}] ({f.name})'s min_size {f.min_size} .. max_size {f.max_size}; pick a value in that range",
+                    )
+                )
+    for field, value in (
+        ("training_night_desired", shift.training_night_desired),
+        ("training_day_desired", shift.training_day_desired),
+    ):
+        for i, c in enumerate(clusters):
+            if c.scheduler != "none" or isinstance(c.capacity, CapacityBlock):
+                continue  # Batch sizes its own compute environment; a Capacity Block cluster follows the block's schedule
+            if not c.min_size <= value <= c.max_size:
+                out.append(
+                    (
+                        f"{key}.{field}",
+                        f"{value} is outside training[{i}] ({c.name})'s min_size {c.min_size} .. max_size {c.max_size}; pick a value in that range",
+                    )
+                )
+    return out
 
 
 _CAPACITY_TAGS: dict[str, type[BaseModel]] = {"on-demand": OnDemand, "odcr": Odcr, "capacity-block": CapacityBlock}

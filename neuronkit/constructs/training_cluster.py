@@ -16,6 +16,7 @@ from constructs import Construct
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 
@@ -50,13 +51,15 @@ class TrainingCluster(Construct):
     Capacity Blocks get scheduled actions that scale up at the block's start and to zero
     ``_BLOCK_DRAIN_MINUTES`` before EC2 reclaims the nodes.
 
-    User data (``neuronkit/userdata/training-node.sh``) checks every accelerator and EFA device is
+    User data runs ``neuronkit/userdata/observability.sh`` (CloudWatch agent, boot and journal logs to the
+    pool's log groups, neuron-monitor metrics; ``observability`` sets the namespace and log retention,
+    defaults: ``Neuronkit``, 30 days) and then ``neuronkit/userdata/training-node.sh``, which checks every accelerator and EFA device is
     present, mounts Lustre, sets the EFA environment, points the Neuron compile cache at local NVMe or
     S3 and keeps a hostfile of the group's nodes. The template's size does not depend on node count.
 
     Public attributes: ``auto_scaling_group`` (``CfnAutoScalingGroup``), ``launch_template``,
     ``security_group``, ``placement_group`` (or None), ``role``, ``capacity_reservation`` (or None),
-    ``group_name``, ``instance_type`` (catalog facts).
+    ``group_name``, ``instance_type`` (catalog facts), ``observability`` (``NodeObservability``).
     """
 
     def __init__(
@@ -83,6 +86,7 @@ class TrainingCluster(Construct):
         root_volume_gib: int | None = None,
         role: Literal["training", "training-gpu"] = "training",
         tags: Mapping[str, str] | None = None,
+        observability: ObservabilitySpec | None = None,
     ) -> None:
         super().__init__(scope, id)
         facts = catalog.get(instance_type)
@@ -102,7 +106,7 @@ class TrainingCluster(Construct):
             resource_name=f"*:autoScalingGroupName/{self.group_name}",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        accelerator = "neuron" if facts.is_neuron else "gpu"
+        accelerator: Literal["neuron", "gpu"] = "neuron" if facts.is_neuron else "gpu"
 
         self.security_group = EfaSecurityGroup(
             self, "EfaSecurityGroup", vpc=vpc, description=f"{self.group_name}: EFA and collectives within the cluster"
@@ -141,8 +145,9 @@ class TrainingCluster(Construct):
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"{self.group_name} nodes",
             managed_policies=[
+                # Metrics and logs: NodeObservability's statements, scoped to the namespace and the pool's
+                # log groups (not the broad CloudWatchAgentServerPolicy).
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"),
             ],
         )
         self.role.add_to_policy(
@@ -170,13 +175,9 @@ class TrainingCluster(Construct):
         )
         acknowledge(
             self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
-            "AWS-maintained policy of the CloudWatch agent (metrics and logs of the node)",
-        )
-        acknowledge(
-            self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "ec2:DescribeInstances has no resource-level permissions (peer discovery)",
+            "ec2:DescribeInstances (peer discovery) and cloudwatch:PutMetricData have no resource-level permissions; "
+            "PutMetricData is limited to the environment's namespace by a condition",
         )
         acknowledge(
             self.role,
@@ -191,9 +192,13 @@ class TrainingCluster(Construct):
         if storage is not None and storage.client_security_group_id is not None:
             security_groups.append(storage.client_security_group_id)
 
+        self.observability = NodeObservability(
+            self, "Observability", environment=environment, pool=name, role=self.role, spec=observability
+        )
         script = userdata.render(
-            "training-node.sh",
+            ["observability.sh", "training-node.sh"],
             {
+                **self.observability.userdata_values(accelerator=accelerator),
                 "ENVIRONMENT": environment,
                 "POOL": name,
                 "REGION": Aws.REGION,

@@ -9,6 +9,7 @@ from neuronkit.config import Ami, CapacityBlock, Environment, Odcr
 from neuronkit.config import TrainingCluster as ClusterConfig
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.constructs.observability import ObservabilitySpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 from neuronkit.pools import gpu_pool_name
@@ -23,6 +24,11 @@ def ami_spec(ami: Ami, kind: str) -> AmiSpec:
         assert ami.root_device_name
         return AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
     return AmiSpec.family(ami.family or catalog.default_ami_family(kind))
+
+
+def observability_spec(config: Environment) -> ObservabilitySpec:
+    """Where the nodes' metrics and logs go: the file's monitoring namespace and log retention."""
+    return ObservabilitySpec(namespace=config.monitoring.namespace, log_retention_days=config.monitoring.log_retention_days)
 
 
 def capacity_spec(cluster: ClusterConfig) -> CapacitySpec:
@@ -82,6 +88,7 @@ class TrainingStack(NeuronkitStack):
                 scale_in_protection=cluster.scale_in_protection,
                 root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
+                observability=observability_spec(config),
             )
             if cluster.gpu_pool is not None:
                 self._gpu_pool(config, cluster, network, access)
@@ -114,4 +121,5 @@ class TrainingStack(NeuronkitStack):
             notifications_topic_arn=self.events.topic.topic_arn,
             scale_in_protection=cluster.scale_in_protection,
             tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
+            observability=observability_spec(config),
         )

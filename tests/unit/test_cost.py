@@ -154,21 +154,27 @@ def test_dev_scales_to_zero_and_costs_more_than_its_gpu_equivalent_at_max(capsys
     fleet = out[out.index("### serve: inference, inf2.xlarge, g5.xlarge, capacity on-demand") :]
     assert f"| max | 2 | {money(2 * inf2)} | {money(2 * inf2 * HOURS)} | {money(2 * g5 * HOURS)} |" in fleet
     assert f"at max capacity the fleet would cost up to {money(2 * g5 * HOURS)} a month on g5.xlarge" in fleet
-    top = (trn + 2 * inf2) * HOURS
-    top_gpu = (gpu + 2 * g5) * HOURS
-    assert f"| max | {money(trn + 2 * inf2)} | {money(top)} | {money(top_gpu)} | {money(top_gpu - top)} |" in out
+    # dev.yaml's batch cluster (scheduler: batch): up to 2 x trn1.32xlarge, none while the queue is empty.
+    big, p4d = price("trn1.32xlarge"), price("p4d.24xlarge")
+    batch = out[out.index("### batch: training, trn1.32xlarge, capacity on-demand") :]
+    assert "| desired | 0 | $0.00 | $0.00 | $0.00 | $0.00 | – |" in batch
+    assert f"| max | 2 | {money(2 * big)} | {money(2 * big * HOURS)} | {money(2 * p4d * HOURS)} |" in batch
+    top_hour = trn + 2 * big + 2 * inf2
+    top, top_gpu = top_hour * HOURS, (gpu + 2 * p4d + 2 * g5) * HOURS
+    assert f"| max | {money(top_hour)} | {money(top)} | {money(top_gpu)} | {money(top_gpu - top)} |" in out
 
 
 def test_all_environments_add_up(capsys, monkeypatch):
     code, out, _ = run(["cost"], capsys, monkeypatch)
     assert code == 0
     # prod: 16 x trn1.32xlarge, 2 x p5.48xlarge (GPU pool), 12 x inf2.48xlarge (chat);
-    # dev: 1 x trn1.2xlarge, 2 x inf2.xlarge (serve).
+    # dev: 1 x trn1.2xlarge, 2 x trn1.32xlarge (the Batch cluster), 2 x inf2.xlarge (serve).
     total_max = (
         16 * price("trn1.32xlarge") * HOURS
         + 2 * price("p5.48xlarge") * HOURS
         + 12 * price("inf2.48xlarge") * HOURS
         + 1 * price("trn1.2xlarge") * HOURS
+        + 2 * price("trn1.32xlarge") * HOURS
         + 2 * price("inf2.xlarge") * HOURS
     )
     grand = out[out.index("Total: 2 environments") :]

@@ -42,8 +42,9 @@ def tolerate_unmodelled_outputs() -> None:
     moto 5.2.5 skips unmodelled types (e.g. AWS::FSx::FileSystem) with a warning, but its output
     validation then crashes on ``Fn::GetAtt`` of such a resource (``'NoneType' object has no attribute
     'has_cfn_attr'``) and resolving one fails the stack. This skips exactly those outputs in the
-    validation and resolves such attributes to ``unmodelled-<LogicalId>-<Attribute>``, so a reader
-    sees it was never created; everything else is still validated. Idempotent.
+    validation and resolves such attributes to ``unmodelled-<LogicalId>-<Attribute>`` (and an exported
+    ``Ref`` of one to ``unmodelled-<LogicalId>``, which moto would drop), so a reader sees it was never
+    created; everything else is still validated. Idempotent.
     """
     global _PATCHED
     if _PATCHED:
@@ -84,6 +85,23 @@ def tolerate_unmodelled_outputs() -> None:
 
     parsing.ResourceMap.validate_outputs = validate_outputs  # type: ignore[method-assign]
     parsing.clean_json = clean_json
+
+    # An exported Ref of a skipped resource (e.g. a file system's id) resolves to None, and moto then
+    # reports "No export named ..." to every stack importing it: export the placeholder instead.
+    original_exports = parsing.OutputMap.exports
+
+    def exports(self: Any) -> list[Any]:
+        found = original_exports.fget(self)  # type: ignore[attr-defined]
+        declared = [v for v in (self._output_json_map or {}).values() if v.get("Export")]
+        for export, output in zip(found, declared, strict=True):
+            value = output.get("Value")
+            ref = value.get("Ref") if isinstance(value, dict) else None
+            resource = self._resource_map._resource_json_map.get(ref) or {} if isinstance(ref, str) else {}
+            if export._value is None and resource and parsing.resource_class_from_type(resource.get("Type", "")) is None:
+                export._value = f"unmodelled-{ref}"
+        return found
+
+    parsing.OutputMap.exports = property(exports)  # type: ignore[method-assign,assignment]
 
     # moto's AWS::KMS::Key hands CloudFormation's {Key, Value} tags to an API expecting {TagKey, TagValue}.
     from moto.kms import models as kms_models

@@ -23,6 +23,7 @@ class VcpuQuota:
     code: str
     name: str
     families: tuple[str, ...]
+    usage_class: str | None = None  # Class dimension of its AWS/Usage ResourceCount metric (e.g. Inf/OnDemand)
 
 
 @cache
@@ -41,7 +42,8 @@ def service_code() -> str:
 def vcpu_quotas() -> dict[str, VcpuQuota]:
     """Every On-Demand vCPU quota neuronkit knows, by quota code."""
     return {
-        code: VcpuQuota(code=code, name=e["name"], families=tuple(e["families"])) for code, e in _raw()["vcpu_quotas"].items()
+        code: VcpuQuota(code=code, name=e["name"], families=tuple(e["families"]), usage_class=e.get("usage_class"))
+        for code, e in _raw()["vcpu_quotas"].items()
     }
 
 

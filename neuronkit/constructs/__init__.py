@@ -7,9 +7,14 @@ shadow the ``constructs`` library that every CDK app imports.
 """
 
 from neuronkit.constructs.batch import BatchTrainingCluster
+from neuronkit.constructs.budget import BudgetNotification, CostBudget
+from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
+from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
+from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
+from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import TrainingStorage
@@ -18,17 +23,29 @@ from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 __all__ = [
     "AcceleratorLaunchTemplate",
     "AcceleratorNetwork",
+    "AlarmThresholds",
     "AmiSpec",
     "BatchTrainingCluster",
+    "BudgetNotification",
     "CapacitySpec",
+    "CostBudget",
+    "DayNightSchedule",
     "EfaSecurityGroup",
+    "EnvironmentMonitoring",
     "HealthCheckSpec",
+    "IdleScaleDown",
     "InferenceFleet",
+    "LoadBalancerRef",
+    "LustreRef",
+    "NodeObservability",
+    "ObservabilitySpec",
     "Rebalancer",
     "ScheduleSpec",
     "ServeSpec",
+    "ShiftCapacity",
     "TrainingCluster",
     "TrainingStorage",
+    "WatchedPool",
     "efa_network_interfaces",
     "plan_subnets",
 ]

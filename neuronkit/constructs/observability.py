@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
@@ -47,7 +47,7 @@ class NodeObservability(Construct):
 
     Creates the pool's two log groups (``/neuronkit/ENV/POOL/boot`` for ``/var/log/neuronkit-boot.log``
     and ``/neuronkit/ENV/POOL/server`` for the server's journal), each with ``log_retention_days``
-    (default 30) and deleted with the stack (their contents expire anyway). Uploads the node kit
+    (default 30), tagged ``neuronkit:pool``, and deleted with the stack (their contents expire anyway). Uploads the node kit
     (``neuronkit/userdata/neuron_monitor_publisher.py`` and ``neuronkit/userdata/kit/``) as a zipped S3
     asset that nodes fetch at boot: the user data stays small (EC2 caps it at 16 KB) and the publisher is
     the file the unit tests ran. Grants ``role``: ``cloudwatch:PutMetricData`` only into ``namespace``
@@ -91,6 +91,7 @@ class NodeObservability(Construct):
         )
         for group in (self.boot_log_group, self.server_log_group):
             group.apply_removal_policy(RemovalPolicy.DESTROY)
+            Tags.of(group).add("neuronkit:pool", pool)
         self.kit = s3_assets.Asset(self, "NodeKit", path=str(Path(userdata.script_path(PUBLISHER)).parent), exclude=KIT_EXCLUDE)
 
         stack = Stack.of(self)

@@ -8,6 +8,7 @@ from aws_cdk import App
 
 from neuronkit.config import Environment
 from neuronkit.stacks.inference import InferenceStack
+from neuronkit.stacks.monitoring import MonitoringStack
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import TrainingStack
@@ -19,6 +20,7 @@ class EnvironmentStacks:
     storage: StorageStack
     training: TrainingStack | None
     inference: InferenceStack | None = None
+    monitoring: MonitoringStack | None = None
 
 
 def build_environment(app: App, env: Environment) -> EnvironmentStacks:
@@ -29,7 +31,19 @@ def build_environment(app: App, env: Environment) -> EnvironmentStacks:
     inference = (
         InferenceStack(app, f"{env.name}-inference", config=env, network=network, storage=storage) if env.inference else None
     )
-    return EnvironmentStacks(network=network, storage=storage, training=training, inference=inference)
+    # Last: the dashboard, alarms, budget and schedules read the other stacks' groups and load balancers.
+    monitoring = MonitoringStack(
+        app, f"{env.name}-monitoring", config=env, storage=storage, training=training, inference=inference
+    )
+    return EnvironmentStacks(network=network, storage=storage, training=training, inference=inference, monitoring=monitoring)
 
 
-__all__ = ["EnvironmentStacks", "InferenceStack", "NetworkStack", "StorageStack", "TrainingStack", "build_environment"]
+__all__ = [
+    "EnvironmentStacks",
+    "InferenceStack",
+    "MonitoringStack",
+    "NetworkStack",
+    "StorageStack",
+    "TrainingStack",
+    "build_environment",
+]

@@ -7,9 +7,12 @@ which types were skipped and requires each of them to be covered by an assertion
 
 from __future__ import annotations
 
+import io
 import json
 import warnings
+import zipfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,6 +21,7 @@ from moto import mock_aws
 
 from neuronkit import catalog
 from neuronkit.config import load_all
+from neuronkit.constructs.day_night import daily_cron
 from neuronkit.mockaws import seed_public_parameter, tolerate_unmodelled_outputs
 from neuronkit.pools import gpu_pool_name
 from tests.conftest import ROOT, Synth
@@ -33,7 +37,15 @@ SKIPPED_COVERED_BY = {
     "AWS::SNS::TopicPolicy": "tests/compliance/test_cdk_nag.py::test_whole_app_passes_aws_solutions_checks",
     "AWS::EC2::FlowLog": "tests/unit/test_network.py::test_nat_gateways_and_flow_logs",
     "AWS::EC2::VPCEndpoint": "tests/unit/test_network.py::test_s3_gateway_and_interface_endpoints",
+    "AWS::CloudWatch::Alarm": "tests/unit/test_monitoring.py::test_every_expected_alarm_exists_and_notifies_the_topic",
+    "AWS::Budgets::Budget": "tests/unit/test_monitoring.py::test_budget_filters_on_the_environment_tag_and_notifies_at_80_and_100_percent",
+    "AWS::Lambda::EventInvokeConfig": "tests/unit/test_monitoring.py::test_prod_idle_alarms_trigger_the_scale_down_function",
+    "AWS::SNS::Subscription": "tests/unit/test_monitoring.py::test_email_subscriptions_come_from_the_file",
+    # The inference stack is deployed too (the monitoring stack imports its load balancers' names).
+    "AWS::AutoScaling::ScalingPolicy": "tests/unit/test_inference_fleet.py::test_target_tracking_on_alb_requests_per_target",
 }
+# Deployed in this order (each stack imports exports of the ones before it).
+PARTS = ("network", "storage", "training", "inference", "monitoring")
 ENVIRONMENTS = {e.name: e for e in load_all(ROOT / "environments")}
 
 
@@ -61,7 +73,9 @@ def deployed(
                     seed_public_parameter(env.account, env.region, param["Default"], image)
         session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         cfn = session.client("cloudformation")
-        names = [f"{env.name}-{part}" for part in ("network", "storage", "training")]
+        names = [f"{env.name}-{part}" for part in PARTS if f"{env.name}-{part}" in synth.templates]
+        for name in names:
+            publish_assets(session, synth.outdir, name)
         skipped: set[str] = set()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -76,6 +90,28 @@ def deployed(
             if text.startswith("Tried to parse "):
                 skipped.add(text.split()[3])
         yield Deployment(session, skipped, names)
+
+
+def publish_assets(session: boto3.Session, outdir: Path, stack: str) -> None:
+    """Upload a stack's file assets (Lambda code, the node kit) to the bootstrap bucket, as `cdk deploy` does:
+    moto's Lambda reads the code object when CloudFormation creates the function."""
+    manifest = json.loads((outdir / f"{stack}.assets.json").read_text())
+    s3 = session.client("s3")
+    for asset in manifest["files"].values():
+        source = outdir / asset["source"]["path"]
+        if asset["source"]["packaging"] == "zip":
+            buffer = io.BytesIO()
+            with zipfile.ZipFile(buffer, "w") as archive:
+                for path in sorted(p for p in source.rglob("*") if p.is_file()):
+                    archive.write(path, path.relative_to(source).as_posix())
+            body = buffer.getvalue()
+        else:
+            body = source.read_bytes()
+        for destination in asset["destinations"].values():
+            bucket = destination["bucketName"]
+            if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+                s3.create_bucket(Bucket=bucket)
+            s3.put_object(Bucket=bucket, Key=destination["objectKey"], Body=body)
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +136,10 @@ def test_skipped_types_are_covered_elsewhere(deployed: Deployment) -> None:
 def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
     env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
     cluster = env.training[0]
-    autoscaling = deployed.session.client("autoscaling")
-    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{env.name}-{cluster.name}"])["AutoScalingGroups"]
+    (group,) = deployed.session.client("autoscaling").describe_auto_scaling_groups(
+        AutoScalingGroupNames=[f"{env.name}-{cluster.name}"]
+    )["AutoScalingGroups"]
+    assert group["AutoScalingGroupName"] == f"{env.name}-{cluster.name}"
     assert (group["MinSize"], group["MaxSize"]) == (cluster.min_size, cluster.max_size)
     ec2 = deployed.session.client("ec2")
     version = ec2.describe_launch_template_versions(LaunchTemplateId=group["LaunchTemplate"]["LaunchTemplateId"])
@@ -114,10 +152,13 @@ def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
     images = {i["ImageId"] for i in ec2.describe_images(Owners=["amazon"])["Images"]}
     assert data["ImageId"] in images
     # moto launches the desired capacity from the group: each node boots that AMI and type.
-    members = [i["InstanceId"] for i in group["Instances"]]
-    instances = (
-        [i for r in ec2.describe_instances(InstanceIds=members)["Reservations"] for i in r["Instances"]] if members else []
-    )
+    instances = [
+        i
+        for r in ec2.describe_instances(
+            Filters=[{"Name": "tag:aws:autoscaling:groupName", "Values": [group["AutoScalingGroupName"]]}]
+        )["Reservations"]
+        for i in r["Instances"]
+    ]
     assert len(instances) == (cluster.desired_size or cluster.min_size)
     assert all(i["InstanceType"] == cluster.instance_type and i["ImageId"] == data["ImageId"] for i in instances)
 
@@ -132,8 +173,11 @@ def test_buckets_exist_with_their_names(deployed: Deployment) -> None:
 
 def test_node_role_exists_with_its_policy(deployed: Deployment) -> None:
     iam = deployed.session.client("iam")
-    cluster = ENVIRONMENTS[deployed.stacks[0].split("-")[0]].training[0].name
-    roles = [r for r in iam.list_roles()["Roles"] if f"Cluster{cluster}NodeRole" in r["RoleName"]]
+    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    cluster = env.training[0]
+    roles = [
+        r for r in iam.list_roles()["Roles"] if "NodeRole" in r["RoleName"] and f"Cluster{cluster.name}Node" in r["RoleName"]
+    ]
     assert len(roles) == 1
     trust = roles[0]["AssumeRolePolicyDocument"]
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
@@ -142,6 +186,47 @@ def test_node_role_exists_with_its_policy(deployed: Deployment) -> None:
     document = iam.get_role_policy(RoleName=roles[0]["RoleName"], PolicyName=policy_name)["PolicyDocument"]
     sids = {s.get("Sid") for s in document["Statement"]}
     assert {"OwnGroup", "DiscoverPeers", "ListBuckets", "ReadData", "Checkpoints"} <= sids
+
+
+def test_monitoring_stack_creates_its_topic_rules_and_scale_down_function(deployed: Deployment) -> None:
+    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    assert f"{env.name}-monitoring" in deployed.stacks
+    sns = deployed.session.client("sns")
+    topics = [t["TopicArn"] for t in sns.list_topics()["Topics"]]
+    # The alarms topic exists (moto skips its email subscriptions: test_monitoring.py checks them).
+    assert [t for t in topics if "monitoring" in t and "Alarms" in t]
+    events = deployed.session.client("events")
+    rules = {r["Name"]: r for r in events.list_rules()["Rules"] if "monitoring" in r["Name"]}
+    patterns = [json.loads(r["EventPattern"]) for r in rules.values()]
+    assert any(p.get("detail-type") == ["EC2 Instance Launch Unsuccessful"] for p in patterns)
+    functions = [
+        f for f in deployed.session.client("lambda").list_functions()["Functions"] if "IdleScaleDown" in f["FunctionName"]
+    ]
+    scale_down = [c.name for c in env.training if c.idle_scale_down]
+    assert len(functions) == (1 if scale_down else 0)
+    for f in functions:
+        groups = json.loads(f["Environment"]["Variables"]["GROUPS"])
+        assert set(groups.values()) >= {f"{env.name}-{name}" for name in scale_down}
+    dashboards = {d["DashboardName"] for d in deployed.session.client("cloudwatch").list_dashboards()["DashboardEntries"]}
+    assert f"neuronkit-{env.name}" in dashboards
+    # Day/night: the scheduled actions exist on the groups the other stacks created.
+    autoscaling = deployed.session.client("autoscaling")
+    actions = autoscaling.describe_scheduled_actions()["ScheduledUpdateGroupActions"]
+    shift = env.monitoring.day_night
+    if shift is None:
+        assert actions == []
+    else:
+        by_group = {(a["AutoScalingGroupName"], a["Recurrence"]): a for a in actions}
+        fleet = f"{env.name}-{env.inference[0].name}"
+        day, night = daily_cron(shift.day_starts), daily_cron(shift.night_starts)
+        assert by_group[(fleet, day)]["DesiredCapacity"] == shift.inference_day_desired
+        assert by_group[(f"{env.name}-{env.training[0].name}", night)]["DesiredCapacity"] == shift.training_night_desired
+        assert {a["TimeZone"] for a in actions if "TimeZone" in a} <= {shift.time_zone}
+    # The node log groups exist with the file's retention (moto models AWS::Logs::LogGroup).
+    logs = deployed.session.client("logs")
+    groups = {g["logGroupName"]: g for g in logs.describe_log_groups(logGroupNamePrefix=f"/neuronkit/{env.name}/")["logGroups"]}
+    boot = groups[f"/neuronkit/{env.name}/{env.training[0].name}/boot"]
+    assert boot["retentionInDays"] == env.monitoring.log_retention_days
 
 
 def test_gpu_pool_reads_back_beside_its_cluster(deployed: Deployment) -> None:

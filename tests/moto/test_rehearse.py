@@ -33,7 +33,7 @@ from tests.conftest import ROOT
 # Reading stack resources back makes moto re-parse skipped types, each with a UserWarning the report covers.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
 ENVIRONMENTS = {e.name: e for e in load_all(ROOT / "environments")}
-PARTS = ("network", "storage", "training", "inference")
+PARTS = ("network", "storage", "training", "inference", "monitoring")
 
 
 class Deployed:
@@ -82,8 +82,11 @@ def test_every_stack_reaches_create_complete_in_its_own_account(deployed: Deploy
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
 def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deployed: Deployed, env: str) -> None:
     cluster = ENVIRONMENTS[env].training[0]
-    autoscaling = deployed.client("autoscaling", env)
-    (group,) = autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[f"{env}-{cluster.name}"])["AutoScalingGroups"]
+    # Other groups run beside it (inference fleets, GPU pools): read the cluster's own by name.
+    (group,) = deployed.client("autoscaling", env).describe_auto_scaling_groups(AutoScalingGroupNames=[f"{env}-{cluster.name}"])[
+        "AutoScalingGroups"
+    ]
+    assert group["AutoScalingGroupName"] == f"{env}-{cluster.name}"
     desired = cluster.min_size if cluster.desired_size is None else cluster.desired_size
     assert (group["MinSize"], group["DesiredCapacity"], group["MaxSize"]) == (cluster.min_size, desired, cluster.max_size)
     # The group's launch template is the one the training stack created, not any other.
@@ -96,7 +99,7 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
     ]
     assert group["LaunchTemplate"]["LaunchTemplateId"] == template_id
     # moto launches the desired capacity from that template, and the report counts it.
-    (pool,) = [p for p in deployed.reports[env].pools if p.pool == cluster.name]
+    (pool,) = [p for p in deployed.reports[env].pools if p.group_name == group["AutoScalingGroupName"]]
     assert len(group["Instances"]) == desired == pool.instances
     ec2 = deployed.client("ec2", env)
     data = ec2.describe_launch_template_versions(LaunchTemplateId=template_id)["LaunchTemplateVersions"][-1]["LaunchTemplateData"]

@@ -11,7 +11,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.conftest import Synth
 
-STACKS = [f"{env}-{part}" for env in ("dev", "prod") for part in ("network", "storage", "training", "inference")]
+STACKS = [f"{env}-{part}" for env in ("dev", "prod") for part in ("network", "storage", "training", "inference", "monitoring")]
 _HASH = re.compile(r"\b[0-9a-f]{64}\b")
 
 

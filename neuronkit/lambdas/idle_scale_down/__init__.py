@@ -1,0 +1,1 @@
+"""Idle scale-down Lambda function (handler.py is the function asset)."""

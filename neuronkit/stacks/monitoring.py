@@ -1,0 +1,206 @@
+"""The monitoring stack: dashboard, alarms, budget, day/night schedule and idle scale-down of one environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constructs import Construct
+
+from neuronkit.config import CapacityBlock, Environment
+from neuronkit.constructs.budget import CostBudget
+from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
+from neuronkit.constructs.idle_scale_down import IdleScaleDown
+from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
+from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.pools import gpu_pool_name
+from neuronkit.stacks.base import NeuronkitStack, environment_tags
+from neuronkit.stacks.inference import InferenceStack
+from neuronkit.stacks.storage import StorageStack
+from neuronkit.stacks.training import TrainingStack
+
+
+def thresholds(config: Environment) -> AlarmThresholds:
+    a = config.monitoring.alarms
+    return AlarmThresholds(
+        idle_utilization_percent=a.idle_utilization_percent,
+        idle_minutes=a.idle_minutes,
+        p99_latency_ms=a.p99_latency_ms,
+        error_5xx_percent=a.error_5xx_percent,
+        fallback_hours=a.fallback_hours,
+        lustre_free_percent=a.lustre_free_percent,
+        quota_usage_percent=a.quota_usage_percent,
+        execution_errors=a.execution_errors,
+    )
+
+
+class MonitoringStack(NeuronkitStack):
+    """Built last: it reads the other stacks' groups, load balancers and file system.
+
+    ``alarms_topic`` (``NotificationTopic``: the file's ``monitoring.emails``, Budgets may publish) receives
+    every alarm, launch failure and budget notification. ``monitoring`` is the dashboard and alarms,
+    ``budget`` the ``CostBudget`` (None without ``budget:``), ``schedule`` the ``DayNightSchedule`` (None
+    without ``monitoring.day_night``), ``idle_scale_down`` the ``IdleScaleDown`` (None when no cluster
+    sets ``idle_scale_down``).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: Environment,
+        storage: StorageStack,
+        training: TrainingStack | None = None,
+        inference: InferenceStack | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, config=config, description="dashboard, alarms, budget and capacity schedule", **kwargs)
+        for stack in (training, inference):
+            if stack is not None:
+                self.add_stack_dependency(stack)  # scheduled actions name groups those stacks create
+        m = config.monitoring
+        self.alarms_topic = NotificationTopic(
+            self,
+            "Alarms",
+            display_name=f"neuronkit {config.name} alarms",
+            emails=m.emails,
+            service_publishers=["budgets.amazonaws.com"],
+        )
+        pools = self._pools(config, training, inference)
+        fs = storage.storage.file_system
+        lustre = config.storage.lustre
+        self.monitoring = EnvironmentMonitoring(
+            self,
+            "Monitoring",
+            environment=config.name,
+            topic=self.alarms_topic.topic,
+            pools=pools,
+            namespace=m.namespace,
+            thresholds=thresholds(config),
+            lustre=LustreRef(file_system_id=fs.ref, size_gib=lustre.size_gib) if fs is not None and lustre is not None else None,
+            quota_instance_types=_instance_types(config),
+        )
+
+        self.budget: CostBudget | None = None
+        if config.budget is not None:
+            self.budget = CostBudget(
+                self,
+                "Budget",
+                environment=config.name,
+                monthly_usd=config.budget.monthly_usd,
+                topic=self.alarms_topic.topic,
+                tags=environment_tags(config),
+            )
+
+        self.schedule: DayNightSchedule | None = None
+        if m.day_night is not None:
+            self.schedule = self._day_night(config)
+
+        scale_down = {
+            self.monitoring.idle_alarm_names[p.pool]: (self.monitoring.idle_alarms[p.pool], p.group_name)
+            for p in pools
+            if p.pool in _idle_scale_down_pools(config) and p.pool in self.monitoring.idle_alarms
+        }
+        self.idle_scale_down: IdleScaleDown | None = None
+        if scale_down:
+            self.idle_scale_down = IdleScaleDown(
+                self, "IdleScaleDown", alarms=scale_down, log_retention_days=m.log_retention_days
+            )
+
+    @staticmethod
+    def _pools(config: Environment, training: TrainingStack | None, inference: InferenceStack | None) -> list[WatchedPool]:
+        pools: list[WatchedPool] = []
+        clusters = training.clusters if training is not None else {}
+        for c in config.training:
+            if c.name not in clusters:
+                continue  # scheduler: batch -- AWS Batch owns the nodes; no Auto Scaling group to watch
+            pools.append(
+                WatchedPool(
+                    pool=c.name,
+                    group_name=clusters[c.name].group_name,
+                    role="training",
+                    neuron_types=(c.instance_type,),
+                    idle_alarm=True,
+                )
+            )
+            gpu = gpu_pool_name(c.name)
+            if c.gpu_pool is not None and gpu in clusters:
+                pools.append(
+                    WatchedPool(
+                        pool=gpu,
+                        group_name=clusters[gpu].group_name,
+                        role="training-gpu",
+                        gpu_types=(c.gpu_pool.instance_type,),
+                        idle_alarm=True,
+                    )
+                )
+        fleets = inference.fleets if inference is not None else {}
+        for f in config.inference:
+            fleet = fleets.get(f.name)
+            if fleet is None:
+                continue
+            pools.append(
+                WatchedPool(
+                    pool=fleet.pool,
+                    group_name=fleet.group_name,
+                    role="inference",
+                    neuron_types=tuple(fleet.neuron_types),
+                    gpu_types=tuple(fleet.fallback_types),
+                    family_counts=getattr(fleet, "rebalancer", None) is not None,
+                    load_balancer=LoadBalancerRef(
+                        kind=f.load_balancer,
+                        full_name=fleet.load_balancer_full_name,
+                        target_group_full_name=fleet.target_group_full_name,
+                    ),
+                )
+            )
+        return pools
+
+    def _day_night(self, config: Environment) -> DayNightSchedule:
+        shift = config.monitoring.day_night
+        assert shift is not None
+        day: list[ShiftCapacity] = []
+        night: list[ShiftCapacity] = []
+        for f in config.inference:
+            group = f"{config.name}-{f.name}"
+            # By day the fleet's floor rises to its day capacity, so target tracking cannot undercut it.
+            day.append(ShiftCapacity(group, desired=shift.inference_day_desired, min_size=shift.inference_day_desired))
+            night.append(ShiftCapacity(group, desired=shift.inference_night_desired, min_size=f.min_size))
+        for c in config.training:
+            if c.scheduler != "none" or isinstance(c.capacity, CapacityBlock):
+                continue  # Batch sizes its own compute environment; a Capacity Block cluster follows the block
+            group = f"{config.name}-{c.name}"
+            night.append(ShiftCapacity(group, desired=shift.training_night_desired))
+            day.append(ShiftCapacity(group, desired=shift.training_day_desired))
+        return DayNightSchedule(
+            self,
+            "DayNight",
+            day=day,
+            night=night,
+            time_zone=shift.time_zone,
+            day_starts=shift.day_starts,
+            night_starts=shift.night_starts,
+        )
+
+
+def _idle_scale_down_pools(config: Environment) -> set[str]:
+    """Pools scaled down when idle: each cluster with ``idle_scale_down: true`` and its GPU pool."""
+    out: set[str] = set()
+    for c in config.training:
+        if c.idle_scale_down:
+            out.add(c.name)
+            if c.gpu_pool is not None:
+                out.add(gpu_pool_name(c.name))
+    return out
+
+
+def _instance_types(config: Environment) -> list[str]:
+    """Every instance type the environment may launch (the vCPU quota alarms cover their families)."""
+    types: list[str] = []
+    for c in config.training:
+        types.append(c.instance_type)
+        if c.gpu_pool is not None:
+            types.append(c.gpu_pool.instance_type)
+    for f in config.inference:
+        types.extend([*f.neuron_types, *f.fallback_types])
+    return types

@@ -1,0 +1,640 @@
+"""The monitoring stacks: every alarm (metric, threshold, action), the budget, the schedules, the dashboard,
+idle scale-down, node observability and the cost-allocation tags. Reuses the session synth of both examples."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from neuronkit import catalog
+from neuronkit.catalog import pricing
+from neuronkit.config import load_all
+from tests.conftest import ROOT, Synth
+
+ENVS = {e.name: e for e in load_all(ROOT / "environments")}
+PRICES = pricing.load_prices()
+
+
+def resources(synth: Synth, stack: str, type_: str) -> dict[str, dict[str, Any]]:
+    return synth.resources(stack, type_)
+
+
+def alarms(synth: Synth, env: str) -> dict[str, dict[str, Any]]:
+    return {
+        r["Properties"]["AlarmName"]: r["Properties"]
+        for r in resources(synth, f"{env}-monitoring", "AWS::CloudWatch::Alarm").values()
+    }
+
+
+def topic_ref(synth: Synth, env: str) -> dict[str, str]:
+    (logical_id,) = resources(synth, f"{env}-monitoring", "AWS::SNS::Topic")
+    return {"Ref": logical_id}
+
+
+def dims(metric: dict[str, Any]) -> dict[str, Any]:
+    return {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+
+
+def query(props: dict[str, Any], id_: str) -> dict[str, Any]:
+    return next(m for m in props["Metrics"] if m["Id"] == id_)
+
+
+def expression(props: dict[str, Any]) -> str:
+    (expr,) = [m["Expression"] for m in props["Metrics"] if "Expression" in m]
+    return str(expr)
+
+
+def flatten(value: Any) -> str:
+    """A Fn::Join'ed string with its tokens replaced by TOKEN (for the dashboard body)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return str(sep).join(flatten(p) for p in parts)
+    return "TOKEN"
+
+
+def dashboard(synth: Synth, env: str) -> dict[str, Any]:
+    (board,) = resources(synth, f"{env}-monitoring", "AWS::CloudWatch::Dashboard").values()
+    body: dict[str, Any] = json.loads(flatten(board["Properties"]["DashboardBody"]))
+    return body
+
+
+EXPECTED_ALARMS = {
+    "dev": {
+        "dev-dev-ecc-uncorrected",
+        "dev-dev-execution-errors",
+        "dev-dev-idle",
+        "dev-serve-ecc-uncorrected",
+        "dev-serve-execution-errors",
+        "dev-serve-p99-latency",
+        "dev-serve-5xx-rate",
+        "dev-serve-gpu-fallback",
+        "dev-lustre-free-capacity",
+        "dev-vcpu-quota-trn",
+        "dev-vcpu-quota-inf",
+        "dev-vcpu-quota-g",
+    },
+    "prod": {
+        "prod-pretrain-ecc-uncorrected",
+        "prod-pretrain-execution-errors",
+        "prod-pretrain-idle",
+        "prod-pretrain-gpu-idle",
+        "prod-chat-ecc-uncorrected",
+        "prod-chat-execution-errors",
+        "prod-chat-p99-latency",
+        "prod-chat-5xx-rate",
+        "prod-chat-gpu-fallback",
+        "prod-lustre-free-capacity",
+        "prod-vcpu-quota-trn",
+        "prod-vcpu-quota-inf",
+        "prod-vcpu-quota-p",
+        "prod-vcpu-quota-g",
+    },
+}
+
+
+# --------------------------------------------------------------------------------------------
+# alarms
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_every_expected_alarm_exists_and_notifies_the_topic(synth: Synth, env: str) -> None:
+    found = alarms(synth, env)
+    assert set(found) == EXPECTED_ALARMS[env]
+    for name, props in found.items():
+        assert props["AlarmActions"] == [topic_ref(synth, env)], name
+        assert props["ActionsEnabled"] is True
+        assert props["AlarmDescription"].strip(), name
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_email_subscriptions_come_from_the_file(synth: Synth, env: str) -> None:
+    subs = resources(synth, f"{env}-monitoring", "AWS::SNS::Subscription").values()
+    assert sorted(s["Properties"]["Endpoint"] for s in subs) == sorted(ENVS[env].monitoring.emails)
+    assert all(s["Properties"]["Protocol"] == "email" and s["Properties"]["TopicArn"] == topic_ref(synth, env) for s in subs)
+
+
+@pytest.mark.parametrize(("env", "pool"), [("prod", "pretrain"), ("prod", "chat"), ("dev", "dev"), ("dev", "serve")])
+def test_ecc_and_execution_error_alarms_read_the_publishers_pool_metrics(synth: Synth, env: str, pool: str) -> None:
+    found = alarms(synth, env)
+    ns = ENVS[env].monitoring.namespace
+    ecc = found[f"{env}-{pool}-ecc-uncorrected"]
+    assert (ecc["Namespace"], ecc["MetricName"], ecc["Statistic"], ecc["Period"]) == (ns, "EccUncorrected", "Sum", 300)
+    assert dims(ecc) == {"Environment": env, "Pool": pool}
+    assert (ecc["Threshold"], ecc["ComparisonOperator"], ecc["EvaluationPeriods"]) == (0, "GreaterThanThreshold", 1)
+    assert ecc["TreatMissingData"] == "notBreaching"
+    errors = found[f"{env}-{pool}-execution-errors"]
+    assert (errors["MetricName"], errors["Statistic"], dims(errors)) == (
+        "ExecutionErrors",
+        "Sum",
+        {"Environment": env, "Pool": pool},
+    )
+    assert errors["Threshold"] == ENVS[env].monitoring.alarms.execution_errors == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "pool", "group", "metric", "namespace"),
+    [
+        ("prod", "pretrain", "prod-pretrain", "NeuronCoreUtilization", "Neuronkit"),
+        ("prod", "pretrain-gpu", "prod-pretrain-gpu", "nvidia_smi_utilization_gpu", "Neuronkit"),
+        ("dev", "dev", "dev-dev", "NeuronCoreUtilization", "Neuronkit"),
+    ],
+)
+def test_idle_alarm_fires_on_low_utilization_while_instances_run(
+    synth: Synth, env: str, pool: str, group: str, metric: str, namespace: str
+) -> None:
+    a = ENVS[env].monitoring.alarms
+    props = alarms(synth, env)[f"{env}-{pool}-idle"]
+    assert expression(props) == f"IF(FILL(inservice, 0) > 0 AND FILL(util, 100) < {a.idle_utilization_percent:g}, 1, 0)"
+    inservice = query(props, "inservice")["MetricStat"]
+    assert (inservice["Metric"]["Namespace"], inservice["Metric"]["MetricName"]) == ("AWS/AutoScaling", "GroupInServiceInstances")
+    assert dims(inservice["Metric"]) == {"AutoScalingGroupName": group}
+    util = query(props, "util")["MetricStat"]
+    assert (util["Metric"]["Namespace"], util["Metric"]["MetricName"], util["Stat"]) == (namespace, metric, "Average")
+    assert dims(util["Metric"]) == {"Environment": env, "Pool": pool}
+    assert inservice["Period"] == util["Period"] == 60
+    # prod: 10% for 45 minutes; dev: the defaults, 5% for 60 minutes.
+    assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == a.idle_minutes
+    assert (props["Threshold"], props["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    assert props["TreatMissingData"] == "notBreaching"
+
+
+def test_idle_thresholds_are_the_files(synth: Synth) -> None:
+    assert (ENVS["prod"].monitoring.alarms.idle_utilization_percent, ENVS["prod"].monitoring.alarms.idle_minutes) == (10, 45)
+    assert "< 10, 1, 0)" in expression(alarms(synth, "prod")["prod-pretrain-idle"])
+    assert "< 5, 1, 0)" in expression(alarms(synth, "dev")["dev-dev-idle"])
+
+
+@pytest.mark.parametrize(("env", "pool"), [("prod", "chat"), ("dev", "serve")])
+def test_fleet_latency_and_5xx_alarms_watch_the_load_balancer(synth: Synth, env: str, pool: str) -> None:
+    a = ENVS[env].monitoring.alarms
+    found = alarms(synth, env)
+    latency = found[f"{env}-{pool}-p99-latency"]
+    assert (latency["Namespace"], latency["MetricName"], latency["ExtendedStatistic"]) == (
+        "AWS/ApplicationELB",
+        "TargetResponseTime",
+        "p99",
+    )
+    lb = dims(latency)["LoadBalancer"]
+    assert "Fn::ImportValue" in lb and f"Fleet{pool}LoadBalancer" in lb["Fn::ImportValue"]
+    assert latency["Threshold"] == a.p99_latency_ms / 1000  # prod: 3000 ms from the file
+    assert (latency["EvaluationPeriods"], latency["ComparisonOperator"]) == (5, "GreaterThanThreshold")
+    rate = found[f"{env}-{pool}-5xx-rate"]
+    assert expression(rate) == "100 * (FILL(target5xx, 0) + FILL(elb5xx, 0)) / requests"
+    for id_, name in (
+        ("target5xx", "HTTPCode_Target_5XX_Count"),
+        ("elb5xx", "HTTPCode_ELB_5XX_Count"),
+        ("requests", "RequestCount"),
+    ):
+        stat = query(rate, id_)["MetricStat"]
+        assert (stat["Metric"]["MetricName"], stat["Stat"], dims(stat["Metric"])) == (name, "Sum", {"LoadBalancer": lb})
+    assert rate["Threshold"] == a.error_5xx_percent and rate["EvaluationPeriods"] == 5
+    assert ENVS["prod"].monitoring.alarms.p99_latency_ms == 3000
+
+
+@pytest.mark.parametrize(("env", "pool"), [("prod", "chat"), ("dev", "serve")])
+def test_gpu_fallback_alarm_counts_gpu_instances_hour_after_hour(synth: Synth, env: str, pool: str) -> None:
+    props = alarms(synth, env)[f"{env}-{pool}-gpu-fallback"]
+    # The rebalancer's metric (neuronkit/lambdas/rebalancer/handler.py).
+    assert (props["Namespace"], props["MetricName"], props["Statistic"], props["Period"]) == (
+        "Neuronkit",
+        "InstancesInService",
+        "Minimum",
+        3600,
+    )
+    assert dims(props) == {"Environment": env, "Pool": pool, "Family": "gpu"}
+    assert props["EvaluationPeriods"] == ENVS[env].monitoring.alarms.fallback_hours == 6
+    assert (props["Threshold"], props["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_lustre_free_capacity_alarm_is_a_share_of_the_files_size(synth: Synth, env: str) -> None:
+    props = alarms(synth, env)[f"{env}-lustre-free-capacity"]
+    lustre = ENVS[env].storage.lustre
+    assert lustre is not None
+    assert (props["Namespace"], props["MetricName"], props["Statistic"]) == ("AWS/FSx", "FreeDataStorageCapacity", "Minimum")
+    assert "Fn::ImportValue" in dims(props)["FileSystemId"]
+    # prod: 10% of 4800 GiB; dev: 10% of 1200 GiB.
+    assert props["Threshold"] == lustre.size_gib * 1024**3 * ENVS[env].monitoring.alarms.lustre_free_percent / 100
+    assert props["ComparisonOperator"] == "LessThanThreshold"
+
+
+@pytest.mark.parametrize(
+    ("env", "classes"),
+    [
+        ("prod", {"trn": "Trn/OnDemand", "inf": "Inf/OnDemand", "p": "P/OnDemand", "g": "G/OnDemand"}),
+        ("dev", {"trn": "Trn/OnDemand", "inf": "Inf/OnDemand", "g": "G/OnDemand"}),
+    ],
+)
+def test_vcpu_quota_alarms_compare_usage_with_the_service_quota(synth: Synth, env: str, classes: dict[str, str]) -> None:
+    found = alarms(synth, env)
+    for short, usage_class in classes.items():
+        props = found[f"{env}-vcpu-quota-{short}"]
+        assert expression(props) == "100 * usage / SERVICE_QUOTA(usage)"
+        stat = query(props, "usage")["MetricStat"]
+        assert (stat["Metric"]["Namespace"], stat["Metric"]["MetricName"], stat["Stat"]) == (
+            "AWS/Usage",
+            "ResourceCount",
+            "Maximum",
+        )
+        assert dims(stat["Metric"]) == {"Service": "EC2", "Type": "Resource", "Resource": "vCPU", "Class": usage_class}
+        assert props["Threshold"] == ENVS[env].monitoring.alarms.quota_usage_percent == 80
+        assert props["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_launch_failures_of_every_group_go_to_the_topic(synth: Synth) -> None:
+    for env in ENVS:
+        groups = {
+            r["Properties"]["AutoScalingGroupName"]
+            for stack in synth.templates
+            if stack.startswith(f"{env}-")
+            for r in resources(synth, stack, "AWS::AutoScaling::AutoScalingGroup").values()
+        }
+        assert groups
+        (rule,) = [
+            r["Properties"]
+            for r in resources(synth, f"{env}-monitoring", "AWS::Events::Rule").values()
+            if r["Properties"]["EventPattern"].get("detail-type") == ["EC2 Instance Launch Unsuccessful"]
+        ]
+        assert rule["EventPattern"]["source"] == ["aws.autoscaling"]
+        assert set(rule["EventPattern"]["detail"]["AutoScalingGroupName"]) == groups
+        (target,) = rule["Targets"]
+        assert target["Arn"] == topic_ref(synth, env)
+        assert "$.detail.StatusMessage" in json.dumps(target["InputTransformer"])
+
+
+# --------------------------------------------------------------------------------------------
+# budget and the topic's policy
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_budget_filters_on_the_environment_tag_and_notifies_at_80_and_100_percent(synth: Synth, env: str) -> None:
+    (budget,) = resources(synth, f"{env}-monitoring", "AWS::Budgets::Budget").values()
+    props = budget["Properties"]
+    data = props["Budget"]
+    assert ENVS[env].budget is not None
+    assert data["BudgetLimit"] == {"Amount": ENVS[env].budget.monthly_usd, "Unit": "USD"}  # type: ignore[union-attr]
+    assert (data["BudgetType"], data["TimeUnit"], data["BudgetName"]) == ("COST", "MONTHLY", f"neuronkit-{env}")
+    assert data["CostFilters"] == {"TagKeyValue": [f"user:neuronkit:environment${env}"]}
+    notes = {
+        (n["Notification"]["NotificationType"], n["Notification"]["Threshold"], n["Notification"]["ThresholdType"])
+        for n in props["NotificationsWithSubscribers"]
+    }
+    assert notes == {("ACTUAL", 80, "PERCENTAGE"), ("ACTUAL", 100, "PERCENTAGE"), ("FORECASTED", 100, "PERCENTAGE")}
+    for n in props["NotificationsWithSubscribers"]:
+        assert n["Subscribers"] == [{"Address": topic_ref(synth, env), "SubscriptionType": "SNS"}]
+    tags = {t["Key"]: t["Value"] for t in props["ResourceTags"]}
+    assert tags["neuronkit:environment"] == env and tags["cost-center"] == ENVS[env].cost_center
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_budgets_may_publish_to_the_encrypted_topic(synth: Synth, env: str) -> None:
+    (policy,) = resources(synth, f"{env}-monitoring", "AWS::SNS::TopicPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    allowed = [s for s in statements if s["Effect"] == "Allow" and s["Action"] == "sns:Publish"]
+    services = {
+        svc
+        for s in allowed
+        for svc in ([s["Principal"]["Service"]] if isinstance(s["Principal"]["Service"], str) else s["Principal"]["Service"])
+    }
+    assert "budgets.amazonaws.com" in services
+    (key,) = resources(synth, f"{env}-monitoring", "AWS::KMS::Key").values()
+    principals = json.dumps(key["Properties"]["KeyPolicy"])
+    for service in ("budgets.amazonaws.com", "cloudwatch.amazonaws.com", "events.amazonaws.com"):
+        assert service in principals
+
+
+# --------------------------------------------------------------------------------------------
+# day/night shift and idle scale-down
+# --------------------------------------------------------------------------------------------
+def test_prod_day_night_schedule(synth: Synth) -> None:
+    shift = ENVS["prod"].monitoring.day_night
+    assert shift is not None
+    actions = {
+        (r["Properties"]["AutoScalingGroupName"], r["Properties"]["Recurrence"]): r["Properties"]
+        for r in resources(synth, "prod-monitoring", "AWS::AutoScaling::ScheduledAction").values()
+    }
+    fleet_min = ENVS["prod"].inference[0].min_size
+    # prod.yaml: day from 07:00, night from 21:00, America/New_York; serve 8 by day and 2 by night, train 16 by night.
+    assert actions == {
+        ("prod-chat", "0 7 * * *"): {
+            "AutoScalingGroupName": "prod-chat",
+            "Recurrence": "0 7 * * *",
+            "TimeZone": "America/New_York",
+            "DesiredCapacity": 8,
+            "MinSize": 8,
+        },
+        ("prod-chat", "0 21 * * *"): {
+            "AutoScalingGroupName": "prod-chat",
+            "Recurrence": "0 21 * * *",
+            "TimeZone": "America/New_York",
+            "DesiredCapacity": 2,
+            "MinSize": fleet_min,
+        },
+        ("prod-pretrain", "0 21 * * *"): {
+            "AutoScalingGroupName": "prod-pretrain",
+            "Recurrence": "0 21 * * *",
+            "TimeZone": "America/New_York",
+            "DesiredCapacity": 16,
+        },
+        ("prod-pretrain", "0 7 * * *"): {
+            "AutoScalingGroupName": "prod-pretrain",
+            "Recurrence": "0 7 * * *",
+            "TimeZone": "America/New_York",
+            "DesiredCapacity": 0,
+        },
+    }
+    assert (shift.inference_day_desired, shift.inference_night_desired, shift.training_night_desired) == (8, 2, 16)
+    # Scheduled actions name groups of other stacks: the monitoring stack deploys after them.
+    deps = synth.app.node.find_child("prod-monitoring").dependencies
+    assert {d.stack_name for d in deps} >= {"prod-training", "prod-inference"}
+
+
+def test_dev_has_no_schedule_and_no_idle_scale_down(synth: Synth) -> None:
+    assert resources(synth, "dev-monitoring", "AWS::AutoScaling::ScheduledAction") == {}
+    assert resources(synth, "dev-monitoring", "AWS::Lambda::Function") == {}
+
+
+def test_prod_idle_alarms_trigger_the_scale_down_function(synth: Synth) -> None:
+    (fn,) = resources(synth, "prod-monitoring", "AWS::Lambda::Function").values()
+    props = fn["Properties"]
+    assert props["Runtime"].startswith("python3.") and props["Handler"] == "handler.handler"
+    assert json.loads(props["Environment"]["Variables"]["GROUPS"]) == {
+        "prod-pretrain-idle": "prod-pretrain",
+        "prod-pretrain-gpu-idle": "prod-pretrain-gpu",
+    }
+    alarm_ids = {
+        logical_id: r["Properties"]["AlarmName"]
+        for logical_id, r in resources(synth, "prod-monitoring", "AWS::CloudWatch::Alarm").items()
+    }
+    (rule,) = [
+        r["Properties"]
+        for r in resources(synth, "prod-monitoring", "AWS::Events::Rule").values()
+        if r["Properties"]["EventPattern"].get("detail-type") == ["CloudWatch Alarm State Change"]
+    ]
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["aws.cloudwatch"] and pattern["detail"] == {"state": {"value": ["ALARM"]}}
+    assert sorted(alarm_ids[r["Fn::GetAtt"][0]] for r in pattern["resources"]) == ["prod-pretrain-gpu-idle", "prod-pretrain-idle"]
+    (target,) = rule["Targets"]
+    fn_id = next(iter(resources(synth, "prod-monitoring", "AWS::Lambda::Function")))
+    assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
+
+
+def test_scale_down_function_may_touch_only_the_idle_clusters_groups(synth: Synth) -> None:
+    (policy,) = resources(synth, "prod-monitoring", "AWS::IAM::Policy").values()
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"Logs", "ReadGroups", "ScaleDownOwnGroups"}
+    assert statements["ReadGroups"]["Action"] == "autoscaling:DescribeAutoScalingGroups"
+    own = statements["ScaleDownOwnGroups"]
+    assert sorted(own["Action"]) == ["autoscaling:SetInstanceProtection", "autoscaling:UpdateAutoScalingGroup"]
+    arns = json.dumps(own["Resource"])
+    assert "autoScalingGroupName/prod-pretrain" in arns and "autoScalingGroupName/prod-pretrain-gpu" in arns
+    assert "prod-chat" not in arns
+    (logs,) = resources(synth, "prod-monitoring", "AWS::Logs::LogGroup").values()
+    assert logs["Properties"]["RetentionInDays"] == ENVS["prod"].monitoring.log_retention_days == 90
+
+
+# --------------------------------------------------------------------------------------------
+# dashboard
+# --------------------------------------------------------------------------------------------
+def test_dashboard_shows_every_section(synth: Synth) -> None:
+    body = dashboard(synth, "prod")
+    titles = {w["properties"].get("title") for w in body["widgets"]}
+    assert titles >= {
+        "NeuronCore utilization (%)",
+        "Neuron device memory used (%)",
+        "Neuron execution errors (per 5 minutes)",
+        "Neuron execution latency p50 / p99 (ms)",
+        "Hardware ECC events (per 5 minutes)",
+        "GPU utilization of GPU and fallback pools (%)",
+        "Instances in service per pool (Neuron / GPU)",
+        "Estimated cost of what runs ($/hour)",
+        "Estimated cost now ($/hour)",
+        "Load balancer requests (per minute)",
+        "Target response time p50 / p99 (s)",
+        "5xx responses (per minute)",
+        "Lustre throughput (MiB/s)",
+        "Lustre free capacity (GiB)",
+        "Alarms",
+    }
+    text = json.dumps(body)
+    for metric in (
+        "NeuronCoreUtilization",
+        "DeviceMemoryUtilization",
+        "EccUncorrected",
+        "nvidia_smi_utilization_gpu",
+        "DataReadBytes",
+        "DataWriteBytes",
+        "FreeDataStorageCapacity",
+        "RequestCount",
+        "TargetResponseTime",
+    ):
+        assert metric in text, metric
+
+
+def test_dashboard_counts_instances_per_pool_and_family(synth: Synth) -> None:
+    body = dashboard(synth, "prod")
+    (widget,) = [w for w in body["widgets"] if w["properties"].get("title") == "Instances in service per pool (Neuron / GPU)"]
+    labels = {m[-1]["label"] for m in widget["properties"]["metrics"]}
+    assert labels == {"pretrain (neuron)", "pretrain-gpu (gpu)", "chat (neuron)", "chat (gpu)"}
+    text = json.dumps(widget)
+    assert "GroupInServiceInstances" in text and "InstancesInService" in text and '"Family"' in text
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_cost_per_hour_multiplies_in_service_instances_by_catalog_prices(synth: Synth, env: str) -> None:
+    body = dashboard(synth, env)
+    (widget,) = [w for w in body["widgets"] if w["properties"].get("title") == "Estimated cost now ($/hour)"]
+    (expr,) = [m[0]["expression"] for m in widget["properties"]["metrics"] if isinstance(m[0], dict) and "expression" in m[0]]
+    e = ENVS[env]
+    expected: list[str] = []
+    for c in e.training:
+        if c.scheduler == "batch":
+            continue  # AWS Batch owns those nodes: no Auto Scaling group to count (docs/monitoring.md)
+        expected.append(f"{PRICES.hourly(c.instance_type, e.region):g}")
+        if c.gpu_pool is not None:
+            expected.append(f"{PRICES.hourly(c.gpu_pool.instance_type, e.region):g}")
+    for f in e.inference:
+        expected.append(f"{PRICES.hourly(f.neuron_types[0], e.region):g}")
+        if f.fallback_types:
+            expected.append(f"{PRICES.hourly(f.fallback_types[0], e.region):g}")
+    prices = [term.split(" * ")[1] for term in expr.split(" + ")]
+    assert sorted(prices) == sorted(expected)
+    assert all(term.startswith("FILL(") for term in expr.split(" + "))
+    assert PRICES.as_of in json.dumps(widget)
+
+
+# --------------------------------------------------------------------------------------------
+# nodes: log groups, permissions, the node kit
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_node_log_groups_have_the_files_retention(synth: Synth, env: str) -> None:
+    groups = {
+        r["Properties"]["LogGroupName"]: r
+        for r in resources(synth, f"{env}-training", "AWS::Logs::LogGroup").values()
+        if r["Properties"].get("LogGroupName", "").startswith("/neuronkit/")
+        and r["Properties"]["LogGroupName"].endswith(("/boot", "/server"))
+    }
+    clusters = [c for c in ENVS[env].training if c.scheduler == "none"]
+    pools = [c.name for c in clusters] + [f"{c.name}-gpu" for c in clusters if c.gpu_pool]
+    assert set(groups) == {f"/neuronkit/{env}/{p}/{kind}" for p in pools for kind in ("boot", "server")}
+    for group in groups.values():
+        assert group["Properties"]["RetentionInDays"] == ENVS[env].monitoring.log_retention_days
+        assert group["DeletionPolicy"] == "Delete"
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_node_roles_publish_only_into_the_namespace_and_their_log_groups(synth: Synth, env: str) -> None:
+    roles = {k: r for k, r in resources(synth, f"{env}-training", "AWS::IAM::Role").items() if "NodeRole" in k}
+    assert roles
+    for logical_id, role in roles.items():
+        managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
+        assert "CloudWatchAgentServerPolicy" not in managed, logical_id
+    policies = [
+        p
+        for p in resources(synth, f"{env}-training", "AWS::IAM::Policy").values()
+        if any("NodeRole" in r["Ref"] for r in p["Properties"]["Roles"])
+    ]
+    assert len(policies) == len(roles)
+    for policy in policies:
+        statements = {s.get("Sid"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+        metrics = statements["PublishMetrics"]
+        assert metrics["Action"] == "cloudwatch:PutMetricData"
+        assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": ENVS[env].monitoring.namespace}}
+        logs = statements["ShipLogs"]
+        assert sorted(logs["Action"]) == ["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"]
+        resources_ = json.dumps(logs["Resource"])
+        assert resources_.count(f"log-group:/neuronkit/{env}/") == 2 and "log-group:*" not in resources_
+        kit = statements["ReadNodeKit"]
+        assert kit["Action"] == "s3:GetObject" and ".zip" in json.dumps(kit["Resource"])
+
+
+def test_training_nodes_run_observability_before_their_boot_script(synth: Synth) -> None:
+    for logical_id, lt in resources(synth, "prod-training", "AWS::EC2::LaunchTemplate").items():
+        text = flatten(lt["Properties"]["LaunchTemplateData"]["UserData"]["Fn::Base64"])
+        assert text.index("/opt/neuronkit/observability.sh") < text.index("/opt/neuronkit/training-node.sh"), logical_id
+        assert "METRICS_NAMESPACE='Neuronkit'" in text and "NODE_KIT_S3_URI='s3://" in text
+        accelerator = "gpu" if "gpu" in logical_id.lower() else "neuron"
+        assert f"ACCELERATOR='{accelerator}'" in text
+
+
+# --------------------------------------------------------------------------------------------
+# cost-allocation tags
+# --------------------------------------------------------------------------------------------
+# Types CloudFormation cannot tag (no Tags property), so the stack-wide tags cannot reach them.
+UNTAGGABLE = {
+    "AWS::CloudWatch::Dashboard",
+    "AWS::AutoScaling::ScheduledAction",
+    "AWS::SNS::Subscription",
+    "AWS::SNS::TopicPolicy",
+    "AWS::Lambda::Permission",
+    "AWS::Lambda::EventInvokeConfig",
+    "AWS::IAM::Policy",
+    "AWS::CDK::Metadata",
+}
+
+
+def _tags(resource: dict[str, Any]) -> dict[str, str] | None:
+    props = resource.get("Properties", {})
+    tags = props.get("Tags")
+    if isinstance(tags, list):
+        return {t["Key"]: t["Value"] for t in tags if isinstance(t.get("Value"), str)}
+    if isinstance(tags, dict):
+        return dict(tags)
+    return None
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_monitoring_resources_carry_environment_and_cost_center_tags(synth: Synth, env: str) -> None:
+    e = ENVS[env]
+    for logical_id, resource in synth.template(f"{env}-monitoring")["Resources"].items():
+        if resource["Type"] in UNTAGGABLE:
+            continue
+        tags = _tags(resource) or {t["Key"]: t["Value"] for t in resource["Properties"].get("ResourceTags", [])}
+        assert tags.get("neuronkit:environment") == env, logical_id
+        assert tags.get("cost-center") == e.cost_center, logical_id
+        assert all(tags.get(k) == v for k, v in e.tags.items()), logical_id
+    for name, props in alarms(synth, env).items():
+        pool_tags = {t["Key"]: t["Value"] for t in props["Tags"]}
+        if "-quota-" in name or "lustre" in name:
+            assert "neuronkit:pool" not in pool_tags
+        else:
+            assert name.startswith(f"{env}-{pool_tags['neuronkit:pool']}-"), name
+
+
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_every_instance_and_volume_an_auto_scaling_group_launches_carries_the_cost_tags(synth: Synth, env: str) -> None:
+    e = ENVS[env]
+    for stack in (s for s in synth.templates if s.startswith(f"{env}-")):
+        templates = resources(synth, stack, "AWS::EC2::LaunchTemplate")
+        for logical_id, group in resources(synth, stack, "AWS::AutoScaling::AutoScalingGroup").items():
+            pool = group["Metadata"]["neuronkit"]["pool"]
+            props = group["Properties"]
+            refs = []
+            if "LaunchTemplate" in props:
+                refs.append(props["LaunchTemplate"]["LaunchTemplateId"])
+            mixed = props.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
+            if mixed:
+                refs.append(mixed["LaunchTemplateSpecification"]["LaunchTemplateId"])
+                refs.extend(
+                    o["LaunchTemplateSpecification"]["LaunchTemplateId"]
+                    for o in mixed.get("Overrides", [])
+                    if "LaunchTemplateSpecification" in o
+                )
+            assert refs, logical_id
+            for ref in refs:
+                lt = templates[ref["Ref"]]
+                specs = {
+                    s["ResourceType"]: {t["Key"]: t["Value"] for t in s["Tags"]}
+                    for s in lt["Properties"]["LaunchTemplateData"]["TagSpecifications"]
+                }
+                for kind in ("instance", "volume"):
+                    tags = specs.get(kind, {})
+                    assert tags.get("neuronkit:environment") == env, (stack, logical_id, kind)
+                    assert tags.get("neuronkit:pool") == pool, (stack, logical_id, kind)
+                    assert tags.get("cost-center") == e.cost_center, (stack, logical_id, kind)
+
+
+def test_catalog_quota_classes_cover_every_accelerated_family() -> None:
+    from neuronkit.catalog import quotas
+
+    accelerated = {t.family for t in catalog.instance_types().values() if t.accelerator in {"trainium", "inferentia", "gpu"}}
+    covered = {f for q in quotas.vcpu_quotas().values() if q.usage_class for f in q.families}
+    assert accelerated <= covered, sorted(accelerated - covered)
+
+
+# --------------------------------------------------------------------------------------------
+# construct arguments a user can get wrong
+# --------------------------------------------------------------------------------------------
+def test_constructs_refuse_arguments_that_cannot_work() -> None:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_sns as sns
+
+    from neuronkit.constructs.budget import CostBudget
+    from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity, daily_cron
+    from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, WatchedPool
+    from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
+
+    stack = Stack(App(), "Checks", env={"account": "111111111111", "region": "us-east-1"})
+    topic = sns.Topic(stack, "Topic")
+    assert daily_cron("07:05") == "5 7 * * *"
+    with pytest.raises(ValueError, match="is not a time of day"):
+        daily_cron("7am")
+    with pytest.raises(ValueError, match="give the shifts different start times"):
+        DayNightSchedule(stack, "Same", day=[ShiftCapacity("g", 1)], night=[], day_starts="08:00", night_starts="08:00")
+    with pytest.raises(ValueError, match="given twice for the day"):
+        DayNightSchedule(stack, "Twice", day=[ShiftCapacity("g", 1), ShiftCapacity("g", 2)], night=[])
+    with pytest.raises(ValueError, match="monthly_usd: 0 must be positive"):
+        CostBudget(stack, "Zero", environment="dev", monthly_usd=0, topic=topic)
+    pool = WatchedPool(pool="p", group_name="dev-p", role="training", neuron_types=("trn1.2xlarge",), idle_alarm=True)
+    with pytest.raises(ValueError, match="p appear more than once"):
+        EnvironmentMonitoring(stack, "Twice-p", environment="dev", topic=topic, pools=[pool, pool])
+    with pytest.raises(ValueError, match="idle_minutes: 2000 must be 1 to 1440"):
+        EnvironmentMonitoring(
+            stack, "Long", environment="dev", topic=topic, pools=[pool], thresholds=AlarmThresholds(idle_minutes=2000)
+        )
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    with pytest.raises(ValueError, match="log retention 45 days is not one CloudWatch Logs accepts"):
+        NodeObservability(stack, "Obs", environment="dev", pool="p", role=role, spec=ObservabilitySpec(log_retention_days=45))

@@ -18,7 +18,11 @@ from constructs import Construct
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer, group_arn
+
+# The systemd unit inference-node.sh runs the model server as; its journal goes to the server log group.
+SERVER_UNIT = "neuronkit-model-server.service"
 
 # CloudFormation waits at most one hour for the signals of a rolling update batch (PauseTime).
 _MAX_PAUSE_SECONDS = 3600
@@ -137,6 +141,7 @@ class InferenceFleet(Construct):
         root_volume_gib: int | None = None,
         rebalance_minutes: int | None = 30,
         metrics_namespace: str = "Neuronkit",
+        log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS,
         tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
@@ -264,9 +269,19 @@ class InferenceFleet(Construct):
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"{self.group_name} inference nodes",
             managed_policies=[
+                # Metrics and logs: NodeObservability's statements, scoped to the namespace and the
+                # fleet's log groups (not the broad CloudWatchAgentServerPolicy).
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"),
             ],
+        )
+        self.observability = NodeObservability(
+            self,
+            "Observability",
+            environment=environment,
+            pool=name,
+            role=self.role,
+            spec=ObservabilitySpec(namespace=metrics_namespace, log_retention_days=log_retention_days),
+            server_log_units=(SERVER_UNIT,),
         )
         self.grant_model_read(artifacts_bucket, sorted({model_s3_prefix, gpu_prefix}))
         self.role.add_to_policy(iam.PolicyStatement(sid="OwnGroup", actions=["autoscaling:SetInstanceHealth"], resources=[arn]))
@@ -277,11 +292,6 @@ class InferenceFleet(Construct):
             self.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
             "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/CloudWatchAgentServerPolicy]",
-            "AWS-maintained policy of the CloudWatch agent (metrics and logs of the node)",
         )
         acknowledge(
             self.role,
@@ -334,26 +344,32 @@ class InferenceFleet(Construct):
         )
         # The grace period bounds how long a node may take to boot, fetch and load the model.
         health_wait = health_check_grace_seconds
-        script = userdata.render(
-            "inference-node.sh",
-            {
-                "ENVIRONMENT": environment,
-                "FLEET": name,
-                "REGION": Aws.REGION,
-                "ASG_NAME": self.group_name,
-                "ARTIFACTS_BUCKET": artifacts_bucket,
-                "NEURON_MODEL_PREFIX": model_s3_prefix,
-                "GPU_MODEL_PREFIX": gpu_prefix,
-                "SERVE_NEURON": serve.neuron,
-                "SERVE_GPU": serve.gpu or "",
-                "PORT": port,
-                "HEALTH_PATH": hc.path,
-                "HEALTH_PROTOCOL": hc.protocol,
-                "HEALTH_WAIT_SECONDS": health_wait,
-                "STACK_NAME": Aws.STACK_NAME,
-                "SIGNAL_RESOURCE": stack.get_logical_id(group),
-            },
-        )
+        values: dict[str, str | int] = {
+            "ENVIRONMENT": environment,
+            "FLEET": name,
+            "REGION": Aws.REGION,
+            "ASG_NAME": self.group_name,
+            "ARTIFACTS_BUCKET": artifacts_bucket,
+            "NEURON_MODEL_PREFIX": model_s3_prefix,
+            "GPU_MODEL_PREFIX": gpu_prefix,
+            "SERVE_NEURON": serve.neuron,
+            "SERVE_GPU": serve.gpu or "",
+            "PORT": port,
+            "HEALTH_PATH": hc.path,
+            "HEALTH_PROTOCOL": hc.protocol,
+            "HEALTH_WAIT_SECONDS": health_wait,
+            "STACK_NAME": Aws.STACK_NAME,
+            "SIGNAL_RESOURCE": stack.get_logical_id(group),
+        }
+
+        def script(accelerator: Literal["neuron", "gpu"]) -> str:
+            # Each launch template boots one family, so its observability (neuron-monitor or the GPU
+            # metrics of the CloudWatch agent) is fixed per template; inference-node.sh still detects it.
+            return userdata.render(
+                ["observability.sh", "inference-node.sh"],
+                {**self.observability.userdata_values(accelerator=accelerator), **values},
+            )
+
         lt_tags = {**(tags or {}), "neuronkit:pool": name}
         neuron_lt = AcceleratorLaunchTemplate(
             self,
@@ -361,7 +377,7 @@ class InferenceFleet(Construct):
             instance_type=self.neuron_types[0],
             ami=neuron_ami or AmiSpec.family(catalog.default_ami_family("neuron")),
             security_group_ids=[self.security_group.security_group_id],
-            user_data=script,
+            user_data=script("neuron"),
             role=self.role,
             root_volume_gib=root_volume_gib,
             tags=lt_tags,
@@ -378,7 +394,7 @@ class InferenceFleet(Construct):
                 instance_type=t,
                 ami=gpu_ami or AmiSpec.family(catalog.default_ami_family("gpu")),
                 security_group_ids=[self.security_group.security_group_id],
-                user_data=script,
+                user_data=script("gpu"),
                 role=self.role,
                 root_volume_gib=root_volume_gib,
                 tags=lt_tags,

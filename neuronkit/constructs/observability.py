@@ -123,6 +123,11 @@ class NodeObservability(Construct):
                 resources=[self.kit.bucket.arn_for_objects(self.kit.s3_object_key)],
             )
         )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData has no resource-level permissions; a cloudwatch:namespace condition scopes it",
+        )
         for arn in stream_arns:
             rendered = arn.replace(Aws.PARTITION, "<AWS::Partition>").replace(Aws.REGION, "<AWS::Region>")
             acknowledge(

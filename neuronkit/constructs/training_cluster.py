@@ -175,12 +175,6 @@ class TrainingCluster(Construct):
         )
         acknowledge(
             self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ec2:DescribeInstances (peer discovery) and cloudwatch:PutMetricData have no resource-level permissions; "
-            "PutMetricData is limited to the environment's namespace by a condition",
-        )
-        acknowledge(
-            self.role,
             f"AwsSolutions-IAM5[Resource::{group_arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
             "The group's UUID is unknown before creation; the ARN is fixed to this group's name",
         )
@@ -194,6 +188,13 @@ class TrainingCluster(Construct):
 
         self.observability = NodeObservability(
             self, "Observability", environment=environment, pool=name, role=self.role, spec=observability
+        )
+        # After NodeObservability: one reason covering both wildcard statements of this role.
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ec2:DescribeInstances (peer discovery) and cloudwatch:PutMetricData have no resource-level permissions; "
+            "PutMetricData is limited to the environment's namespace by a condition",
         )
         script = userdata.render(
             ["observability.sh", "training-node.sh"],

@@ -78,5 +78,6 @@ class InferenceStack(NeuronkitStack):
             notifications_topic_arn=self.events.topic.topic_arn,
             rebalance_minutes=f.rebalance_minutes,
             metrics_namespace=config.monitoring.namespace,
+            log_retention_days=config.monitoring.log_retention_days,
             tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
         )

@@ -326,7 +326,31 @@ def test_node_role_reads_only_the_model_prefixes_of_the_artifacts_bucket(prod: d
     text = json.dumps(statements)
     for other in ("datasets", "checkpoints", "s3:PutObject", "s3:*", "s3:DeleteObject"):
         assert other not in text
-    assert set(statements) == {"ListModel", "ReadModel", "OwnGroup", "SignalRollingUpdate"}
+    # Plus NodeObservability's: metrics into the namespace, the fleet's two log groups, the node kit.
+    assert set(statements) == {
+        "ListModel",
+        "ReadModel",
+        "OwnGroup",
+        "SignalRollingUpdate",
+        "PublishMetrics",
+        "ShipLogs",
+        "ReadNodeKit",
+    }
+    assert statements["PublishMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Neuronkit"}}
+
+
+def test_inference_nodes_run_observability_for_their_family(prod: dict[str, Any]) -> None:
+    templates = [
+        r["Properties"]["LaunchTemplateData"] for r in prod["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"
+    ]
+    accelerators = {}
+    for data in templates:
+        text = json.dumps(data["UserData"])
+        assert "observability.sh" in text and "inference-node.sh" in text
+        assert "SERVER_LOG_UNITS='neuronkit-model-server.service'" in text
+        accelerators[data["InstanceType"]] = "ACCELERATOR='gpu'" in text
+    assert accelerators == {t: t in CHAT.fallback_types for t in accelerators}
+    assert any(not gpu for gpu in accelerators.values()) and any(accelerators.values())
 
 
 def test_user_data_fetches_the_model_and_starts_the_server_of_the_nodes_family(prod: dict[str, Any]) -> None:

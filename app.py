@@ -22,7 +22,12 @@ def main() -> None:
             print(line, file=sys.stderr)
         sys.exit(1)
     for env in environments:
-        build_environment(app, env)
+        try:
+            build_environment(app, env)
+        except ValueError as err:
+            # A setting the file's validation let through but a construct refuses: still one clear line.
+            print(f"environments/{env.name}.yaml: {err}", file=sys.stderr)
+            sys.exit(1)
     compliance.apply(app)
     app.synth()
 

@@ -32,6 +32,9 @@ AZ_ID_RE = r"^[a-z]{2,5}\d-az\d+$"
 NAME_RE = r"^[a-z][a-z0-9-]{0,23}$"
 RESERVATION_RE = r"^cr-[0-9a-f]{8}([0-9a-f]{9})?$"
 
+SERVE_COMMAND_MAX = 1024
+CRON_RE = r"^\s*(\S+\s+){4}\S+\s*$"
+
 LUSTRE_THROUGHPUT = {"PERSISTENT_2": (125, 250, 500, 1000)}
 # The retention periods CloudWatch Logs accepts (AWS::Logs::LogGroup RetentionInDays).
 LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
@@ -750,6 +753,42 @@ def _inference_problems(
             add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
         if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
             add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
+        if not f.internal:
+            add(
+                "internal",
+                "internet-facing load balancers are not supported (nodes sit in private subnets); "
+                "set internal: true and front the fleet with your own edge (API Gateway, CloudFront)",
+            )
+        for key, command in (("serve.neuron", f.serve.neuron), ("serve.gpu", f.serve.gpu or "")):
+            if "'" in command or "\n" in command:
+                add(
+                    key,
+                    "may not contain single quotes or newlines (it is written into the node's environment file); "
+                    "use double quotes, or put a start script in the model prefix and run that",
+                )
+            elif len(command) > SERVE_COMMAND_MAX:
+                add(
+                    key,
+                    f"{len(command)} characters is too long (at most {SERVE_COMMAND_MAX}); put a start script in the model prefix",
+                )
+        for key, prefix in (("model_s3_prefix", f.model_s3_prefix), ("gpu_model_s3_prefix", f.gpu_model_s3_prefix or "x/")):
+            if not re.match(r"^[A-Za-z0-9!_.*()/-]+/$", prefix) or prefix.startswith("/"):
+                add(
+                    key,
+                    f"'{prefix}' is not a key prefix of the artifacts bucket; use e.g. models/llama-3-8b/neuron/ (no leading /, ends with /)",
+                )
+        seen_actions: set[str] = set()
+        for j, action in enumerate(f.scheduled_actions):
+            if action.name in seen_actions:
+                add(f"scheduled_actions[{j}].name", f"'{action.name}' is used twice; give each scheduled action its own name")
+            seen_actions.add(action.name)
+            if not re.match(CRON_RE, action.cron):
+                add(
+                    f"scheduled_actions[{j}].cron",
+                    f"'{action.cron}' is not a cron expression of 5 fields (minute hour day month weekday), e.g. '0 8 * * 1-5'",
+                )
+            if action.min_size is None and action.max_size is None and action.desired_size is None:
+                add(f"scheduled_actions[{j}]", "sets no size; give min_size, max_size or desired_size")
         if f.serve.gpu_port is not None and f.serve.gpu_port != f.port:
             add(
                 "serve.gpu_port",

@@ -158,3 +158,24 @@ def test_two_fleets_with_one_name() -> None:
     assert problems(data) == [
         f"{FILE}: inference[1].name: 'chat' is already the name of inference[0]; give each fleet its own name"
     ]
+
+
+def test_internet_facing_fleet_quoted_command_bad_prefix_and_cron_are_refused() -> None:
+    data = fleet(
+        internal=False,
+        serve={"neuron": "vllm serve '$MODEL_DIR'", "gpu": "vllm serve $MODEL_DIR"},
+        model_s3_prefix="/models/chat",
+        scheduled_actions=[{"name": "day", "cron": "8am weekdays", "desired_size": 2}, {"name": "day", "cron": "0 20 * * *"}],
+    )
+    assert problems(data) == [
+        f"{FILE}: inference[0].internal: internet-facing load balancers are not supported (nodes sit in private subnets); "
+        "set internal: true and front the fleet with your own edge (API Gateway, CloudFront)",
+        f"{FILE}: inference[0].serve.neuron: may not contain single quotes or newlines (it is written into the node's "
+        "environment file); use double quotes, or put a start script in the model prefix and run that",
+        f"{FILE}: inference[0].model_s3_prefix: '/models/chat' is not a key prefix of the artifacts bucket; "
+        "use e.g. models/llama-3-8b/neuron/ (no leading /, ends with /)",
+        f"{FILE}: inference[0].scheduled_actions[0].cron: '8am weekdays' is not a cron expression of 5 fields "
+        "(minute hour day month weekday), e.g. '0 8 * * 1-5'",
+        f"{FILE}: inference[0].scheduled_actions[1].name: 'day' is used twice; give each scheduled action its own name",
+        f"{FILE}: inference[0].scheduled_actions[1]: sets no size; give min_size, max_size or desired_size",
+    ]

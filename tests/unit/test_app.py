@@ -1,0 +1,35 @@
+"""app.py turns a construct's refusal into one line naming the environment file, not a traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def test_construct_refusal_is_one_line_without_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("neuronkit_app", ROOT / "app.py")
+    assert spec and spec.loader
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+
+    def refuse(_app: Any, env: Any) -> None:
+        raise ValueError("training[0].root_volume_gib: 100 GiB is below the 512 GiB a trainium node needs")
+
+    monkeypatch.setattr(app, "build_environment", refuse)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["app.py"])
+    with pytest.raises(SystemExit) as exit_:
+        app.main()
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        "environments/dev.yaml: training[0].root_volume_gib: 100 GiB is below the 512 GiB a trainium node needs"
+    )
+    assert "Traceback" not in err

@@ -6,17 +6,17 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.compliance import acknowledge
-from neuronkit.constructs.rebalancer import group_arn
+from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
+from neuronkit.constructs.python_function import python_function
 from neuronkit.lambdas.idle_scale_down import handler as code
 
 CODE_DIR = Path(code.__file__).parent
@@ -74,32 +74,18 @@ class IdleScaleDown(Construct):
             role, "AwsSolutions-IAM5[Resource::*]", "autoscaling:DescribeAutoScalingGroups has no resource-level permissions"
         )
         for arn in arns:
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
-                "The group's UUID is unknown before creation; the ARN is fixed to the idle cluster's group name",
-            )
+            acknowledge_group_arn(role, arn, "the idle cluster's group name")
 
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(CODE_DIR), exclude=["__pycache__", "*.pyc", "__init__.py"]),
+            code_dir=CODE_DIR,
             role=role,
-            timeout=Duration.seconds(60),
-            memory_size=256,
             log_group=self.log_group,
             description="neuronkit: scales an idle training cluster to its minimum when its idle alarm fires",
             retry_attempts=2,
             environment={"GROUPS": json.dumps(groups, sort_keys=True)},
         )
-        # The L2 makes the function depend on its role too, which the Role GetAtt already enforces (cfn-lint
-        # W3005); keep only the dependency on the role's policy, which nothing else orders.
-        cfn_function = self.function.node.default_child
-        policy = role.node.find_child("DefaultPolicy").node.default_child
-        assert isinstance(cfn_function, lambda_.CfnFunction) and isinstance(policy, iam.CfnPolicy)
-        cfn_function.add_override("DependsOn", [Stack.of(self).get_logical_id(policy)])
         self.rule = events.Rule(
             self,
             "IdleAlarms",

@@ -17,9 +17,10 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs.groups import acknowledge_group_arn, group_arn, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
-from neuronkit.constructs.rebalancer import Rebalancer, group_arn
+from neuronkit.constructs.rebalancer import Rebalancer
 
 # The systemd unit inference-node.sh runs the model server as; its journal goes to the server log group.
 SERVER_UNIT = "neuronkit-model-server.service"
@@ -293,11 +294,7 @@ class InferenceFleet(Construct):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
             "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
         )
-        acknowledge(
-            self.role,
-            f"AwsSolutions-IAM5[Resource::{arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
-            "The group's UUID is unknown before creation; the ARN is fixed to this fleet's group name",
-        )
+        acknowledge_group_arn(self.role, arn, "this fleet's group name")
 
         # --- the group (its launch templates are attached below, once its logical ID is known) ----
         group = autoscaling.CfnAutoScalingGroup(
@@ -315,21 +312,7 @@ class InferenceFleet(Construct):
             termination_policies=TERMINATION_POLICIES,
             new_instances_protected_from_scale_in=False,
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
-            notification_configurations=(
-                [
-                    autoscaling.CfnAutoScalingGroup.NotificationConfigurationProperty(
-                        topic_arn=notifications_topic_arn,
-                        notification_types=[
-                            "autoscaling:EC2_INSTANCE_LAUNCH",
-                            "autoscaling:EC2_INSTANCE_LAUNCH_ERROR",
-                            "autoscaling:EC2_INSTANCE_TERMINATE",
-                            "autoscaling:EC2_INSTANCE_TERMINATE_ERROR",
-                        ],
-                    )
-                ]
-                if notifications_topic_arn
-                else None
-            ),
+            notification_configurations=notifications(notifications_topic_arn),
             tags=[
                 autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
                 for k, v in sorted({**(tags or {}), "neuronkit:pool": name}.items())

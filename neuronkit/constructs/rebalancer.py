@@ -5,32 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.network import retention_days
+from neuronkit.constructs.python_function import python_function
 from neuronkit.lambdas.rebalancer import handler as rebalancer_code
 
 CODE_DIR = Path(rebalancer_code.__file__).parent
 METRIC_NAME = rebalancer_code.METRIC_NAME
 MEMORY_TAG = rebalancer_code.MEMORY_TAG
-
-
-def group_arn(scope: Construct, group_name: str) -> str:
-    """The ARN of an Auto Scaling group by name (its UUID part is unknown before creation)."""
-    return Stack.of(scope).format_arn(
-        service="autoscaling",
-        resource="autoScalingGroup",
-        resource_name=f"*:autoScalingGroupName/{group_name}",
-        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-    )
 
 
 class Rebalancer(Construct):
@@ -128,21 +119,13 @@ class Rebalancer(Construct):
             "DescribeAutoScalingGroups/DescribeScalingActivities have no resource-level permissions; "
             "PutMetricData has none either and is limited to the namespace by a condition",
         )
-        acknowledge(
-            role,
-            f"AwsSolutions-IAM5[Resource::{arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
-            "The group's UUID is unknown before creation; the ARN is fixed to this fleet's group name",
-        )
+        acknowledge_group_arn(role, arn, "this fleet's group name")
 
-        self.function = lambda_.Function(
+        self.function = python_function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(str(CODE_DIR), exclude=["__pycache__", "*.pyc", "__init__.py"]),
+            code_dir=CODE_DIR,
             role=role,
-            timeout=Duration.seconds(60),
-            memory_size=256,
             log_group=self.log_group,
             description=f"neuronkit: moves {group_name} back from GPU fallback to Neuron",
             # A failed run is not retried: the next scheduled run re-reads the group and decides afresh.
@@ -158,14 +141,6 @@ class Rebalancer(Construct):
                 "MIN_IN_SERVICE": str(min_in_service),
             },
         )
-        # The L2 makes the function depend on its role, which the role's GetAtt already implies
-        # (cfn-lint W3005); keep only the dependency on the role's policy (the L2 has no option for it).
-        cfn_function = self.function.node.default_child
-        policy = role.node.try_find_child("DefaultPolicy")
-        assert isinstance(cfn_function, lambda_.CfnFunction) and isinstance(policy, iam.Policy)
-        cfn_policy = policy.node.default_child
-        assert isinstance(cfn_policy, iam.CfnPolicy)
-        cfn_function.add_override("DependsOn", [Stack.of(self).get_logical_id(cfn_policy)])
         self.rule = events.Rule(
             self,
             "Schedule",

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aws_cdk import ArnFormat, Aws, CfnAutoScalingScheduledAction, CfnUpdatePolicy, Stack
+from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnUpdatePolicy, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -15,6 +15,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs.groups import acknowledge_group_arn, group_arn, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
@@ -100,12 +101,7 @@ class TrainingCluster(Construct):
         self.instance_type = facts
         self.group_name = f"{environment}-{name}"
         stack = Stack.of(self)
-        group_arn = stack.format_arn(
-            service="autoscaling",
-            resource="autoScalingGroup",
-            resource_name=f"*:autoScalingGroupName/{self.group_name}",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
+        own_group_arn = group_arn(self, self.group_name)
         accelerator: Literal["neuron", "gpu"] = "neuron" if facts.is_neuron else "gpu"
 
         self.security_group = EfaSecurityGroup(
@@ -158,7 +154,7 @@ class TrainingCluster(Construct):
                     "autoscaling:SetInstanceProtection",
                     "autoscaling:SuspendProcesses",
                 ],
-                resources=[group_arn],
+                resources=[own_group_arn],
             )
         )
         self.role.add_to_policy(
@@ -173,11 +169,7 @@ class TrainingCluster(Construct):
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
             "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
         )
-        acknowledge(
-            self.role,
-            f"AwsSolutions-IAM5[Resource::{group_arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
-            "The group's UUID is unknown before creation; the ARN is fixed to this group's name",
-        )
+        acknowledge_group_arn(self.role, own_group_arn, "this group's name")
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None
         if storage is not None:
             storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix)
@@ -254,21 +246,7 @@ class TrainingCluster(Construct):
             health_check_type="EC2",
             health_check_grace_period=900,
             termination_policies=["NewestInstance"],
-            notification_configurations=(
-                [
-                    autoscaling.CfnAutoScalingGroup.NotificationConfigurationProperty(
-                        topic_arn=notifications_topic_arn,
-                        notification_types=[
-                            "autoscaling:EC2_INSTANCE_LAUNCH",
-                            "autoscaling:EC2_INSTANCE_LAUNCH_ERROR",
-                            "autoscaling:EC2_INSTANCE_TERMINATE",
-                            "autoscaling:EC2_INSTANCE_TERMINATE_ERROR",
-                        ],
-                    )
-                ]
-                if notifications_topic_arn
-                else None
-            ),
+            notification_configurations=notifications(notifications_topic_arn),
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
             tags=[
                 autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)

@@ -3,9 +3,12 @@
 ``run_checks(env, session)`` asks AWS, with the session's credentials, in the environment's region:
 
 - account: the credentials belong to the file's ``account`` (otherwise nothing else is checked);
-- offering: each cluster's instance type is offered in its AZ ID (DescribeInstanceTypeOfferings);
-- quota: the On-Demand vCPU quotas (Service Quotas) cover every cluster at its ``max_size``;
-- ami: each AMI family's public SSM parameter resolves; each pinned ``ami_id`` exists and fits;
+- offering: each training cluster's and GPU pool's instance type is offered in its AZ ID, and each
+  inference fleet's Neuron and fallback types in the fleet's AZ IDs (DescribeInstanceTypeOfferings);
+- quota: the On-Demand vCPU quotas (Service Quotas) cover every pool at its ``max_size``: clusters,
+  GPU pools, and fleets at their worst case per quota (all on the largest Neuron type, or all GPU);
+- ami: each AMI family's public SSM parameter resolves (once per family, whichever pools boot it);
+  each pinned ``ami_id`` exists and fits every pool that boots it;
 - capacity: each referenced reservation (ODCR or Capacity Block) exists, matches, is big enough
   and is (or will be) active;
 - network: an imported VPC and its subnets exist and sit in the AZ IDs the file names.
@@ -39,7 +42,17 @@ from botocore.exceptions import (
 
 from neuronkit import catalog
 from neuronkit.catalog import quotas
-from neuronkit.config import CapacityBlock, Environment, Odcr, TrainingCluster, ami_family
+from neuronkit.config import (
+    Ami,
+    CapacityBlock,
+    Environment,
+    InferenceFleet,
+    Odcr,
+    TrainingCluster,
+    ami_family,
+    gpu_ami_family,
+)
+from neuronkit.pools import gpu_pool_name, pools_from_environment
 
 Status = Literal["PASS", "WARN", "FAIL"]
 Client = Any  # boto3 clients are generated at run time and untyped here
@@ -231,34 +244,115 @@ def offered_az_ids(ec2: Client, instance_types: Iterable[str]) -> dict[str, set[
     return out
 
 
+def _env_types(env: Environment) -> list[str]:
+    """Every instance type the environment launches: clusters, GPU pools, fleets' Neuron and fallback types."""
+    types = [c.instance_type for c in env.training]
+    types += [c.gpu_pool.instance_type for c in env.training if c.gpu_pool is not None]
+    types += [t for f in env.inference for t in (*f.neuron_types, *f.fallback_types)]
+    return types
+
+
 def check_offerings(env: Environment, ec2: Client) -> list[Check]:
-    offered = offered_az_ids(ec2, (c.instance_type for c in env.training))
+    offered = offered_az_ids(ec2, _env_types(env))
     checks = []
     for i, c in enumerate(env.training):
-        where = sorted(offered.get(c.instance_type, ()))
-        name = f"offering {c.name}"
-        if c.az_id in where:
+        checks.append(_offering_in(env, c.name, c.instance_type, c.az_id, offered, f"training[{i}].az_id"))
+        gpu = c.gpu_pool
+        if gpu is not None:
+            az_id = gpu.az_id or c.az_id
             checks.append(
-                Check("PASS", name, f"{c.instance_type} is offered in {c.az_id} ({env.region} offers it in {', '.join(where)})")
+                _offering_in(env, gpu_pool_name(c.name), gpu.instance_type, az_id, offered, f"training[{i}].gpu_pool.az_id")
             )
-        elif where:
-            checks.append(
-                Check(
-                    "FAIL",
-                    name,
-                    f"{c.instance_type} is not offered in {c.az_id}; AZ IDs of {env.region} that offer it: {', '.join(where)}",
-                    f"set training[{i}].az_id (and network.az_ids) to one of {', '.join(where)}",
+    for i, f in enumerate(env.inference):
+        checks.extend(_fleet_offerings(env, i, f, offered))
+    return checks
+
+
+def _offering_in(env: Environment, pool: str, instance_type: str, az_id: str, offered: dict[str, set[str]], key: str) -> Check:
+    """A pool of one instance type in one AZ ID (a training cluster or its GPU pool)."""
+    where = sorted(offered.get(instance_type, ()))
+    name = f"offering {pool}"
+    if az_id in where:
+        return Check("PASS", name, f"{instance_type} is offered in {az_id} ({env.region} offers it in {', '.join(where)})")
+    if where:
+        return Check(
+            "FAIL",
+            name,
+            f"{instance_type} is not offered in {az_id}; AZ IDs of {env.region} that offer it: {', '.join(where)}",
+            f"set {key} (and network.az_ids) to one of {', '.join(where)}",
+        )
+    return Check(
+        "FAIL",
+        name,
+        f"{instance_type} is not offered in any AZ of {env.region}",
+        "use another region or instance type (see `neuronkit catalog show`)",
+    )
+
+
+def _fleet_offerings(env: Environment, i: int, f: InferenceFleet, offered: dict[str, set[str]]) -> list[Check]:
+    """One line per type of an inference fleet, across all of its AZ IDs, and one per AZ ID where none launches.
+
+    The group launches, in each AZ ID, the types offered there (Neuron types first, then the GPU
+    fallback types). A Neuron type offered in none of the fleet's AZ IDs is a FAIL; a type missing
+    from some AZ IDs (or a fallback type missing from all) is a WARN, since the group still launches
+    its other types; an AZ ID that offers none of the fleet's types is a FAIL: nothing launches there.
+    """
+    loc = f"inference[{i}]"
+    fleet_azs = ", ".join(f.az_ids)
+    every = [*f.neuron_types, *f.fallback_types]
+    launchable = {a: [t for t in every if a in offered.get(t, set())] for a in f.az_ids}
+    checks: list[Check] = []
+    for key, listed in (("neuron_types", f.neuron_types), ("fallback_types", f.fallback_types)):
+        neuron = key == "neuron_types"
+        kind = "Neuron type" if neuron else "GPU fallback type"
+        for j, t in enumerate(listed):
+            where = offered.get(t, set())
+            present = [a for a in f.az_ids if a in where]
+            missing = [a for a in f.az_ids if a not in where]
+            name = f"offering {f.name}: {t}"
+            elsewhere = sorted(where - set(f.az_ids))
+            region_has = f"{env.region} offers it in {', '.join(sorted(where))}" if where else f"no AZ of {env.region} offers it"
+            if not missing:
+                checks.append(Check("PASS", name, f"{t} ({kind}) is offered in every AZ ID of the fleet ({fleet_azs})"))
+            elif not present:
+                detail = f"{t} ({kind}) is offered in none of the fleet's AZ IDs ({fleet_azs}); {region_has}"
+                move = f"set {loc}.az_ids (and network.az_ids) to AZ IDs among {', '.join(elsewhere)}" if elsewhere else ""
+                if neuron:
+                    replace = f"replace {loc}.{key}[{j}] with a type offered in {fleet_azs} (see `neuronkit catalog show`)"
+                    checks.append(Check("FAIL", name, detail, f"{replace}, or {move}" if move else replace))
+                else:
+                    replace = f"replace {loc}.{key}[{j}] with a GPU type offered in {fleet_azs}, or remove it"
+                    checks.append(
+                        Check("WARN", name, f"{detail}: the group never launches it, only the fleet's other types", replace)
+                    )
+            else:
+                bare = [a for a in missing if not launchable[a]]
+                then = (
+                    f"{', '.join(bare)} {'offers' if len(bare) == 1 else 'offer'} no other type of the fleet either"
+                    if bare
+                    else "the group launches the fleet's other types there"
                 )
-            )
-        else:
-            checks.append(
-                Check(
-                    "FAIL",
-                    name,
-                    f"{c.instance_type} is not offered in any AZ of {env.region}",
-                    "use another region or instance type (see `neuronkit catalog show`)",
+                detail = f"{t} ({kind}) is offered in {', '.join(present)} but not in {', '.join(missing)}; {then}"
+                fix = (
+                    f"to launch it in every AZ ID, replace {', '.join(missing)} in {loc}.az_ids (and network.az_ids) "
+                    f"with AZ IDs that offer it ({', '.join(elsewhere)})"
+                    if elsewhere
+                    else f"to launch it in every AZ ID, replace {loc}.{key}[{j}] with a type offered in {fleet_azs}"
                 )
-            )
+                checks.append(Check("WARN", name, detail, fix))
+    if any(launchable.values()):  # otherwise the type lines above already say that nothing launches
+        for az in f.az_ids:
+            if not launchable[az]:
+                offer_any = sorted({a for t in every for a in offered.get(t, set())} - set(f.az_ids))
+                hint = f" ({env.region} offers one of them in {', '.join(offer_any)})" if offer_any else ""
+                checks.append(
+                    Check(
+                        "FAIL",
+                        f"offering {f.name}: {az}",
+                        f"{az} offers none of the fleet's types ({', '.join(every)}): the group cannot launch there",
+                        f"replace {az} in {loc}.az_ids (and network.az_ids) with an AZ ID that offers one of them{hint}",
+                    )
+                )
     return checks
 
 
@@ -282,38 +376,72 @@ def quota_value(sq: Client, code: str) -> QuotaValue:
     return QuotaValue(float(default["Quota"]["Value"]), False)
 
 
-def vcpu_needs(clusters: Iterable[TrainingCluster]) -> tuple[dict[str, list[tuple[TrainingCluster, int]]], list[TrainingCluster]]:
-    """vCPUs each cluster needs at max_size, grouped by quota code; and clusters no quota maps."""
-    needs: dict[str, list[tuple[TrainingCluster, int]]] = {}
-    unmapped = []
-    for c in clusters:
-        it = catalog.get(c.instance_type)
-        quota = quotas.quota_for_family(it.family)
-        if quota is None:
-            unmapped.append(c)
-            continue
-        needs.setdefault(quota.code, []).append((c, c.max_size * it.vcpus))
+@dataclass(frozen=True)
+class VcpuNeed:
+    """What one pool needs of one vCPU quota at its max_size."""
+
+    pool: str
+    vcpus: int
+    text: str  # e.g. "serve: 4 x g6e.12xlarge = 192 if all GPU", "serve: 4 x inf2.48xlarge (largest of its 2 Neuron types) = 768"
+    all_gpu: bool = False  # an inference fleet counted on its fallback types
+
+
+def vcpu_needs(env: Environment) -> tuple[dict[str, list[VcpuNeed]], list[tuple[str, list[str]]]]:
+    """vCPUs each pool needs at max_size, grouped by quota code; and the types no quota maps, per pool.
+
+    A pool of one type (a training cluster, a GPU pool) needs max_size x its vCPUs. An inference fleet
+    can end up on any of its types, so for each quota it needs max_size x the largest vCPU count among
+    its types that quota counts: its Neuron types against Inf (or Trn), its fallback types against G or
+    P (all GPU, when Neuron capacity is short).
+    """
+    needs: dict[str, list[VcpuNeed]] = {}
+    unmapped: list[tuple[str, list[str]]] = []
+    for p in pools_from_environment(env):
+        by_code: dict[str, list[str]] = {}
+        missing = []
+        for t in p.instance_types:
+            quota = quotas.quota_for_family(catalog.get(t).family)
+            if quota is None:
+                missing.append(t)
+            else:
+                by_code.setdefault(quota.code, []).append(t)
+        if missing:
+            unmapped.append((p.pool, missing))
+        for code, types in by_code.items():
+            largest = max(types, key=lambda t: catalog.get(t).vcpus)  # the first of equals, in priority order
+            vcpus = p.max_size * catalog.get(largest).vcpus
+            all_gpu = p.role == "inference" and largest in p.fallback_types
+            which = "fallback" if all_gpu else "Neuron"
+            of = f" (largest of its {len(types)} {which} types)" if len(types) > 1 else ""
+            text = f"{p.pool}: {p.max_size} x {largest}{of} = {vcpus}" + (" if all GPU" if all_gpu else "")
+            needs.setdefault(code, []).append(VcpuNeed(p.pool, vcpus, text, all_gpu))
     return needs, unmapped
 
 
 def check_quotas(env: Environment, sq: Client) -> list[Check]:
-    needs, unmapped = vcpu_needs(env.training)
+    needs, unmapped = vcpu_needs(env)
     checks = [
         Check(
             "WARN",
-            f"quota {c.name}",
-            f"no On-Demand vCPU quota is mapped for {c.instance_type}",
+            f"quota {pool}",
+            f"no On-Demand vCPU quota is mapped for {', '.join(types)}",
             "add its family to neuronkit/catalog/quotas.yaml",
         )
-        for c in unmapped
+        for pool, types in unmapped
     ]
     for code, parts in needs.items():
         quota = quotas.vcpu_quotas()[code]
-        need = sum(v for _, v in parts)
+        need = sum(p.vcpus for p in parts)
         have = quota_value(sq, code)
-        sums = ", ".join(f"{c.name}: {c.max_size} x {c.instance_type} = {v}" for c, v in parts)
+        sums = ", ".join(p.text for p in parts)
         source = "" if have.applied else " (AWS default; no applied value)"
         detail = f"{quota.name} ({code}) is {have.value:g} vCPUs{source}; max sizes need {need} ({sums})"
+        fleets = [p.pool for p in parts if p.all_gpu]
+        if fleets:
+            detail += (
+                f"; {', '.join(fleets)} counted all GPU at max_size on the largest fallback type, "
+                "as a fleet can end up all GPU when Neuron capacity is short"
+            )
         name = f"quota {code}"
         raise_to = (
             f"aws service-quotas request-service-quota-increase --region {env.region}"
@@ -339,26 +467,67 @@ def check_quotas(env: Environment, sq: Client) -> list[Check]:
 # --------------------------------------------------------------------------------------------
 # AMIs
 # --------------------------------------------------------------------------------------------
-def check_amis(env: Environment, ssm: Client, ec2: Client) -> list[Check]:
-    families: dict[str, list[TrainingCluster]] = {}
-    pinned: dict[str, list[TrainingCluster]] = {}
+@dataclass(frozen=True)
+class AmiUse:
+    """One pool booting an AMI: the pool, the file's key of its AMI (relative to the pool), its types."""
+
+    pool: str
+    key: str  # ami, gpu_pool.ami, neuron_ami or gpu_ami
+    instance_types: tuple[str, ...]
+    root_device_name: str | None
+
+
+def _fleet_family(ami: Ami, kind: str) -> str | None:
+    """A fleet's AMI family (given, or the catalog default of ``kind``); None when pinned."""
+    if ami.ami_id:
+        return None
+    return ami.family or catalog.default_ami_family(kind)
+
+
+def ami_uses(env: Environment) -> list[tuple[str | None, str | None, AmiUse]]:
+    """Every AMI the environment boots, as (family, pinned ami_id, use); one of the first two is None.
+
+    Training clusters and GPU pools on ``scheduler: batch`` boot the ECS-optimized AMIs; fleets boot
+    ``neuron_ami`` on their Neuron types and ``gpu_ami`` on their fallback types (only if they have some).
+    """
+    out: list[tuple[str | None, str | None, AmiUse]] = []
     for c in env.training:
-        # scheduler: batch clusters boot the ECS-optimized Neuron AMI, the others a Neuron DLAMI.
-        family = ami_family(c)
-        if family is None:
-            pinned.setdefault(str(c.ami.ami_id), []).append(c)
-        else:
-            families.setdefault(family, []).append(c)
+        out.append((ami_family(c), c.ami.ami_id, AmiUse(c.name, "ami", (c.instance_type,), c.ami.root_device_name)))
+        gpu = c.gpu_pool
+        if gpu is not None:
+            use = AmiUse(gpu_pool_name(c.name), "gpu_pool.ami", (gpu.instance_type,), gpu.ami.root_device_name)
+            out.append((gpu_ami_family(c), gpu.ami.ami_id, use))
+    for f in env.inference:
+        use = AmiUse(f.name, "neuron_ami", tuple(f.neuron_types), f.neuron_ami.root_device_name)
+        out.append((_fleet_family(f.neuron_ami, "neuron"), f.neuron_ami.ami_id, use))
+        if f.fallback_types:
+            use = AmiUse(f.name, "gpu_ami", tuple(f.fallback_types), f.gpu_ami.root_device_name)
+            out.append((_fleet_family(f.gpu_ami, "gpu"), f.gpu_ami.ami_id, use))
+    return out
+
+
+def check_amis(env: Environment, ssm: Client, ec2: Client) -> list[Check]:
+    families: dict[str, list[AmiUse]] = {}
+    pinned: dict[str, list[AmiUse]] = {}
+    for family, ami_id, use in ami_uses(env):
+        if family is not None:
+            families.setdefault(family, []).append(use)
+        elif ami_id is not None:
+            pinned.setdefault(ami_id, []).append(use)
     checks = [_check_family(env.region, ssm, fam, users) for fam, users in families.items()]
     checks += [_check_pinned(env.region, ec2, ami_id, users) for ami_id, users in pinned.items()]
     return checks
 
 
-def _users(clusters: list[TrainingCluster]) -> str:
-    return ", ".join(c.name for c in clusters)
+def _users(uses: list[AmiUse]) -> str:
+    return ", ".join(dict.fromkeys(u.pool for u in uses))
 
 
-def _check_family(region: str, ssm: Client, family: str, users: list[TrainingCluster]) -> Check:
+def _keys(uses: list[AmiUse]) -> list[str]:
+    return list(dict.fromkeys(u.key for u in uses))
+
+
+def _check_family(region: str, ssm: Client, family: str, users: list[AmiUse]) -> Check:
     parameter = catalog.ami_families()[family].ssm_parameter
     name = f"ami {family}"
     try:
@@ -366,16 +535,18 @@ def _check_family(region: str, ssm: Client, family: str, users: list[TrainingClu
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") != "ParameterNotFound":
             raise
-        return Check(
-            "FAIL",
-            name,
-            f"{parameter} does not exist in {region} (used by {_users(users)})",
-            "choose another ami.family from neuronkit/catalog/amis.yaml, or pin ami.ami_id",
+        keys = _keys(users)
+        fix = (
+            f"choose another {keys[0]}.family from neuronkit/catalog/amis.yaml, or pin {keys[0]}.ami_id"
+            if len(keys) == 1
+            else f"choose another family from neuronkit/catalog/amis.yaml for {', '.join(k + '.family' for k in keys)}, "
+            "or pin an ami_id"
         )
+        return Check("FAIL", name, f"{parameter} does not exist in {region} (used by {_users(users)})", fix)
     return Check("PASS", name, f"{parameter} resolves to {value} in {region}")
 
 
-def _check_pinned(region: str, ec2: Client, ami_id: str, users: list[TrainingCluster]) -> Check:
+def _check_pinned(region: str, ec2: Client, ami_id: str, users: list[AmiUse]) -> Check:
     name = f"ami {ami_id}"
     try:
         images = ec2.describe_images(ImageIds=[ami_id])["Images"]
@@ -384,25 +555,27 @@ def _check_pinned(region: str, ec2: Client, ami_id: str, users: list[TrainingClu
             raise
         images = []
     if not images:
+        keys = " or ".join(f"{k}.family" for k in _keys(users))
         return Check(
             "FAIL",
             name,
             f"{ami_id} does not exist in {region} or is not shared with this account (used by {_users(users)})",
-            f"AMI ids are per region: copy the image to {region} (aws ec2 copy-image) and pin the new id, or use ami.family",
+            f"AMI ids are per region: copy the image to {region} (aws ec2 copy-image) and pin the new id, or use {keys}",
         )
     image = images[0]
     problems: list[tuple[str, str]] = []
     if image.get("State") != "available":
         problems.append((f"its state is {image.get('State')}", "wait until it is available or pin another AMI"))
-    for c in users:
-        arch = catalog.get(c.instance_type).architecture
-        if image.get("Architecture") and image["Architecture"] != arch:
-            problems.append((f"it is {image.get('Architecture')}, {c.instance_type} needs {arch}", f"pin an {arch} AMI"))
-        if c.ami.root_device_name and image.get("RootDeviceName") and image["RootDeviceName"] != c.ami.root_device_name:
+    for u in users:
+        for t in u.instance_types:
+            arch = catalog.get(t).architecture
+            if image.get("Architecture") and image["Architecture"] != arch:
+                problems.append((f"it is {image.get('Architecture')}, {t} needs {arch}", f"pin an {arch} AMI"))
+        if u.root_device_name and image.get("RootDeviceName") and image["RootDeviceName"] != u.root_device_name:
             problems.append(
                 (
-                    f"its root device is {image.get('RootDeviceName')}, not {c.ami.root_device_name} ({c.name})",
-                    f"set ami.root_device_name: {image.get('RootDeviceName')}",
+                    f"its root device is {image.get('RootDeviceName')}, not {u.root_device_name} ({u.pool})",
+                    f"set {u.key}.root_device_name: {image.get('RootDeviceName')}",
                 )
             )
     label = f"{ami_id} ({image.get('Name', 'no name')})"

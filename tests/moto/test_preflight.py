@@ -30,6 +30,7 @@ from neuronkit.catalog import quotas
 from neuronkit.cli import main
 from neuronkit.cli.preflight import render
 from neuronkit.config import Environment, parse_environment
+from neuronkit.pools import pools_from_environment
 from neuronkit.preflight import Check, PreflightAbort, check_capacity, run_checks
 
 REGION = "us-east-1"
@@ -37,6 +38,8 @@ ACCOUNT = DEFAULT_ACCOUNT_ID  # the account moto answers for
 TRN_QUOTA = "L-2C3B7624"
 NOW = dt.datetime(2026, 11, 21, 12, 0, tzinfo=dt.UTC)
 DLAMI = catalog.ami_families()[catalog.default_ami_family("neuron")].ssm_parameter
+GPU_DLAMI = catalog.ami_families()[catalog.default_ami_family("gpu")].ssm_parameter
+INF_QUOTA, P_QUOTA, G_QUOTA = "L-1945791B", "L-417A185B", "L-DB2E81BA"
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,14 +105,38 @@ def cluster(**over: Any) -> dict[str, Any]:
     return base | over
 
 
-def make_env(*clusters: dict[str, Any], account: str = ACCOUNT, network: dict[str, Any] | None = None) -> Environment:
+def fleet(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "name": "serve",
+        "neuron_types": ["inf2.48xlarge"],
+        "fallback_types": ["g6e.12xlarge"],
+        "az_ids": ["use1-az6", "use1-az4"],
+        "max_size": 4,
+        "model_s3_prefix": "models/llama/neuron/",
+        "serve": {"neuron": "python -m server --neuron", "gpu": "python -m server --cuda"},
+    }
+    return base | over
+
+
+def make_env(
+    *clusters: dict[str, Any],
+    account: str = ACCOUNT,
+    network: dict[str, Any] | None = None,
+    inference: list[dict[str, Any]] | None = None,
+) -> Environment:
     data = {
         "account": account,
         "region": REGION,
         "network": network or {"az_ids": ["use1-az6", "use1-az4"]},
         "training": list(clusters) or [cluster()],
+        "inference": inference or [],
     }
     return parse_environment(data, "environments/test.yaml")
+
+
+def stale_fleet(env: Environment, **update: Any) -> Environment:
+    """The environment with its first fleet changed without validation, as a catalog older than AWS would let pass."""
+    return env.model_copy(update={"inference": [env.inference[0].model_copy(update=update), *env.inference[1:]]})
 
 
 def vcpus(instance_type: str, count: int) -> int:
@@ -130,6 +157,27 @@ def quota_client(*values: float, code: str = TRN_QUOTA) -> tuple[Any, Stubber]:
         stub.add_response("get_service_quota", quota_response(code, value), {"ServiceCode": "ec2", "QuotaCode": code})
     stub.activate()
     return sq, stub
+
+
+def quotas_client(answers: list[tuple[str, float]]) -> tuple[Any, Stubber]:
+    """A Service Quotas client (Stubber) answering GetServiceQuota for each (code, value), in that order."""
+    sq = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(sq)
+    for code, value in answers:
+        stub.add_response("get_service_quota", quota_response(code, value), {"ServiceCode": "ec2", "QuotaCode": code})
+    stub.activate()
+    return sq, stub
+
+
+def quota_codes(env: Environment) -> list[str]:
+    """The quota codes preflight asks for, in its order: pool by pool (pools.py order), each pool's types in order."""
+    codes: dict[str, None] = {}
+    for pool in pools_from_environment(env):
+        for t in pool.instance_types:
+            quota = quotas.quota_for_family(catalog.get(t).family)
+            assert quota is not None
+            codes.setdefault(quota.code)
+    return list(codes)
 
 
 def quota_response(code: str, value: float) -> dict[str, Any]:
@@ -160,11 +208,27 @@ def by_name(checks: list[Check]) -> dict[str, Check]:
     return {c.name: c for c in checks}
 
 
-def run(aws: boto3.session.Session, env: Environment, quota_values: tuple[float, ...] | None = None) -> dict[str, Check]:
-    """run_checks with moto plus a Stubber Service Quotas client answering plenty of quota."""
-    values = quota_values if quota_values is not None else (1_000_000.0,)
-    sq, stub = quota_client(*values)
-    checks = by_name(run_checks(env, StubbedSession(aws, {"service-quotas": sq}), now=NOW))
+def run(
+    aws: boto3.session.Session,
+    env: Environment,
+    quota_values: tuple[float, ...] | None = None,
+    *,
+    quota: dict[str, float] | None = None,
+    clients: dict[str, Any] | None = None,
+) -> dict[str, Check]:
+    """run_checks with moto plus a Stubber Service Quotas client.
+
+    ``quota_values`` answers the Trn quota; ``quota`` answers each code given (in the order preflight
+    asks); without either, every quota the environment needs is answered with plenty of vCPUs.
+    ``clients`` replaces the session's client of those services (e.g. an SSM client that counts calls).
+    """
+    if quota is not None:
+        sq, stub = quotas_client(list(quota.items()))
+    elif quota_values is not None:
+        sq, stub = quota_client(*quota_values)
+    else:
+        sq, stub = quotas_client([(code, 1_000_000.0) for code in quota_codes(env)])
+    checks = by_name(run_checks(env, StubbedSession(aws, {"service-quotas": sq, **(clients or {})}), now=NOW))
     stub.assert_no_pending_responses()
     return checks
 
@@ -214,6 +278,91 @@ def test_offering_fail_when_the_region_offers_the_type_nowhere(aws: boto3.sessio
     check = run(aws, stale)["offering pretrain"]
     assert check.status == "FAIL"
     assert "not offered in any AZ of us-east-1" in check.detail
+
+
+def test_gpu_pool_offering_pass(aws: boto3.session.Session) -> None:
+    check = run(aws, make_env(cluster(gpu_pool={"instance_type": "p5.48xlarge", "max_size": 2})))["offering pretrain-gpu"]
+    assert check.status == "PASS"
+    assert check.detail.startswith("p5.48xlarge is offered in use1-az6 (us-east-1 offers it in use1-az1, ")
+
+
+def test_gpu_pool_offering_fail_names_the_az_ids_that_offer_it(aws: boto3.session.Session) -> None:
+    env = make_env(cluster(gpu_pool={"instance_type": "p5en.48xlarge", "max_size": 1}))
+    c = env.training[0]
+    assert c.gpu_pool is not None
+    stale = env.model_copy(
+        update={"training": [c.model_copy(update={"gpu_pool": c.gpu_pool.model_copy(update={"az_id": "use1-az4"})})]}
+    )
+    checks = run(aws, stale)
+    check = checks["offering pretrain-gpu"]
+    assert check.status == "FAIL"
+    assert check.detail == "p5en.48xlarge is not offered in use1-az4; AZ IDs of us-east-1 that offer it: use1-az2, use1-az6"
+    assert check.fix == "set training[0].gpu_pool.az_id (and network.az_ids) to one of use1-az2, use1-az6"
+    assert checks["offering pretrain"].status == "PASS"
+
+
+def test_fleet_offering_passes_for_each_type_in_every_az_id(aws: boto3.session.Session) -> None:
+    env = make_env(inference=[fleet(neuron_types=["inf2.48xlarge", "inf2.xlarge"], fallback_types=["g6e.12xlarge"])])
+    checks = run(aws, env)
+    fleet_lines = {n: c for n, c in checks.items() if n.startswith("offering serve")}
+    assert sorted(fleet_lines) == ["offering serve: g6e.12xlarge", "offering serve: inf2.48xlarge", "offering serve: inf2.xlarge"]
+    assert {c.status for c in fleet_lines.values()} == {"PASS"}
+    assert fleet_lines["offering serve: inf2.48xlarge"].detail == (
+        "inf2.48xlarge (Neuron type) is offered in every AZ ID of the fleet (use1-az6, use1-az4)"
+    )
+    assert "(GPU fallback type)" in fleet_lines["offering serve: g6e.12xlarge"].detail
+
+
+def test_fleet_types_missing_in_one_az_id_warn(aws: boto3.session.Session) -> None:
+    # inf2 is not offered in use1-az1 and g6e not in use1-az5: each AZ ID still launches one of the types.
+    checks = run(aws, stale_fleet(make_env(inference=[fleet()]), az_ids=["use1-az5", "use1-az1"]))
+    neuron, gpu = checks["offering serve: inf2.48xlarge"], checks["offering serve: g6e.12xlarge"]
+    assert (neuron.status, gpu.status) == ("WARN", "WARN")
+    assert neuron.detail == (
+        "inf2.48xlarge (Neuron type) is offered in use1-az5 but not in use1-az1; the group launches the fleet's other types there"
+    )
+    assert "replace use1-az1 in inference[0].az_ids (and network.az_ids) with AZ IDs that offer it" in neuron.fix
+    assert "use1-az2, use1-az4, use1-az6" in neuron.fix
+    assert gpu.detail == (
+        "g6e.12xlarge (GPU fallback type) is offered in use1-az1 but not in use1-az5; "
+        "the group launches the fleet's other types there"
+    )
+    assert not any(c.status == "FAIL" for n, c in checks.items() if n.startswith("offering"))
+
+
+def test_fleet_fallback_type_offered_in_no_az_id_warns(aws: boto3.session.Session) -> None:
+    checks = run(aws, stale_fleet(make_env(inference=[fleet()]), fallback_types=["p5e.48xlarge"]))
+    check = checks["offering serve: p5e.48xlarge"]
+    assert check.status == "WARN"
+    assert check.detail == (
+        "p5e.48xlarge (GPU fallback type) is offered in none of the fleet's AZ IDs (use1-az6, use1-az4); "
+        "no AZ of us-east-1 offers it: the group never launches it, only the fleet's other types"
+    )
+    assert check.fix == "replace inference[0].fallback_types[0] with a GPU type offered in use1-az6, use1-az4, or remove it"
+    assert checks["offering serve: inf2.48xlarge"].status == "PASS"
+
+
+def test_fleet_neuron_type_offered_in_no_az_id_fails(aws: boto3.session.Session) -> None:
+    # Neither use1-az1 nor use1-az3 offers inf2; g5 is offered in use1-az1 only, so use1-az3 launches nothing.
+    env = make_env(inference=[fleet(fallback_types=["g5.12xlarge"])])
+    checks = run(aws, stale_fleet(env, az_ids=["use1-az1", "use1-az3"]))
+    neuron = checks["offering serve: inf2.48xlarge"]
+    assert neuron.status == "FAIL"
+    assert neuron.detail == (
+        "inf2.48xlarge (Neuron type) is offered in none of the fleet's AZ IDs (use1-az1, use1-az3); "
+        "us-east-1 offers it in use1-az2, use1-az4, use1-az5, use1-az6"
+    )
+    assert neuron.fix.startswith("replace inference[0].neuron_types[0] with a type offered in use1-az1, use1-az3")
+    assert neuron.fix.endswith(
+        "or set inference[0].az_ids (and network.az_ids) to AZ IDs among use1-az2, use1-az4, use1-az5, use1-az6"
+    )
+    gpu = checks["offering serve: g5.12xlarge"]
+    assert gpu.status == "WARN"
+    assert gpu.detail.endswith("but not in use1-az3; use1-az3 offers no other type of the fleet either")
+    az = checks["offering serve: use1-az3"]
+    assert az.status == "FAIL"
+    assert az.detail == "use1-az3 offers none of the fleet's types (inf2.48xlarge, g5.12xlarge): the group cannot launch there"
+    assert az.fix.startswith("replace use1-az3 in inference[0].az_ids (and network.az_ids) with an AZ ID that offers one of them")
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,6 +428,46 @@ def test_quota_access_denied_fails_that_check_only(aws: boto3.session.Session) -
     assert checks["quota"].detail == "access denied to servicequotas:GetServiceQuota"
     assert checks["offering pretrain"].status == "PASS"
     assert checks[f"ami {catalog.default_ami_family('neuron')}"].status == "PASS"
+
+
+def test_quota_counts_gpu_pools_and_fleets_at_their_worst_case(aws: boto3.session.Session) -> None:
+    env = make_env(
+        cluster(gpu_pool={"instance_type": "p5.48xlarge", "max_size": 2}),
+        inference=[fleet(neuron_types=["inf2.xlarge", "inf2.48xlarge"], fallback_types=["g6e.12xlarge", "g6.xlarge"])],
+    )
+    assert quota_codes(env) == [TRN_QUOTA, P_QUOTA, INF_QUOTA, G_QUOTA]
+    checks = run(aws, env, quota={TRN_QUOTA: 10_000.0, P_QUOTA: 10_000.0, INF_QUOTA: 10_000.0, G_QUOTA: 10_000.0})
+    p, inf, g = checks[f"quota {P_QUOTA}"], checks[f"quota {INF_QUOTA}"], checks[f"quota {G_QUOTA}"]
+    assert {p.status, inf.status, g.status} == {"PASS"}
+    assert f"max sizes need {vcpus('p5.48xlarge', 2)} (pretrain-gpu: 2 x p5.48xlarge = {vcpus('p5.48xlarge', 2)})" in p.detail
+    need_inf = vcpus("inf2.48xlarge", 4)  # the fleet on its largest Neuron type, not its first
+    assert f"max sizes need {need_inf} (serve: 4 x inf2.48xlarge (largest of its 2 Neuron types) = {need_inf})" in inf.detail
+    need_g = vcpus("g6e.12xlarge", 4)
+    assert f"serve: 4 x g6e.12xlarge (largest of its 2 fallback types) = {need_g} if all GPU" in g.detail
+    assert g.detail.endswith(
+        "serve counted all GPU at max_size on the largest fallback type, as a fleet can end up all GPU when Neuron capacity is short"
+    )
+    assert "all GPU" not in inf.detail
+    assert f"pretrain: 4 x trn1.32xlarge = {vcpus('trn1.32xlarge', 4)})" in checks[f"quota {TRN_QUOTA}"].detail
+
+
+@pytest.mark.parametrize(("ratio", "status"), [(1 / 0.9, "WARN"), (0.5, "FAIL")])
+def test_quota_sums_gpu_pool_and_fleet_in_one_family(aws: boto3.session.Session, ratio: float, status: str) -> None:
+    # A GPU pool and a fleet's fallback types both count against G; the fleet's Neuron type against Inf.
+    env = make_env(cluster(gpu_pool={"instance_type": "g6e.48xlarge", "max_size": 1}), inference=[fleet()])
+    need_g = vcpus("g6e.48xlarge", 1) + vcpus("g6e.12xlarge", 4)
+    need_inf = vcpus("inf2.48xlarge", 4)
+    values = {TRN_QUOTA: 10_000.0, G_QUOTA: need_g * ratio, INF_QUOTA: need_inf * ratio}
+    checks = run(aws, env, quota=values)
+    g, inf = checks[f"quota {G_QUOTA}"], checks[f"quota {INF_QUOTA}"]
+    assert (g.status, inf.status) == (status, status)
+    assert f"max sizes need {need_g} (pretrain-gpu: 1 x g6e.48xlarge = 192, serve: 4 x g6e.12xlarge = 192 if all GPU)" in g.detail
+    assert f"max sizes need {need_inf} (serve: 4 x inf2.48xlarge = {need_inf})" in inf.detail
+    if status == "WARN":
+        assert "90% of the quota" in g.detail
+    else:
+        assert f"request at least {need_g} vCPUs" in g.fix
+        assert f"--quota-code {INF_QUOTA} --desired-value {need_inf}" in inf.fix
 
 
 def test_every_catalog_family_has_a_vcpu_quota() -> None:
@@ -365,6 +554,65 @@ def test_pinned_ami_of_another_architecture_fails(aws: boto3.session.Session) ->
     check = run(aws, make_env(cluster(ami={"ami_id": ami_id, "root_device_name": "/dev/xvda"})))[f"ami {ami_id}"]
     assert check.status == "FAIL"
     assert "it is arm64, trn1.32xlarge needs x86_64" in check.detail
+
+
+def test_gpu_pool_and_fleet_amis_resolve_once_per_family(aws: boto3.session.Session) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    seed_public_parameter(GPU_DLAMI, "ami-0123456789abcdef1")
+    ssm = aws.client("ssm")
+    asked: list[str] = []
+    ssm.meta.events.register("provide-client-params.ssm.GetParameter", lambda params, **_: asked.append(params["Name"]))
+    env = make_env(cluster(gpu_pool={"instance_type": "p5.48xlarge"}), inference=[fleet()])
+    checks = run(aws, env, clients={"ssm": ssm})
+    assert asked == [DLAMI, GPU_DLAMI]  # the cluster and the fleet share the DLAMI, the GPU pool and fallback the GPU AMI
+    amis = {n: c for n, c in checks.items() if n.startswith("ami ")}
+    gpu_family = catalog.default_ami_family("gpu")
+    assert sorted(amis) == sorted([f"ami {catalog.default_ami_family('neuron')}", f"ami {gpu_family}"])
+    assert amis[f"ami {gpu_family}"].status == "PASS"
+    assert amis[f"ami {gpu_family}"].detail == f"{GPU_DLAMI} resolves to ami-0123456789abcdef1 in {REGION}"
+
+
+def test_gpu_ami_family_missing_fails_and_names_its_pools(aws: boto3.session.Session) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    env = make_env(cluster(gpu_pool={"instance_type": "p5.48xlarge"}), inference=[fleet()])
+    check = run(aws, env)[f"ami {catalog.default_ami_family('gpu')}"]
+    assert check.status == "FAIL"
+    assert check.detail == f"{GPU_DLAMI} does not exist in {REGION} (used by pretrain-gpu, serve)"
+    assert check.fix == (
+        "choose another family from neuronkit/catalog/amis.yaml for gpu_pool.ami.family, gpu_ami.family, or pin an ami_id"
+    )
+
+
+def test_fleet_without_fallback_types_checks_no_gpu_ami(aws: boto3.session.Session) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    checks = run(aws, make_env(inference=[fleet(fallback_types=[], serve={"neuron": "python -m server"})]))
+    assert [n for n in checks if n.startswith("ami ")] == [f"ami {catalog.default_ami_family('neuron')}"]
+    assert checks[f"ami {catalog.default_ami_family('neuron')}"].status == "PASS"
+
+
+def test_batch_gpu_pool_checks_the_ecs_optimized_gpu_ami(aws: boto3.session.Session) -> None:
+    ecs_neuron = catalog.ami_families()["ecs-neuron-al2023"].ssm_parameter
+    ecs_gpu = catalog.ami_families()["ecs-gpu-al2023"].ssm_parameter
+    seed_public_parameter(ecs_neuron, "ami-0fedcba9876543210")
+    seed_public_parameter(ecs_gpu, "ami-0fedcba9876543211")
+    gpu = {"instance_type": "p5.48xlarge", "container_image": "nvcr.io/nvidia/pytorch:25.01-py3"}
+    env = make_env(cluster(scheduler="batch", container_image="public.ecr.aws/neuron/train:latest", gpu_pool=gpu))
+    checks = run(aws, env)
+    assert checks["ami ecs-gpu-al2023"].status == "PASS"
+    assert checks["ami ecs-gpu-al2023"].detail == f"{ecs_gpu} resolves to ami-0fedcba9876543211 in {REGION}"
+    assert f"ami {catalog.default_ami_family('gpu')}" not in checks
+
+
+def test_fleet_pinned_gpu_ami_pass_and_root_device_fail(aws: boto3.session.Session) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    ami_id = _own_image(aws.client("ec2"))
+    good = run(aws, make_env(inference=[fleet(gpu_ami={"ami_id": ami_id, "root_device_name": "/dev/sda1"})]))
+    assert good[f"ami {ami_id}"].status == "PASS"
+    assert f"ami {catalog.default_ami_family('gpu')}" not in good
+    bad = run(aws, make_env(inference=[fleet(gpu_ami={"ami_id": ami_id, "root_device_name": "/dev/xvda"})]))[f"ami {ami_id}"]
+    assert bad.status == "FAIL"
+    assert "its root device is /dev/sda1, not /dev/xvda (serve)" in bad.detail
+    assert bad.fix == "set gpu_ami.root_device_name: /dev/sda1"
 
 
 # --------------------------------------------------------------------------------------------
@@ -680,6 +928,36 @@ def test_cli_env_name_reads_environments_folder(
     assert capsys.readouterr().out.startswith("preflight staging:")
     assert main(["preflight", "--env", "nope"]) == 1
     assert "environments/nope.yaml: no such environment; known environments: staging" in capsys.readouterr().err
+
+
+def test_cli_checks_gpu_pools_and_fleets(
+    aws: boto3.session.Session, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
+    seed_public_parameter(GPU_DLAMI, "ami-0123456789abcdef1")
+    path = _write_env(
+        tmp_path, "test", training=[cluster(gpu_pool={"instance_type": "p5.48xlarge", "max_size": 2})], inference=[fleet()]
+    )
+    sq, stub = quotas_client([(TRN_QUOTA, 1_000_000.0), (P_QUOTA, 1_000_000.0), (INF_QUOTA, 1_000_000.0), (G_QUOTA, 1_000_000.0)])
+    monkeypatch.setattr("neuronkit.cli.preflight.aws_session", lambda profile: StubbedSession(aws, {"service-quotas": sq}))
+    assert main(["preflight", "--file", str(path)]) == 0
+    stub.assert_no_pending_responses()
+    rows = [line.split(None, 1) for line in capsys.readouterr().out.splitlines()[2:-1]]
+    names = [rest.split("  ")[0].strip() for _, rest in rows]
+    assert names == [
+        "account",
+        "offering pretrain",
+        "offering pretrain-gpu",
+        "offering serve: inf2.48xlarge",
+        "offering serve: g6e.12xlarge",
+        f"quota {TRN_QUOTA}",
+        f"quota {P_QUOTA}",
+        f"quota {INF_QUOTA}",
+        f"quota {G_QUOTA}",
+        f"ami {catalog.default_ami_family('neuron')}",
+        f"ami {catalog.default_ami_family('gpu')}",
+    ]
+    assert {status for status, _ in rows} == {"PASS"}
 
 
 def test_cli_without_credentials_prints_one_line(

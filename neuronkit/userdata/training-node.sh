@@ -48,11 +48,12 @@ setup_local_nvme() {
 check_node() {
   local accelerators efa
   if [ "${ACCELERATOR}" = "neuron" ]; then
-    accelerators=$(find /dev -maxdepth 1 -name 'neuron*' | wc -l)
+    accelerators=$(find /dev -maxdepth 1 -name 'neuron[0-9]*' | wc -l)
   else
     accelerators=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   fi
-  efa=$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  # One uverbs device per EFA interface (the same count AWS Batch passes into containers).
+  efa=$(find /dev/infiniband -maxdepth 1 -name 'uverbs[0-9]*' 2>/dev/null | wc -l)
   log "found ${accelerators}/${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, ${efa}/${EXPECTED_EFA} EFA devices"
   [ "${accelerators}" -eq "${EXPECTED_ACCELERATORS}" ] || fail_node "expected ${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, found ${accelerators}"
   [ "${efa}" -eq "${EXPECTED_EFA}" ] || fail_node "expected ${EXPECTED_EFA} EFA devices, found ${efa}"

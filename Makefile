@@ -37,7 +37,7 @@ lint: setup
 	ruff check neuronkit tests app.py examples
 	ruff format --check neuronkit tests app.py examples
 	mypy neuronkit
-	shellcheck --severity=style neuronkit/userdata/*.sh
+	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh
 
 format: setup
 	ruff format neuronkit tests app.py examples

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 _HERE = Path(__file__).parent
+
+# How the kit runs shellcheck (make lint, tests): every finding, libraries followed from this folder.
+SHELLCHECK_ARGS = ("--severity=style", "--external-sources", f"--source-path={_HERE}")
 _KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
@@ -19,13 +22,29 @@ def script_path(name: str) -> Path:
     return _HERE / name
 
 
-def required_keys(name: str) -> set[str]:
-    """Keys a script reads from node.env (declared on its ``# requires:`` lines)."""
-    keys: set[str] = set()
+def _declared(name: str, marker: str) -> list[str]:
+    words: list[str] = []
     for line in script_path(name).read_text().splitlines():
-        if line.startswith("# requires:"):
-            keys.update(line.split(":", 1)[1].split())
+        if line.startswith(marker):
+            words.extend(line.split(":", 1)[1].split())
+    return words
+
+
+def libraries(name: str) -> list[str]:
+    """Shell libraries a script sources from /opt/neuronkit (declared on its ``# uses:`` lines)."""
+    return _declared(name, "# uses:")
+
+
+def required_keys(name: str) -> set[str]:
+    """Keys a script, and the libraries it uses, read from node.env (its ``# requires:`` lines)."""
+    keys = set(_declared(name, "# requires:"))
+    for lib in libraries(name):
+        keys |= required_keys(lib)
     return keys
+
+
+def _strip_shebang(text: str) -> str:
+    return text.split("\n", 1)[1] if text.startswith("#!") else text
 
 
 def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
@@ -39,10 +58,15 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
     missing = set().union(*(required_keys(n) for n in scripts)) - set(values)
     if missing:
         raise ValueError(f"userdata {name}: missing values for {', '.join(sorted(missing))}")
+    libs = list(dict.fromkeys(lib for script in scripts for lib in libraries(script)))
+    shared = []
+    for lib in libs:
+        # Written once, before any script runs; each script sources it.
+        shared.append(f"install -d -m 0755 /opt/neuronkit && cat > /opt/neuronkit/{lib} <<'NEURONKIT_LIB'")
+        shared.append(_strip_shebang(script_path(lib).read_text()).rstrip("\n"))
+        shared.append("NEURONKIT_LIB")
     if len(scripts) == 1:
-        body = script_path(scripts[0]).read_text()
-        if body.startswith("#!"):
-            body = body.split("\n", 1)[1]
+        body = _strip_shebang(script_path(scripts[0]).read_text())
     else:
         parts = ["status=0"]
         for i, script in enumerate(scripts):
@@ -63,4 +87,5 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
             raise ValueError(f"userdata {name}: value of {key} may not contain quotes or newlines")
         lines.append(f"{key}='{text}'")
     lines.append("NEURONKIT_ENV")
+    lines.extend(shared)
     return "\n".join(lines) + "\n" + body

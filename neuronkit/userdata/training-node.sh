@@ -1,6 +1,7 @@
 #!/bin/bash
 # Boot script of a training node (Trainium or GPU fallback pool). Runs once, as root, from cloud-init.
 # requires: ENVIRONMENT POOL REGION ASG_NAME ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA
+# uses: node-lib.sh
 # requires: LUSTRE_DNS LUSTRE_MOUNT COMPILE_CACHE ARTIFACTS_BUCKET CHECKPOINTS_BUCKET DATASETS_BUCKET
 # Order: local NVMe, node check (accelerators and EFA all present, or the node is marked unhealthy and
 # replaced), Lustre, EFA and Neuron environment, hostfile service, AZ rebalancing off.
@@ -16,76 +17,13 @@ imds() {
   curl -sS -H "X-aws-ec2-metadata-token: ${token}" "http://169.254.169.254/latest/meta-data/$1"
 }
 INSTANCE_ID=$(imds instance-id)
-log() { echo "neuronkit[${POOL}] $(date -u +%FT%TZ) $*"; }
+# shellcheck source-path=SCRIPTDIR source=node-lib.sh
+. /opt/neuronkit/node-lib.sh
 
 fail_node() {
   log "node check failed: $*; marking the instance unhealthy so the group replaces it"
   aws autoscaling set-instance-health --region "${REGION}" --instance-id "${INSTANCE_ID}" --health-status Unhealthy || true
   exit 1
-}
-
-# --- local NVMe: RAID 0 over the instance-store disks, mounted at /local ---------------------------
-setup_local_nvme() {
-  local disks=()
-  mapfile -t disks < <(lsblk -dpno NAME,MODEL | awk '/Instance Storage/ {print $1}')
-  if [ "${#disks[@]}" -eq 0 ]; then
-    log "no instance-store NVMe; /local stays on the root volume"
-    mkdir -p /local
-    return
-  fi
-  local dev="${disks[0]}"
-  if [ "${#disks[@]}" -gt 1 ]; then
-    dev=/dev/md0
-    [ -e "${dev}" ] || mdadm --create "${dev}" --level=0 --raid-devices="${#disks[@]}" "${disks[@]}" --run
-  fi
-  blkid "${dev}" >/dev/null 2>&1 || mkfs.xfs -f "${dev}"
-  mkdir -p /local
-  mountpoint -q /local || mount -o noatime "${dev}" /local
-  chmod 1777 /local
-}
-
-# --- node check: every accelerator and EFA device the catalog lists must be present ----------------
-check_node() {
-  local accelerators efa
-  if [ "${ACCELERATOR}" = "neuron" ]; then
-    accelerators=$(find /dev -maxdepth 1 -name 'neuron[0-9]*' | wc -l)
-  else
-    accelerators=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-  fi
-  # One uverbs device per EFA interface (the same count AWS Batch passes into containers).
-  efa=$(find /dev/infiniband -maxdepth 1 -name 'uverbs[0-9]*' 2>/dev/null | wc -l)
-  log "found ${accelerators}/${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, ${efa}/${EXPECTED_EFA} EFA devices"
-  [ "${accelerators}" -eq "${EXPECTED_ACCELERATORS}" ] || fail_node "expected ${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, found ${accelerators}"
-  [ "${efa}" -eq "${EXPECTED_EFA}" ] || fail_node "expected ${EXPECTED_EFA} EFA devices, found ${efa}"
-}
-
-# --- FSx for Lustre: client modules, then mount at /fsx --------------------------------------------
-mount_lustre() {
-  [ -n "${LUSTRE_DNS}" ] || { log "no Lustre file system in this environment"; return; }
-  if ! modinfo lustre >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1; then
-      # shellcheck source=/dev/null
-      . /etc/os-release
-      curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc \
-        | gpg --dearmor -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg
-      echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg] https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu ${VERSION_CODENAME} main" \
-        > /etc/apt/sources.list.d/fsxlustreclientrepo.list
-      apt-get update -q
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -q "lustre-client-modules-$(uname -r)"
-    else
-      dnf install -y -q lustre-client
-    fi
-  fi
-  mkdir -p /fsx
-  grep -q " /fsx " /etc/fstab || echo "${LUSTRE_DNS}@tcp:/${LUSTRE_MOUNT} /fsx lustre defaults,relatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network.service 0 0" >> /etc/fstab
-  local attempt
-  for attempt in 1 2 3 4 5; do
-    mountpoint -q /fsx && break
-    mount /fsx && break
-    log "Lustre mount attempt ${attempt} failed; retrying"
-    sleep 15
-  done
-  mountpoint -q /fsx || fail_node "could not mount Lustre ${LUSTRE_DNS}"
 }
 
 # --- environment for jobs: EFA, Neuron compile cache, storage paths --------------------------------
@@ -169,7 +107,8 @@ UNIT
 log "booting ${INSTANCE_ID} in ${ASG_NAME}"
 setup_local_nvme
 check_node
-mount_lustre
+# Automount on first access, after the network is up (a plain shell, not a container, reads /fsx).
+mount_lustre ",x-systemd.automount,x-systemd.requires=network.service"
 write_job_environment
 install_hostfile_service
 # The group spans one subnet, so AZ rebalancing has nothing to move; suspending it makes that explicit

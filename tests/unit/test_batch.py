@@ -31,6 +31,7 @@ from neuronkit.constructs.batch import (
 )
 from neuronkit.stacks import build_environment
 from neuronkit.stacks.network import addresses_per_az
+from neuronkit.userdata import SHELLCHECK_ARGS
 from tests.conftest import Synth, new_app
 
 FILE = "environments/batch.yaml"
@@ -518,7 +519,7 @@ def test_batch_boot_script_is_shellcheck_clean_after_rendering(tmp_path: Path) -
     script = tmp_path / "batch-node.sh"
     script.write_text(part.rsplit("\n--==NEURONKIT-BATCH==--", 1)[0])
     shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
-    result = subprocess.run([shellcheck, "--severity=style", str(script)], capture_output=True, text=True)
+    result = subprocess.run([shellcheck, *SHELLCHECK_ARGS, str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
     with pytest.raises(ValueError, match="missing values for EXPECTED_EFA"):
         userdata.render("batch-node.sh", {k: v for k, v in values.items() if k != "EXPECTED_EFA"})

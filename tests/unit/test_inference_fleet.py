@@ -22,6 +22,7 @@ from neuronkit import catalog, compliance, userdata
 from neuronkit.config import load_environment
 from neuronkit.constructs.inference_fleet import TERMINATION_POLICIES, InferenceFleet
 from neuronkit.stacks import build_environment
+from neuronkit.userdata import SHELLCHECK_ARGS
 from tests.conftest import ROOT, Synth, new_app
 
 PROD = load_environment(ROOT / "environments" / "prod.yaml")
@@ -381,7 +382,7 @@ def test_rendered_inference_script_is_shellcheck_clean(tmp_path: Path) -> None:
     values.update(SERVE_NEURON="vllm serve $MODEL_DIR --device neuron", PORT=8080, HEALTH_WAIT_SECONDS=900)
     script = tmp_path / "inference.sh"
     script.write_text(userdata.render("inference-node.sh", values))
-    result = subprocess.run([shellcheck, "--severity=style", str(script)], capture_output=True, text=True)
+    result = subprocess.run([shellcheck, *SHELLCHECK_ARGS, str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 

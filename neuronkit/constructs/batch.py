@@ -40,6 +40,7 @@ from neuronkit.constructs.launch_template import (
     efa_network_interfaces,
 )
 from neuronkit.constructs.network import retention_days
+from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 
@@ -198,25 +199,14 @@ class BatchTrainingCluster(Construct):
 
         # --- roles: Batch service role, node instance profile, job role ------------------------------
         self.service_role = service_role or batch_service_role(self, "ServiceRole")
-        self.instance_role = iam.Role(
+        self.instance_role = node_role(
             self,
             "InstanceRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description=f"{self.queue_name} Batch nodes (ECS container instances)",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonEC2ContainerServiceforEC2Role"),
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-            ],
-        )
-        acknowledge(
-            self.instance_role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AmazonEC2ContainerServiceforEC2Role]",
-            "AWS-maintained ECS container instance policy: the ECS agent registers the node, pulls images and writes job logs",
-        )
-        acknowledge(
-            self.instance_role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-            "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
+            also_managed={
+                "service-role/AmazonEC2ContainerServiceforEC2Role": "AWS-maintained ECS container instance policy: "
+                "the ECS agent registers the node, pulls images and writes job logs"
+            },
         )
         profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.instance_role.role_name])
         self.job_role = iam.Role(

@@ -19,6 +19,7 @@ from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
 
@@ -264,17 +265,9 @@ class InferenceFleet(Construct):
 
         # --- node role: Session Manager, CloudWatch agent, the model prefixes, its own group -------
         arn = group_arn(self, self.group_name)
-        self.role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"{self.group_name} inference nodes",
-            managed_policies=[
-                # Metrics and logs: NodeObservability's statements, scoped to the namespace and the
-                # fleet's log groups (not the broad CloudWatchAgentServerPolicy).
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-            ],
-        )
+        # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
+        # fleet's log groups (not the broad CloudWatchAgentServerPolicy).
+        self.role = node_role(self, "NodeRole", description=f"{self.group_name} inference nodes")
         self.observability = NodeObservability(
             self,
             "Observability",
@@ -288,11 +281,6 @@ class InferenceFleet(Construct):
         self.role.add_to_policy(iam.PolicyStatement(sid="OwnGroup", actions=["autoscaling:SetInstanceHealth"], resources=[arn]))
         self.role.add_to_policy(
             iam.PolicyStatement(sid="SignalRollingUpdate", actions=["cloudformation:SignalResource"], resources=[Aws.STACK_ID])
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-            "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
         )
         acknowledge_group_arn(self.role, arn, "this fleet's group name")
 

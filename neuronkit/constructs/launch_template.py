@@ -11,6 +11,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
+from neuronkit.constructs.node_role import node_role
 
 
 @dataclass(frozen=True)
@@ -140,14 +141,10 @@ class AcceleratorLaunchTemplate(Construct):
             )
 
         self.instance_type = facts
-        self.role = role or iam.Role(
+        self.role = role or node_role(
             self,
             "Role",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-                iam.ManagedPolicy.from_aws_managed_policy_name("CloudWatchAgentServerPolicy"),
-            ],
+            also_managed={"CloudWatchAgentServerPolicy": "AWS-maintained policy of the CloudWatch agent (node metrics and logs)"},
         )
         profile = iam.CfnInstanceProfile(self, "Profile", roles=[self.role.role_name])
         self.image_id = ami.image_id(self)

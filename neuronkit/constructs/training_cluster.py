@@ -17,6 +17,7 @@ from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
@@ -135,17 +136,9 @@ class TrainingCluster(Construct):
             )
             reservation_id = self.capacity_reservation.ref
 
-        self.role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description=f"{self.group_name} nodes",
-            managed_policies=[
-                # Metrics and logs: NodeObservability's statements, scoped to the namespace and the pool's
-                # log groups (not the broad CloudWatchAgentServerPolicy).
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore"),
-            ],
-        )
+        # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
+        # pool's log groups (not the broad CloudWatchAgentServerPolicy).
+        self.role = node_role(self, "NodeRole", description=f"{self.group_name} nodes")
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="OwnGroup",
@@ -163,11 +156,6 @@ class TrainingCluster(Construct):
                 actions=["ec2:DescribeInstances"],  # has no resource-level permissions
                 resources=["*"],
             )
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
-            "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
         )
         acknowledge_group_arn(self.role, own_group_arn, "this group's name")
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None

@@ -55,14 +55,7 @@ class InferenceStack(NeuronkitStack):
             serve=ServeSpec(neuron=f.serve.neuron, gpu=f.serve.gpu),
             load_balancer=f.load_balancer,
             port=f.port,
-            health_check=HealthCheckSpec(
-                path=hc.path,
-                port=hc.port,
-                protocol=hc.protocol,
-                interval_seconds=hc.interval_seconds,
-                healthy_threshold=hc.healthy_threshold,
-                unhealthy_threshold=hc.unhealthy_threshold,
-            ),
+            health_check=HealthCheckSpec(**hc.model_dump()),  # same fields as the file's health_check
             health_check_grace_seconds=f.health_check_grace_seconds,
             warmup_seconds=f.warmup_seconds,
             requests_per_target=f.requests_per_target,

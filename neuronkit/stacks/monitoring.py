@@ -20,17 +20,8 @@ from neuronkit.stacks.training import TrainingStack
 
 
 def thresholds(config: Environment) -> AlarmThresholds:
-    a = config.monitoring.alarms
-    return AlarmThresholds(
-        idle_utilization_percent=a.idle_utilization_percent,
-        idle_minutes=a.idle_minutes,
-        p99_latency_ms=a.p99_latency_ms,
-        error_5xx_percent=a.error_5xx_percent,
-        fallback_hours=a.fallback_hours,
-        lustre_free_percent=a.lustre_free_percent,
-        quota_usage_percent=a.quota_usage_percent,
-        execution_errors=a.execution_errors,
-    )
+    # AlarmThresholds has exactly the fields of the file's monitoring.alarms.
+    return AlarmThresholds(**config.monitoring.alarms.model_dump())
 
 
 class MonitoringStack(NeuronkitStack):

@@ -1,0 +1,35 @@
+"""The instance role every accelerator node starts from: Session Manager access and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from neuronkit.compliance import acknowledge
+
+SESSION_MANAGER = "AmazonSSMManagedInstanceCore"
+
+
+def node_role(
+    scope: Construct, id: str, *, description: str | None = None, also_managed: Mapping[str, str] | None = None
+) -> iam.Role:
+    """A role EC2 nodes assume, with the AWS-managed Session Manager policy (nodes have no key pair).
+
+    ``also_managed`` adds further AWS-managed policies, each with the reason cdk-nag records for it
+    (e.g. the ECS container-instance policy on AWS Batch nodes). Everything else a node does is granted
+    by the constructs that need it (storage, observability, its own group).
+    """
+    extra = dict(also_managed or {})
+    role = iam.Role(
+        scope,
+        id,
+        assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+        description=description,
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in (SESSION_MANAGER, *extra)],
+    )
+    reasons = {SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM"}
+    for name, reason in {**reasons, **extra}.items():
+        acknowledge(role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+    return role

@@ -1,0 +1,330 @@
+"""training: Trainium clusters (capacity, AMI, GPU pool, AWS Batch) and their rules against the catalog."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from neuronkit import catalog
+from neuronkit.config.base import AZ_ID_RE, RESERVATION_RE, Strict, _foreign_az, _raise_all
+
+
+class Ami(Strict):
+    """Either a catalog AMI family (resolved from its public SSM parameter at deploy) or a pinned id."""
+
+    family: str | None = Field(default=None, description="A family from neuronkit/catalog/amis.yaml.")
+    ami_id: Annotated[str, Field(pattern=r"^ami-[0-9a-f]{8,17}$")] | None = None
+    root_device_name: str | None = Field(default=None, description="Required with ami_id, e.g. /dev/sda1.")
+
+    @model_validator(mode="after")
+    def _one(self) -> Ami:
+        # Whether the family exists and boots the cluster's type is checked with the cluster (_check_cluster).
+        problems: list[tuple[str, str]] = []
+        if self.family and self.ami_id:
+            problems.append(("", "give either family or ami_id, not both; remove one"))
+        if self.ami_id and not self.root_device_name:
+            problems.append(("root_device_name", "required with ami_id (e.g. /dev/sda1 for Ubuntu, /dev/xvda for Amazon Linux)"))
+        _raise_all(problems)
+        return self
+
+
+class OnDemand(Strict):
+    type: Literal["on-demand"] = "on-demand"
+
+
+class Odcr(Strict):
+    """On-Demand Capacity Reservation: created by the stack (bills from creation) or an existing id."""
+
+    type: Literal["odcr"]
+    create: bool = Field(default=True, description="Create the reservation in the cluster's placement group.")
+    reservation_id: Annotated[str, Field(pattern=RESERVATION_RE)] | None = None
+    instance_count: int = Field(ge=1, description="Instances reserved.")
+    end_date: dt.datetime | None = Field(default=None, description="Release a created reservation at this time (UTC).")
+
+    @model_validator(mode="after")
+    def _check(self) -> Odcr:
+        if self.create and self.reservation_id:
+            why = "create: true, the default, makes a new reservation"
+            _raise_all([("create", f"set create: false to use the existing reservation_id ({why})")])
+        if not self.create and not self.reservation_id:
+            fix = "name the existing reservation (cr-...) or set create: true"
+            _raise_all([("reservation_id", f"required with create: false; {fix}")])
+        return self
+
+
+class CapacityBlock(Strict):
+    """An EC2 Capacity Block for ML, bought outside CloudFormation and referenced by id."""
+
+    type: Literal["capacity-block"]
+    reservation_id: Annotated[str, Field(pattern=RESERVATION_RE)]
+    instance_type: str = Field(description="The block's instance type (must match the cluster).")
+    az_id: Annotated[str, Field(pattern=AZ_ID_RE)] = Field(description="The block's AZ ID (must match the cluster).")
+    instance_count: int = Field(ge=1)
+    start: dt.datetime = Field(description="Block start (UTC, ISO 8601).")
+    end: dt.datetime = Field(description="Block end (UTC, ISO 8601).")
+
+    @model_validator(mode="after")
+    def _check(self) -> CapacityBlock:
+        # Catalog facts (types sold, sizes) are checked with the cluster (_check_cluster), so that a
+        # wrong block does not hide the cluster's other problems.
+        if self.end <= self.start:
+            start, end = self.start.isoformat(), self.end.isoformat()
+            _raise_all([("end", f"{end} is not after start {start}; copy both from the block you bought")])
+        return self
+
+
+Capacity = Annotated[OnDemand | Odcr | CapacityBlock, Field(discriminator="type")]
+
+
+class TrainingCluster(Strict):
+    """A Trainium cluster: one instance type in one AZ ID and a cluster placement group."""
+
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")] = "train"
+    instance_type: str = Field(description="A Trainium instance type, e.g. trn1.32xlarge.")
+    az_id: Annotated[str, Field(pattern=AZ_ID_RE)] = Field(description="The AZ ID the cluster runs in, e.g. use1-az6.")
+    min_size: int = Field(default=0, ge=0, description="Fewest nodes; 0 lets the cluster scale to zero.")
+    max_size: int = Field(ge=1, description="Most nodes the cluster scales out to.")
+    desired_size: int | None = Field(default=None, description="Defaults to min_size.")
+    ami: Ami = Ami()
+    capacity: Capacity = OnDemand()
+    root_volume_gib: int | None = Field(
+        default=None, description="Defaults to the catalog's minimum for the accelerator (512 GiB on Trainium)."
+    )
+    compile_cache: Literal["local", "s3"] = Field(
+        default="local", description="Neuron compile cache on local NVMe or in the artifacts bucket."
+    )
+    scale_in_protection: bool = True
+    idle_scale_down: bool = Field(
+        default=False, description="When the idle alarm fires (monitoring.idle_*), scale this cluster to min_size."
+    )
+    scheduler: Literal["none", "batch"] = Field(
+        default="none", description="none: a plain Auto Scaling cluster; batch: an AWS Batch compute environment and queue."
+    )
+    container_image: str | None = Field(
+        default=None, description="scheduler: batch: the training container image of the job definition template."
+    )
+    gpu_pool: GpuPool | None = Field(default=None, description="An optional GPU pool beside the cluster (CUDA-only steps).")
+
+
+class GpuPool(Strict):
+    """A GPU training pool beside a Trainium cluster: same storage, security and hostfile conventions."""
+
+    instance_type: str = Field(description="A GPU instance type, e.g. p5.48xlarge or p4d.24xlarge.")
+    az_id: Annotated[str, Field(pattern=AZ_ID_RE)] | None = Field(default=None, description="Defaults to the cluster's AZ ID.")
+    min_size: int = Field(default=0, ge=0)
+    max_size: int = Field(default=1, ge=1)
+    desired_size: int | None = None
+    ami: Ami = Ami()
+    container_image: str | None = Field(
+        default=None,
+        description="scheduler: batch: the CUDA training image of the GPU pool's job definition template (required there).",
+    )
+
+
+def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: list[str] | None) -> list[tuple[str, str]]:
+    """Problems of one training cluster against the catalog, the region and network.az_ids (None: unknown)."""
+    out: list[tuple[str, str]] = []
+
+    def add(key: str, msg: str) -> None:
+        out.append((f"{loc}.{key}", msg))
+
+    types = catalog.instance_types()
+    trainium = ", ".join(sorted(n for n, t in types.items() if t.accelerator == "trainium"))
+    it = types.get(c.instance_type)
+    if it is None:
+        add("instance_type", f"'{c.instance_type}' is not a known instance type; use a Trainium type: {trainium}")
+    elif it.accelerator != "trainium":
+        kind = "an inference-only Inferentia type" if it.accelerator == "inferentia" else f"a {it.accelerator} type"
+        add("instance_type", f"'{c.instance_type}' is {kind}; a training cluster needs a Trainium type: {trainium}")
+    elif it.efa_supported and "cluster" not in it.placement_strategies:
+        add("instance_type", f"{c.instance_type} does not support cluster placement groups; use another Trainium type")
+
+    foreign = _foreign_az(c.az_id, region) if region is not None else None
+    if foreign:
+        add("az_id", foreign)
+    else:
+        if az_ids is not None and c.az_id not in az_ids:
+            add("az_id", f"'{c.az_id}' is not in network.az_ids; add it there")
+        offered = it.az_ids(region) if it is not None and region is not None else None
+        if offered is not None and c.az_id not in offered:
+            fix = (
+                f"use one of {', '.join(offered)}"
+                if offered
+                else f"it is offered in no AZ of {region}; use another region or type"
+            )
+            add("az_id", f"{c.instance_type} is not offered in {c.az_id} ({region}); {fix}")
+
+    if c.min_size > c.max_size:
+        add("min_size", f"min_size {c.min_size} is greater than max_size {c.max_size}; raise max_size or lower min_size")
+    elif c.desired_size is not None and not c.min_size <= c.desired_size <= c.max_size:
+        add("desired_size", f"{c.desired_size} must lie between min_size {c.min_size} and max_size {c.max_size}")
+
+    ami_problem = _ami_problem(c, it)
+    if ami_problem:
+        add("ami.family", ami_problem)
+    if it is not None:
+        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(it.accelerator, 100)
+        if c.root_volume_gib is not None and c.root_volume_gib < minimum:
+            add("root_volume_gib", f"{c.root_volume_gib} GiB is below the {minimum} GiB a {it.accelerator} node needs; raise it")
+
+    cap = c.capacity
+    if isinstance(cap, Odcr) and c.max_size > cap.instance_count:
+        fix = "lower max_size or raise capacity.instance_count"
+        add("max_size", f"max_size {c.max_size} is more than the capacity reservation holds ({cap.instance_count}); {fix}")
+    elif isinstance(cap, CapacityBlock):
+        facts = catalog.capacity_facts()["capacity_blocks"]
+        sold, sizes = facts["instance_types"], facts["sizes"]
+        if cap.instance_type not in sold:
+            add("capacity.instance_type", f"Capacity Blocks are not sold for {cap.instance_type}; use one of {', '.join(sold)}")
+        if cap.instance_type != c.instance_type:
+            add(
+                "capacity.instance_type",
+                f"the Capacity Block holds {cap.instance_type}, not the cluster's {c.instance_type}; make them match",
+            )
+        if cap.az_id != c.az_id:
+            add("capacity.az_id", f"the Capacity Block is in {cap.az_id}, not the cluster's {c.az_id}; make them match")
+        if cap.instance_count not in sizes:
+            counts = ", ".join(map(str, sizes[:-1])) + f" or {sizes[-1]}"
+            add("capacity.instance_count", f"{cap.instance_count} is not a Capacity Block size; use {counts}")
+        if c.max_size > cap.instance_count:
+            fix = "lower max_size or buy a larger block"
+            add("max_size", f"max_size {c.max_size} is more than the Capacity Block holds ({cap.instance_count}); {fix}")
+        elif c.max_size > facts["max_instances"]:
+            add("max_size", f"a Capacity Block cluster holds at most {facts['max_instances']} nodes; lower max_size")
+    if c.gpu_pool is not None:
+        pool = c.gpu_pool
+        gpu = types.get(pool.instance_type)
+        if gpu is None or gpu.accelerator != "gpu":
+            add("gpu_pool.instance_type", f"'{pool.instance_type}' is not a GPU type; use one of {', '.join(_gpu_types())}")
+        else:
+            az = pool.az_id or c.az_id
+            offered = gpu.az_ids(region) if region is not None else None
+            if offered is not None and az not in offered:
+                add(
+                    "gpu_pool.az_id",
+                    f"{pool.instance_type} is not offered in {az} ({region}); use one of {', '.join(offered) or 'none'}",
+                )
+            problem = _family_problem(pool.ami, "ecs-gpu" if c.scheduler == "batch" else "gpu", pool.instance_type)
+            if problem:
+                add("gpu_pool.ami.family", problem)
+        if pool.az_id and az_ids is not None and pool.az_id not in az_ids:
+            add("gpu_pool.az_id", f"'{pool.az_id}' is not in network.az_ids; add it there")
+        if pool.min_size > pool.max_size:
+            add(
+                "gpu_pool.min_size",
+                f"min_size {pool.min_size} is greater than max_size {pool.max_size}; raise max_size or lower min_size",
+            )
+    out.extend((f"{loc}.{key}", msg) for key, msg in _batch_problems(c))
+    return out
+
+
+def _batch_problems(c: TrainingCluster) -> list[tuple[str, str]]:
+    """What scheduler: batch (an AWS Batch compute environment and queue) needs, or what only it uses."""
+    out: list[tuple[str, str]] = []
+    pool = c.gpu_pool
+    if c.scheduler != "batch":
+        unused = "only used with scheduler: batch; remove it or set scheduler: batch"
+        if c.container_image is not None:
+            out.append(("container_image", unused))
+        if pool is not None and pool.container_image is not None:
+            out.append(("gpu_pool.container_image", unused))
+        return out
+    if not c.container_image:
+        out.append(("container_image", "required with scheduler: batch (the training image of the job definition template)"))
+    if not isinstance(c.capacity, OnDemand):
+        out.append(
+            (
+                "capacity.type",
+                f"{c.capacity.type} is not available with scheduler: batch (AWS Batch runs multi-node jobs on on-demand "
+                "capacity only); remove capacity or use scheduler: none",
+            )
+        )
+    queue_sized = "AWS Batch sizes the compute environment from the jobs in its queue; remove it (min_size keeps nodes running)"
+    if c.desired_size is not None:
+        out.append(("desired_size", queue_sized))
+    if c.idle_scale_down:
+        out.append(("idle_scale_down", "AWS Batch scales an idle compute environment down to min_size by itself; remove it"))
+    if pool is not None:
+        if not pool.container_image:
+            out.append(
+                ("gpu_pool.container_image", "required with scheduler: batch (the CUDA training image of the GPU job definition)")
+            )
+        if pool.desired_size is not None:
+            out.append(("gpu_pool.desired_size", queue_sized))
+    return out
+
+
+def ami_family(c: TrainingCluster) -> str | None:
+    """The catalog AMI family a cluster's nodes boot (given, or the default for its scheduler); None when pinned.
+
+    scheduler: batch nodes need an ECS-capable AMI (``ecs-neuron``); plain clusters boot a Neuron DLAMI.
+    """
+    if c.ami.ami_id:
+        return None
+    return c.ami.family or catalog.default_ami_family("ecs-neuron" if c.scheduler == "batch" else "neuron")
+
+
+def gpu_ami_family(c: TrainingCluster) -> str | None:
+    """The catalog AMI family of a cluster's GPU pool (given, or the default for the scheduler); None when pinned."""
+    pool = c.gpu_pool
+    if pool is None or pool.ami.ami_id:
+        return None
+    return pool.ami.family or catalog.default_ami_family("ecs-gpu" if c.scheduler == "batch" else "gpu")
+
+
+def _gpu_types() -> list[str]:
+    return sorted(n for n, t in catalog.instance_types().items() if t.accelerator == "gpu")
+
+
+def _family_problem(ami: Ami, kind: str, instance_type: str) -> str | None:
+    """An AMI family (given, or the default of ``kind``) that does not boot ``instance_type``."""
+    fam = ami.family or (None if ami.ami_id else catalog.default_ami_family(kind))
+    if fam is None:
+        return None
+    family = catalog.ami_families().get(fam)
+    if family is None:
+        return f"'{fam}' is not a known AMI family; use one of {', '.join(catalog.ami_families())}"
+    good = [n for n, a in catalog.ami_families().items() if a.kind == kind and a.supports_type(instance_type)]
+    if kind.startswith("ecs-") and family.kind != kind:
+        return f"'{fam}' is not an ECS-optimized AMI family (AWS Batch nodes run the ECS agent); use one of {', '.join(good)}"
+    if family.kind != kind or not family.supports_type(instance_type):
+        return f"'{fam}' does not boot {instance_type}; use one of {', '.join(good) or 'a pinned ami_id'}"
+    return None
+
+
+_CAPACITY_TAGS: dict[str, type[BaseModel]] = {"on-demand": OnDemand, "odcr": Odcr, "capacity-block": CapacityBlock}
+
+
+def _ami_problem(c: TrainingCluster, it: catalog.InstanceType | None) -> str | None:
+    """What is wrong with the cluster's AMI family (given or default), or None."""
+    families = catalog.ami_families()
+    batch = c.scheduler == "batch"
+    kind = "ecs-neuron" if batch else "neuron"
+    allowed = [n for n, a in families.items() if a.kind == kind]
+    fam = ami_family(c)
+    if fam is None:
+        return None
+    ami = families.get(fam)
+    if ami is None:
+        return f"'{fam}' is not a known AMI family; use one of {', '.join(allowed)}"
+    if it is None or not it.is_neuron:
+        return None  # an unknown or GPU type is already reported on instance_type; its fix comes first
+    named = f"'{fam}'" if c.ami.family else f"the default AMI family '{fam}'"
+    good = [n for n in allowed if families[n].supports_type(c.instance_type)]
+    fix = (
+        f"use one of {', '.join(good)}"
+        if good
+        else "pin an ami_id of an ECS-capable AMI that supports it"
+        if batch
+        else "pin an ami_id of an AMI that supports it (Neuron DLAMIs dropped Inf1 in 2.26.1)"
+    )
+    if batch and ami.kind != kind:
+        # Batch registers nodes with the compute environment's ECS cluster: a DLAMI has no ECS agent.
+        return f"{named} is not an ECS-optimized AMI family (AWS Batch nodes run the ECS agent); {fix}"
+    if not ami.supports_type(c.instance_type):
+        return f"{named} does not support {c.instance_type}; {fix}"
+    if ami.kind != kind:
+        return f"'{fam}' is not a Neuron DLAMI family ({ami.kind}); {fix}"
+    return None

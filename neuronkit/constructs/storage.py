@@ -60,6 +60,9 @@ class TrainingStorage(Construct):
         bucket_names: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
+        # Access logging into a bucket with ACLs disabled needs a bucket policy, not the LogDeliveryWrite ACL;
+        # set the flag on this construct's own subtree so it works in any app, whatever its cdk.json says.
+        self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         self._names = dict(bucket_names or {})
         self.access_logs = s3.Bucket(
             self,

@@ -14,7 +14,12 @@ from neuronkit.stacks import build_environment
 
 def main() -> None:
     # Feature flags live in cdk.json; load them too when the app runs without the CDK CLI.
-    app = App(context=json.loads(Path(__file__).with_name("cdk.json").read_text())["context"])
+    # CDK's built-in CloudFormation validation is off: it took 40% of a whole-app synth, and `make test`
+    # runs cfn-lint over every template with zero findings allowed (docs/performance.md).
+    app = App(
+        context=json.loads(Path(__file__).with_name("cdk.json").read_text())["context"],
+        builtin_cloud_formation_validation=False,
+    )
     try:
         environments = load_all("environments", only=app.node.try_get_context("env"))
     except ConfigError as err:

@@ -54,3 +54,15 @@ def test_user_training_app_reuses_the_constructs(tmp_path: Path) -> None:
     assert group["Properties"]["VPCZoneIdentifier"] == ["subnet-0a1b2c3d4e5f67890"]
     # Access logs reach their bucket through a bucket policy (ACLs are disabled), not the LogDeliveryWrite ACL.
     assert not any(r["Type"] == "AWS::S3::Bucket" and "AccessControl" in r["Properties"] for r in resources)
+
+
+def test_user_inference_app_gets_fallback_and_passes_cdk_nag(tmp_path: Path) -> None:
+    done = run_example(ROOT / "examples" / "my_inference_app.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]  # compliance.apply(app) ran: a cdk-nag finding fails here
+    data = json.loads((tmp_path / "cdk.out" / "examples" / "research-serving.template.json").read_text())
+    resources = list(data["Resources"].values())
+    group = next(r for r in resources if r["Type"] == "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    overrides = [o["InstanceType"] for o in group["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]]
+    assert overrides[0] == "inf2.xlarge" and "g5.xlarge" in overrides
+    lb = next(r for r in resources if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer")["Properties"]
+    assert lb["Scheme"] == "internal"

@@ -1,85 +1,108 @@
-"""TrainingCluster: placement, capacity (on-demand, ODCR, Capacity Block), safety for long jobs."""
+"""TrainingCluster on bare stacks: placement, capacity (on-demand, ODCR, Capacity Block), safety for long jobs."""
 
 from __future__ import annotations
 
-import re
+import datetime as dt
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Template
 
 from neuronkit import catalog
-from neuronkit.config import load_environment
-from neuronkit.stacks import build_environment
-from tests.conftest import ROOT, Synth, new_app
+from neuronkit.constructs import AmiSpec, CapacitySpec, TrainingCluster
+from neuronkit.constructs.storage import StorageAccess
+from tests.templates import SUBNET_ID, bare_stack, imported_vpc, logical_id, one, resources, template
+
+AMI = AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0")
+STORAGE = StorageAccess(
+    datasets_bucket="team-datasets-123456789012-us-east-1",
+    checkpoints_bucket="team-checkpoints-123456789012-us-east-1",
+    artifacts_bucket="team-artifacts-123456789012-us-east-1",
+)
 
 
-def _one(synth_or_template: dict[str, Any], type_: str, pool: str | None = None) -> dict[str, Any]:
-    """The one resource of ``type_``; with ``pool``, of that pool's cluster only (a stack may hold several)."""
-    found = [
-        r
-        for k, r in synth_or_template["Resources"].items()
-        if r["Type"] == type_ and (pool is None or re.match(rf"Cluster{pool.replace('-', '')}[A-Z]", k))
-    ]
-    assert len(found) == 1, f"{len(found)} {type_}"
-    return found[0]
+def cluster(**overrides: Any) -> dict[str, Any]:
+    """One TrainingCluster in a bare stack, with explicit arguments; returns the template."""
+    stack = bare_stack()
+    args: dict[str, Any] = {
+        "environment": "team",
+        "name": "pretrain",
+        "instance_type": "trn1.32xlarge",
+        "vpc": imported_vpc(stack),
+        "subnet_id": SUBNET_ID,
+        "az_id": "use1-az6",
+        "max_size": 16,
+        "ami": AMI,
+        "storage": STORAGE,
+    }
+    args.update(overrides)
+    TrainingCluster(stack, "Cluster", **args)
+    return template(stack)
+
+
+@pytest.fixture(scope="module")
+def odcr() -> dict[str, Any]:
+    """16 x trn1.32xlarge on an ODCR the construct creates, S3 compile cache."""
+    return cluster(desired_size=16, capacity=CapacitySpec(kind="odcr", create_count=16), compile_cache="s3")
 
 
 @pytest.fixture(scope="module")
 def block() -> dict[str, Any]:
-    """The Capacity Block fixture environment, synthesized once for this module."""
-    app = new_app()
-    stacks = build_environment(app, load_environment(ROOT / "tests/fixtures/capacity-block.yaml"))
-    assert stacks.training is not None
-    return Template.from_stack(stacks.training).to_json()
+    start, end = dt.datetime(2030, 3, 1, 11, 30, tzinfo=dt.UTC), dt.datetime(2030, 3, 15, 11, 30, tzinfo=dt.UTC)
+    spec = CapacitySpec(kind="capacity-block", reservation_id="cr-0123456789abcdef0", start=start, end=end)
+    return cluster(instance_type="trn2.48xlarge", az_id="use2-az3", max_size=8, capacity=spec, scale_in_protection=False)
 
 
-def test_prod_cluster_uses_a_cluster_placement_group(synth: Synth) -> None:
-    t = synth.template("prod-training")
-    Template.from_json(t).has_resource_properties("AWS::EC2::PlacementGroup", {"Strategy": "cluster"})
-    group = _one(t, "AWS::AutoScaling::AutoScalingGroup", "pretrain")["Properties"]
-    assert group["PlacementGroup"] == {
-        "Ref": next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::PlacementGroup" and "pretraingpu" not in k)
-    }
+def test_cluster_uses_a_cluster_placement_group(odcr: dict[str, Any]) -> None:
+    Template.from_json(odcr).has_resource_properties("AWS::EC2::PlacementGroup", {"Strategy": "cluster"})
+    group = one(odcr, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    assert group["PlacementGroup"] == {"Ref": logical_id(odcr, "AWS::EC2::PlacementGroup")}
 
 
-def test_prod_group_is_one_subnet_protected_and_sized_from_the_file(synth: Synth) -> None:
-    group = _one(synth.template("prod-training"), "AWS::AutoScaling::AutoScalingGroup", "pretrain")
+def test_group_is_one_subnet_protected_and_sized_from_the_arguments(odcr: dict[str, Any]) -> None:
+    group = one(odcr, "AWS::AutoScaling::AutoScalingGroup")
     props = group["Properties"]
-    assert len(props["VPCZoneIdentifier"]) == 1
+    assert props["VPCZoneIdentifier"] == [SUBNET_ID]
     assert (props["MinSize"], props["MaxSize"], props["DesiredCapacity"]) == ("0", "16", "16")
     assert props["NewInstancesProtectedFromScaleIn"] is True
     # No rolling update or replacing update: a template change never replaces running nodes.
-    assert "UpdatePolicy" not in group
+    assert "AutoScalingRollingUpdate" not in group.get("UpdatePolicy", {})
+    assert "AutoScalingReplacingUpdate" not in group.get("UpdatePolicy", {})
     # The template version is pinned (the number current at deploy), not $Latest.
     assert props["LaunchTemplate"]["Version"] == {
         "Fn::GetAtt": [props["LaunchTemplate"]["LaunchTemplateId"]["Ref"], "LatestVersionNumber"]
     }
 
 
-def test_dev_group_scales_to_zero(synth: Synth) -> None:
-    props = _one(synth.template("dev-training"), "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+def test_group_scales_to_zero_without_a_desired_size() -> None:
+    props = one(cluster(instance_type="trn1.2xlarge", max_size=1), "AWS::AutoScaling::AutoScalingGroup")["Properties"]
     assert props["MinSize"] == "0" and "DesiredCapacity" not in props
 
 
-def test_prod_odcr_is_created_in_the_placement_group_and_targeted(synth: Synth) -> None:
-    t = synth.template("prod-training")
-    odcr = _one(t, "AWS::EC2::CapacityReservation")["Properties"]
-    assert odcr["InstanceType"] == "trn1.32xlarge"
-    assert odcr["InstanceCount"] == 16
-    assert odcr["AvailabilityZoneId"] == "use1-az6"
-    assert odcr["InstanceMatchCriteria"] == "targeted"
-    assert "placement-group/" in str(odcr["PlacementGroupArn"])
-    data = _one(t, "AWS::EC2::LaunchTemplate", "pretrain")["Properties"]["LaunchTemplateData"]
-    odcr_id = next(k for k, v in t["Resources"].items() if v["Type"] == "AWS::EC2::CapacityReservation")
-    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == {"Ref": odcr_id}
+def test_odcr_is_created_in_the_placement_group_and_targeted(odcr: dict[str, Any]) -> None:
+    reservation = one(odcr, "AWS::EC2::CapacityReservation")["Properties"]
+    assert reservation["InstanceType"] == "trn1.32xlarge"
+    assert reservation["InstanceCount"] == 16
+    assert reservation["AvailabilityZoneId"] == "use1-az6"
+    assert reservation["InstanceMatchCriteria"] == "targeted"
+    assert "placement-group/" in str(reservation["PlacementGroupArn"])
+    data = one(odcr, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    target = data["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target["CapacityReservationId"] == {"Ref": logical_id(odcr, "AWS::EC2::CapacityReservation")}
     assert "InstanceMarketOptions" not in data
 
 
-def test_metadata_describes_the_pool(synth: Synth) -> None:
-    meta = _one(synth.template("prod-training"), "AWS::AutoScaling::AutoScalingGroup", "pretrain")["Metadata"]["neuronkit"]
+def test_existing_reservation_is_targeted_not_created() -> None:
+    data = cluster(capacity=CapacitySpec(kind="odcr", reservation_id="cr-0123456789abcdef0"))
+    assert not resources(data, "AWS::EC2::CapacityReservation")
+    lt = one(data, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    assert lt["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == "cr-0123456789abcdef0"
+
+
+def test_metadata_describes_the_pool(odcr: dict[str, Any]) -> None:
+    meta = one(odcr, "AWS::AutoScaling::AutoScalingGroup")["Metadata"]["neuronkit"]
     assert meta == {
-        "environment": "prod",
+        "environment": "team",
         "region": "us-east-1",
         "pool": "pretrain",
         "role": "training",
@@ -94,62 +117,54 @@ def test_metadata_describes_the_pool(synth: Synth) -> None:
     }
 
 
-def test_node_role_is_limited_to_its_group_and_buckets(synth: Synth) -> None:
-    t = synth.template("prod-training")
-    policy = _one(t, "AWS::IAM::Policy", "pretrain")
+def test_node_role_is_limited_to_its_group_and_buckets(odcr: dict[str, Any]) -> None:
+    policy = next(p for p in resources(odcr, "AWS::IAM::Policy").values() if "OwnGroup" in str(p))
     statements = {s.get("Sid"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert statements["OwnGroup"]["Resource"].endswith(":autoScalingGroupName/prod-pretrain")
+    assert str(statements["OwnGroup"]["Resource"]).endswith(":autoScalingGroupName/team-pretrain']]}")
     assert statements["DiscoverPeers"]["Action"] == "ec2:DescribeInstances"
-    resources = str(statements["Checkpoints"]["Resource"])
-    assert "prod-checkpoints-222222222222-us-east-1/*" in resources
+    assert "team-checkpoints-123456789012-us-east-1/*" in str(statements["Checkpoints"]["Resource"])
     assert "s3:*" not in str(policy)
-    cache = str(statements["CompileCache"]["Resource"])
-    assert "neuron-compile-cache/pretrain/*" in cache
+    assert "neuron-compile-cache/pretrain/*" in str(statements["CompileCache"]["Resource"])
 
 
-def test_user_data_checks_the_node_and_carries_catalog_counts(synth: Synth) -> None:
-    data = _one(synth.template("prod-training"), "AWS::EC2::LaunchTemplate", "pretrain")["Properties"]["LaunchTemplateData"]
-    text = str(data["UserData"])
+def test_user_data_checks_the_node_and_carries_catalog_counts(odcr: dict[str, Any]) -> None:
+    text = str(one(odcr, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"])
     facts = catalog.get("trn1.32xlarge")
     assert f"EXPECTED_ACCELERATORS='{facts.neuron_devices}'" in text
     assert f"EXPECTED_EFA='{facts.efa_max_interfaces}'" in text
-    assert "check_node" in text and "mount_lustre" in text and "neuronkit-hostfile" in text
+    assert "check_node" in text and "neuronkit-hostfile" in text
 
 
 def test_capacity_block_launch_template_and_group(block: dict[str, Any]) -> None:
-    data = _one(block, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    data = one(block, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
     assert (
         data["CapacityReservationSpecification"]["CapacityReservationTarget"]["CapacityReservationId"] == "cr-0123456789abcdef0"
     )
     assert data["InstanceType"] == "trn2.48xlarge"
-    group = _one(block, "AWS::AutoScaling::AutoScalingGroup")
+    group = one(block, "AWS::AutoScaling::AutoScalingGroup")
     props = group["Properties"]
     # Empty until the block starts; deploys do not reset what the schedule set.
     assert (props["MinSize"], props["DesiredCapacity"], props["MaxSize"]) == ("0", "0", "8")
     assert props["NewInstancesProtectedFromScaleIn"] is False
-    assert group["UpdatePolicy"] == {"AutoScalingScheduledAction": {"IgnoreUnmodifiedGroupSizeProperties": True}}
-    assert not [r for r in block["Resources"].values() if r["Type"] == "AWS::EC2::CapacityReservation"]
+    assert group["UpdatePolicy"]["AutoScalingScheduledAction"] == {"IgnoreUnmodifiedGroupSizeProperties": True}
+    assert not resources(block, "AWS::EC2::CapacityReservation")
 
 
 def test_capacity_block_schedule_scales_up_at_start_and_down_before_reclaim(block: dict[str, Any]) -> None:
     actions = sorted(
-        (r["Properties"] for r in block["Resources"].values() if r["Type"] == "AWS::AutoScaling::ScheduledAction"),
-        key=lambda p: p["StartTime"],
+        (r["Properties"] for r in resources(block, "AWS::AutoScaling::ScheduledAction").values()), key=lambda p: p["StartTime"]
     )
     assert [(a["StartTime"], a["DesiredCapacity"]) for a in actions] == [
         ("2030-03-01T11:30:00Z", 8),
         # 30 minutes before the end EC2 reclaims the nodes (catalog), plus 15 minutes to drain.
         ("2030-03-15T10:45:00Z", 0),
     ]
-    Template.from_json(block).resource_count_is("AWS::AutoScaling::ScheduledAction", 2)
 
 
-def test_template_size_does_not_grow_with_node_count(synth: Synth) -> None:
-    dev = Template.from_json(synth.template("prod-training"))
-    # One group and one launch template per pool (the cluster and its GPU pool), whatever the node count.
-    dev.resource_count_is("AWS::AutoScaling::AutoScalingGroup", 2)
-    dev.resource_count_is("AWS::EC2::LaunchTemplate", 2)
-    dev.has_resource_properties(
-        "AWS::EC2::LaunchTemplate", {"LaunchTemplateData": Match.object_like({"InstanceType": "trn1.32xlarge"})}
-    )
+@pytest.mark.parametrize("nodes", [1, 256])
+def test_template_size_does_not_grow_with_node_count(nodes: int) -> None:
+    data = cluster(max_size=nodes, desired_size=nodes, capacity=CapacitySpec(kind="odcr", create_count=nodes))
+    assert len(resources(data, "AWS::AutoScaling::AutoScalingGroup")) == 1
+    assert len(resources(data, "AWS::EC2::LaunchTemplate")) == 1
+    assert len(data["Resources"]) == len(cluster(capacity=CapacitySpec(kind="odcr", create_count=16))["Resources"])

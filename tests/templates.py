@@ -1,0 +1,53 @@
+"""Shared helpers for construct tests: bare stacks and lookups in synthesized templates.
+
+Construct tests build the construct they test in a bare ``Stack`` with explicit arguments (the example
+environments are for snapshots, compliance and "the examples synthesize"), so an edit to an example never
+breaks a construct test and options the examples don't use are tested too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Template
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+VPC_ID = "vpc-0a1b2c3d4e5f67890"
+SUBNET_ID = "subnet-0a1b2c3d4e5f67890"
+
+
+def bare_stack(name: str = "Test", *, account: str = ACCOUNT, region: str = REGION) -> Stack:
+    """A stack in a bare App: CDK's default feature flags, no cdk.json context (as in a user's app)."""
+    return Stack(App(builtin_cloud_formation_validation=False), name, env=Environment(account=account, region=region))
+
+
+def imported_vpc(stack: Stack, cidr: str = "10.0.0.0/16") -> ec2.IVpc:
+    return ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id=VPC_ID, vpc_cidr_block=cidr, availability_zones=[f"{stack.region}a"], private_subnet_ids=[SUBNET_ID]
+    )
+
+
+def template(stack: Stack) -> dict[str, Any]:
+    data: dict[str, Any] = Template.from_stack(stack).to_json()
+    return data
+
+
+def resources(data: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    """Logical id -> resource, for every resource of ``type_``."""
+    return {k: v for k, v in data["Resources"].items() if v["Type"] == type_}
+
+
+def one(data: dict[str, Any], type_: str) -> dict[str, Any]:
+    """The one resource of ``type_`` (fails when there are none or several)."""
+    found = list(resources(data, type_).values())
+    assert len(found) == 1, f"{len(found)} {type_}"
+    return found[0]
+
+
+def logical_id(data: dict[str, Any], type_: str) -> str:
+    found = list(resources(data, type_))
+    assert len(found) == 1, f"{len(found)} {type_}"
+    return found[0]

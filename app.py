@@ -8,18 +8,22 @@ from pathlib import Path
 from aws_cdk import App
 
 from neuronkit import compliance
-from neuronkit.config import ConfigError, load_all
-from neuronkit.stacks import build_environment
+from neuronkit.config import ConfigError, load_all, neuron_warnings
+from neuronkit.stacks import build_environment, missing_lookups
+
+HERE = Path(__file__).parent
 
 
 def main() -> None:
-    # Feature flags live in cdk.json; load them too when the app runs without the CDK CLI.
+    # Feature flags live in cdk.json and pinned lookups (AMIs) in cdk.context.json; load both when the app
+    # runs without the CDK CLI too (the CLI passes them itself, and its values win).
+    context = json.loads((HERE / "cdk.json").read_text())["context"]
+    pinned = HERE / "cdk.context.json"
+    if pinned.is_file():
+        context = {**json.loads(pinned.read_text()), **context}
     # CDK's built-in CloudFormation validation is off: it took 40% of a whole-app synth, and `make test`
     # runs cfn-lint over every template with zero findings allowed (docs/performance.md).
-    app = App(
-        context=json.loads(Path(__file__).with_name("cdk.json").read_text())["context"],
-        builtin_cloud_formation_validation=False,
-    )
+    app = App(context=context, builtin_cloud_formation_validation=False)
     try:
         environments = load_all("environments", only=app.node.try_get_context("env"))
     except ConfigError as err:
@@ -27,6 +31,8 @@ def main() -> None:
             print(line, file=sys.stderr)
         sys.exit(1)
     for env in environments:
+        for line in neuron_warnings(env):
+            print(f"warning: environments/{env.name}.yaml: {line}", file=sys.stderr)
         try:
             build_environment(app, env)
         except ValueError as err:
@@ -34,7 +40,9 @@ def main() -> None:
             print(f"environments/{env.name}.yaml: {err}", file=sys.stderr)
             sys.exit(1)
     compliance.apply(app)
-    app.synth()
+    assembly = app.synth()
+    for line in missing_lookups(assembly.directory, environments):
+        print(line, file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -182,3 +182,52 @@ def tolerate_batch_from_cloudformation() -> None:
     batch_models.JobDefinition.create_from_cloudformation_json = classmethod(create_job_definition)  # type: ignore[method-assign,assignment]
     batch_models.JobDefinition.describe = describe  # type: ignore[method-assign]
     backend_cls._neuronkit_patched = True  # type: ignore[attr-defined]
+
+
+def pinned_image_ids(template: dict[str, Any]) -> set[str]:
+    """Literal AMI ids a template boots (launch templates, Batch compute environments): pinned lookups."""
+    out: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("ImageId", "ImageIdOverride") and isinstance(value, str) and value.startswith("ami-"):
+                    out.add(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(template.get("Resources", {}))
+    return out
+
+
+def seed_pinned_images(account: str, region: str, image_ids: set[str], root_device_name: str = "/dev/sda1") -> list[str]:
+    """Register AMIs with exactly these ids in moto's EC2 (owner amazon), so pinned images can launch.
+
+    The ids come from cdk.context.json (the example environments' lookups); moto's register_image would
+    choose its own ids, so the images go into the backend directly. Returns the ids it added.
+    """
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.amis import Ami
+
+    ec2 = ec2_backends[account][region]
+    added = []
+    for image_id in sorted(image_ids):
+        if image_id in ec2.amis:
+            continue
+        ec2.amis[image_id] = Ami(
+            ec2,
+            image_id,
+            name=f"neuronkit-pinned/{image_id}",
+            description="stand-in for an image pinned in cdk.context.json",
+            owner_alias="amazon",
+            public=True,
+            virtualization_type="hvm",
+            architecture="x86_64",
+            root_device_name=root_device_name,
+            region_name=region,
+        )
+        added.append(image_id)
+    return added

@@ -620,7 +620,7 @@ class Rehearsal:
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
 
-        from neuronkit.mockaws import seed_public_parameter
+        from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, seed_public_parameter
 
         self._credentials(account)
         seeded = []
@@ -629,6 +629,9 @@ class Rehearsal:
         for s in self.assembly.stacks:
             if (s.account, s.region) == (account, region):
                 wanted.update(ssm_parameter_defaults(s))
+                # Pinned images (cdk.context.json lookups) are literal ids: the mock must know them to launch nodes.
+                for image_id in seed_pinned_images(account, region, pinned_image_ids(s.template)):
+                    seeded.append(f"{image_id} (pinned image registered in the mock)")
         ssm = ssm_backends[account][region]
         ec2 = ec2_backends[account][region]
         families = {f.ssm_parameter: f for f in catalog.ami_families().values()}

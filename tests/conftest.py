@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
 
 # jsii must run on the venv's Node 24 even when pytest is started without `make`.
 _VENV_BIN = ROOT / ".venv" / "bin"
@@ -21,16 +23,39 @@ os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 
 def cdk_context() -> dict[str, Any]:
-    """The feature flags of cdk.json, so in-process apps synthesize exactly as the CLI does."""
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+    """The feature flags of cdk.json and the pinned lookups of cdk.context.json (the example environments'
+    AMIs), so in-process apps synthesize exactly as the CLI does."""
+    context: dict[str, Any] = json.loads((ROOT / "cdk.context.json").read_text())
+    context.update(json.loads((ROOT / "cdk.json").read_text())["context"])
     return context
 
 
-def new_app(outdir: Path | None = None) -> Any:
+def stand_in_ami(key: str) -> str:
+    """A well-formed, deterministic image id for a lookup the tests fill themselves (as the CLI would)."""
+    return "ami-0" + hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def missing_lookups(assembly_dir: str) -> list[str]:
+    manifest = json.loads((Path(assembly_dir) / "manifest.json").read_text())
+    return [m["key"] for m in manifest.get("missing", [])]
+
+
+def pinned_app(build: Callable[[Any], T], outdir: Path | None = None) -> tuple[Any, T]:
+    """Build an app the way the CDK CLI does for environments without pinned lookups: synthesize once,
+    fill every missing lookup (the AMIs) with a stand-in id, then build again with them in the context."""
+    first = new_app()
+    build(first)
+    extra = {key: stand_in_ami(key) for key in missing_lookups(first.synth().directory)}
+    app = new_app(outdir, extra_context=extra)
+    return app, build(app)
+
+
+def new_app(outdir: Path | None = None, extra_context: dict[str, Any] | None = None) -> Any:
     from aws_cdk import App
 
     # As app.py: cfn-lint (tests/compliance) replaces CDK's built-in CloudFormation validation.
-    return App(context=cdk_context(), outdir=str(outdir) if outdir else None, builtin_cloud_formation_validation=False)
+    context = {**cdk_context(), **(extra_context or {})}
+    return App(context=context, outdir=str(outdir) if outdir else None, builtin_cloud_formation_validation=False)
 
 
 @dataclass

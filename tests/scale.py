@@ -12,7 +12,7 @@ from typing import Any
 
 from neuronkit.config import Environment, parse_environment
 
-NEURON_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.0-ubuntu24.04"
+NEURON_IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04"
 CUDA_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 
 

@@ -47,6 +47,20 @@ def one(data: dict[str, Any], type_: str) -> dict[str, Any]:
     return found[0]
 
 
+def pinned_image(context: dict[str, Any], *, account: str, region: str, name: str, description: str | None = None) -> str:
+    """The image id pinned in a CDK context (cdk.context.json) for an AMI lookup by name (and description)."""
+    for key, value in context.items():
+        if (
+            key.startswith("ami:")
+            and f"account={account}:" in key
+            and key.endswith(f"region={region}")
+            and f"filters.name.0={name}:" in key
+            and (description is None or f"filters.description.0={description}:" in key)
+        ):
+            return str(value)
+    raise KeyError(f"no pinned AMI for {name} ({description}) in {account}/{region}")
+
+
 def logical_id(data: dict[str, Any], type_: str) -> str:
     found = list(resources(data, type_))
     assert len(found) == 1, f"{len(found)} {type_}"

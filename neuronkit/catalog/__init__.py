@@ -73,6 +73,10 @@ class AmiFamily:
     os: str
     root_device_name: str
     supports: tuple[str, ...]
+    # Pinned lookups (DescribeImages, then cdk.context.json): GPU and ECS families name their image here;
+    # Neuron DLAMI families take theirs from the release matrix (catalog/releases.py), so these are None.
+    lookup_name: str | None = None
+    lookup_owner: str = "amazon"
 
     def supports_type(self, instance_type: str) -> bool:
         return instance_type.split(".", 1)[0] in self.supports
@@ -139,6 +143,8 @@ def ami_families() -> dict[str, AmiFamily]:
             os=e["os"],
             root_device_name=e["root_device_name"],
             supports=tuple(e["supports"]),
+            lookup_name=(e.get("lookup") or {}).get("name"),
+            lookup_owner=(e.get("lookup") or {}).get("owner", "amazon"),
         )
         for name, e in _amis()["families"].items()
     }

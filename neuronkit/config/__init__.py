@@ -28,11 +28,12 @@ from neuronkit.config.base import (
     ConfigError,
     Strict,
 )
-from neuronkit.config.environment import Environment, json_schema
+from neuronkit.config.environment import Environment, json_schema, neuron_warnings, pool_releases
 from neuronkit.config.inference import HealthCheck, InferenceFleet, ScheduledCapacity, Serve
 from neuronkit.config.loader import environment_files, load_all, load_environment, parse_environment
 from neuronkit.config.monitoring import Alarms, Budget, DayNight, Monitoring
 from neuronkit.config.network import ExistingVpc, Network
+from neuronkit.config.neuron import PoolRelease, Workload
 from neuronkit.config.storage import Lustre, Storage
 from neuronkit.config.training import (
     Ami,
@@ -52,5 +53,5 @@ __all__ = [
     "CapacityBlock", "ConfigError", "DayNight", "Environment", "ExistingVpc", "GpuPool", "HealthCheck",
     "InferenceFleet", "Lustre", "Monitoring", "Network", "OnDemand", "Odcr", "ScheduledCapacity", "Serve",
     "Storage", "Strict", "TrainingCluster", "ami_family", "environment_files", "gpu_ami_family", "json_schema",
-    "load_all", "load_environment", "parse_environment",
+    "load_all", "load_environment", "parse_environment", "neuron_warnings", "pool_releases", "PoolRelease", "Workload",
 ]  # fmt: skip

@@ -7,10 +7,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from neuronkit import catalog
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
 from neuronkit.config.inference import InferenceFleet, _inference_problems
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems
 from neuronkit.config.network import Network
+from neuronkit.config.neuron import PoolRelease, container_problems, neuron_families, resolve
 from neuronkit.config.storage import Storage
 from neuronkit.config.training import TrainingCluster, _check_cluster
 
@@ -30,6 +32,11 @@ class Environment(Strict):
     inference: list[InferenceFleet] = Field(default_factory=list)
     monitoring: Monitoring = Monitoring()
     budget: Budget | None = None
+    neuron_sdk: str | None = Field(
+        default=None,
+        description="Neuron SDK release every Neuron pool runs unless it names its own (e.g. 2.28.1); defaults per "
+        "pool to the newest release that fully supports its workload on its instance family.",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -38,6 +45,7 @@ class Environment(Strict):
         problems = _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
         problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)))
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
+        problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         _raise_all(problems)
         return self
 
@@ -102,9 +110,75 @@ def _cross_problems_of_parts(data: dict[str, Any]) -> list[tuple[str, str]]:
     network = _valid(Network, data.get("network"))
     inference = data.get("inference", [])
     fleets = [(i, _valid(InferenceFleet, raw)) for i, raw in enumerate(inference if isinstance(inference, list) else [])]
-    return _cross_problems(region, network, _valid(Storage, data.get("storage", {})), clusters) + _inference_problems(
-        region, network, [(i, f) for i, f in fleets if f is not None]
+    valid_fleets = [(i, f) for i, f in fleets if f is not None]
+    top = data.get("neuron_sdk")
+    top = top if isinstance(top, str) else None
+    return (
+        _cross_problems(region, network, _valid(Storage, data.get("storage", {})), clusters)
+        + _inference_problems(region, network, valid_fleets)
+        + _neuron_problems(top, clusters, valid_fleets)[0]
     )
+
+
+def _pool_releases(
+    top: str | None, clusters: list[tuple[int, TrainingCluster]], fleets: list[tuple[int, InferenceFleet]]
+) -> tuple[dict[str, PoolRelease], list[tuple[str, str]], list[str]]:
+    """Every Neuron pool's release (by pool name), with the problems and warnings of the whole file."""
+    pools: dict[str, PoolRelease] = {}
+    problems: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    for i, c in clusters:
+        it = catalog.instance_types().get(c.instance_type)
+        families = neuron_families([c.instance_type]) if it is not None and it.accelerator == "trainium" else ()
+        if not families:
+            continue  # not a Trainium type the matrix knows: reported on instance_type
+        pool, p, w = resolve(f"training[{i}]", top, c.neuron_sdk, families, c.workload)
+        pools[c.name] = pool
+        problems += p
+        warnings += w
+        if c.scheduler == "batch":
+            problems += container_problems(f"training[{i}]", c.container_image, pool)
+    for i, f in fleets:
+        families = neuron_families(list(f.neuron_types))
+        if not families:
+            continue
+        pool, p, w = resolve(f"inference[{i}]", top, f.neuron_sdk, families, f.workload)
+        pools[f.name] = pool
+        problems += p
+        warnings += w
+    if top is not None and not any(p.inherited for p in pools.values()) and pools:
+        warnings.append("neuron_sdk: every pool names its own release; the top-level one is unused")
+    return pools, problems, warnings
+
+
+def _neuron_problems(
+    top: str | None, clusters: list[tuple[int, TrainingCluster]], fleets: list[tuple[int, InferenceFleet]]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    _, problems, warnings = _pool_releases(top, clusters, fleets)
+    # One line per key: a top-level neuron_sdk that fails several pools is named once per pool.
+    return list(dict.fromkeys(problems)), list(dict.fromkeys(warnings))
+
+
+def pool_releases(env: Environment) -> dict[str, PoolRelease]:
+    """The Neuron release each Neuron pool of a valid environment runs (by pool name)."""
+    return _pool_releases(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[0]
+
+
+def neuron_warnings(env: Environment) -> list[str]:
+    """Maintenance-mode combinations and floating AMIs: they pass validation, visibly (one line each)."""
+    warnings = _neuron_problems(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[1]
+    for i, c in enumerate(env.training):
+        if c.ami.track == "latest" and not c.ami.ami_id:
+            warnings.append(
+                f"training[{i}].ami.track: latest re-resolves the AMI at every deploy; nodes of one pool can run different drivers"
+            )
+        if c.gpu_pool is not None and c.gpu_pool.ami.track == "latest" and not c.gpu_pool.ami.ami_id:
+            warnings.append(f"training[{i}].gpu_pool.ami.track: latest re-resolves the AMI at every deploy")
+    for i, f in enumerate(env.inference):
+        for key, ami in (("neuron_ami", f.neuron_ami), ("gpu_ami", f.gpu_ami)):
+            if ami.track == "latest" and not ami.ami_id:
+                warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
+    return warnings
 
 
 def json_schema() -> dict[str, Any]:

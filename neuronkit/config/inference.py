@@ -10,6 +10,7 @@ from pydantic import Field
 from neuronkit import catalog
 from neuronkit.config.base import AZ_ID_RE, CRON_RE, SERVE_COMMAND_MAX, Strict, _offered
 from neuronkit.config.network import Network
+from neuronkit.config.neuron import Workload
 from neuronkit.config.training import Ami, _family_problem, _gpu_types
 
 
@@ -64,6 +65,12 @@ class InferenceFleet(Strict):
     neuron_ami: Ami = Ami()
     gpu_ami: Ami = Ami()
     rebalance_minutes: int = Field(default=30, ge=5, description="How often the rebalancer moves GPU nodes back to Neuron.")
+    neuron_sdk: str | None = Field(
+        default=None, description="Neuron SDK release of this fleet (overrides the top-level neuron_sdk), e.g. 2.28.1."
+    )
+    workload: Workload = Field(
+        default="vllm-serving", description="What the fleet serves with (checked against the release matrix)."
+    )
 
 
 def _inference_problems(

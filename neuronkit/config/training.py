@@ -9,12 +9,18 @@ from pydantic import BaseModel, Field, model_validator
 
 from neuronkit import catalog
 from neuronkit.config.base import AZ_ID_RE, RESERVATION_RE, Strict, _foreign_az, _raise_all
+from neuronkit.config.neuron import Workload
 
 
 class Ami(Strict):
     """Either a catalog AMI family (resolved from its public SSM parameter at deploy) or a pinned id."""
 
     family: str | None = Field(default=None, description="A family from neuronkit/catalog/amis.yaml.")
+    track: Literal["release", "latest"] = Field(
+        default="release",
+        description="release: the image of the pool's Neuron release (GPU/ECS families: the newest at the first synth), "
+        "pinned in cdk.context.json; latest: AWS's public latest parameter, re-resolved at every deploy (floating).",
+    )
     ami_id: Annotated[str, Field(pattern=r"^ami-[0-9a-f]{8,17}$")] | None = None
     root_device_name: str | None = Field(default=None, description="Required with ami_id, e.g. /dev/sda1.")
 
@@ -103,7 +109,15 @@ class TrainingCluster(Strict):
         default="none", description="none: a plain Auto Scaling cluster; batch: an AWS Batch compute environment and queue."
     )
     container_image: str | None = Field(
-        default=None, description="scheduler: batch: the training container image of the job definition template."
+        default=None,
+        description="scheduler: batch: the training container image of the job definition template; defaults to the "
+        "release matrix's container for the cluster's neuron_sdk and workload.",
+    )
+    neuron_sdk: str | None = Field(
+        default=None, description="Neuron SDK release of this cluster (overrides the top-level neuron_sdk), e.g. 2.28.1."
+    )
+    workload: Workload = Field(
+        default="pytorch-training", description="What the cluster runs (checked against the release matrix)."
     )
     gpu_pool: GpuPool | None = Field(default=None, description="An optional GPU pool beside the cluster (CUDA-only steps).")
 
@@ -231,8 +245,7 @@ def _batch_problems(c: TrainingCluster) -> list[tuple[str, str]]:
         if pool is not None and pool.container_image is not None:
             out.append(("gpu_pool.container_image", unused))
         return out
-    if not c.container_image:
-        out.append(("container_image", "required with scheduler: batch (the training image of the job definition template)"))
+    # The Neuron image defaults to the release matrix's container (checked in neuronkit/config/neuron.py).
     if not isinstance(c.capacity, OnDemand):
         out.append(
             (

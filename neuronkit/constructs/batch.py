@@ -173,7 +173,7 @@ class BatchTrainingCluster(Construct):
             raise ValueError(f"{name}: capacity_wait_minutes {capacity_wait_minutes} must lie between {low} and {high}")
         accelerator = "neuron" if facts.is_neuron else "gpu"
         if ami is None:
-            ami = AmiSpec.family(catalog.default_ami_family(f"ecs-{accelerator}"))
+            ami = AmiSpec.family(catalog.default_ami_family(f"ecs-{accelerator}"))  # ECS images carry their own driver
         minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
         root_gib = root_volume_gib if root_volume_gib is not None else minimum
         if root_gib < minimum:

@@ -5,34 +5,93 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from aws_cdk import CfnTag, Fn
+from aws_cdk import CfnTag, Fn, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
+from neuronkit.catalog import releases
 from neuronkit.constructs.node_role import node_role
 
 
 @dataclass(frozen=True)
+class ImageLookup:
+    """An AMI found by DescribeImages at the first synth and then pinned in ``cdk.context.json``."""
+
+    name: str
+    owner: str = "amazon"
+    description: str | None = None
+
+    def filters(self) -> dict[str, list[str]]:
+        return {"description": [self.description]} if self.description else {}
+
+
+@dataclass(frozen=True)
 class AmiSpec:
-    """The AMI a pool boots: a public SSM parameter (resolved at deploy time) or a pinned id."""
+    """The AMI a pool boots, in one of three ways:
+
+    - ``ami_id``: an explicit id;
+    - ``lookup``: found by name (and description) with CDK's context lookup at the first ``cdk synth``
+      that has credentials and then **pinned** in ``cdk.context.json`` (commit it): a deploy never
+      changes it; ``cdk context --reset KEY`` and a new synth move it on (docs/neuron-releases.md);
+    - ``ssm_parameter``: AWS's public ``latest`` parameter, resolved at **every** deploy (floating;
+      only when asked for with :meth:`latest`).
+    """
 
     root_device_name: str
     ssm_parameter: str | None = None
     ami_id: str | None = None
+    lookup: ImageLookup | None = None
 
     @classmethod
-    def family(cls, name: str) -> AmiSpec:
+    def family(cls, name: str, release: str | None = None) -> AmiSpec:
+        """The catalog family's image, pinned: a Neuron DLAMI family's image for ``release`` (defaults to
+        the newest release in the matrix), or a GPU/ECS family's newest image at the first synth."""
+        fam = catalog.ami_families()[name]
+        if fam.lookup_name is None:  # a Neuron DLAMI family: its image is the release's
+            rel = releases.release(release) if release else releases.releases()[-1]
+            found = rel.dlami_lookup(name)
+            if found is None:
+                raise ValueError(f"{name}: the release matrix has no DLAMI lookup for this family; pin an ami_id")
+            return cls(fam.root_device_name, lookup=ImageLookup(found.name, found.owner, found.description))
+        return cls(fam.root_device_name, lookup=ImageLookup(fam.lookup_name, fam.lookup_owner))
+
+    @classmethod
+    def default_for(cls, instance_type: str, workload: str = "pytorch-training") -> AmiSpec:
+        """The catalog's default family for the type's accelerator; on Neuron types the image of the newest
+        release that fully supports ``workload`` on the type's family (the newest release when none does)."""
+        facts = catalog.get(instance_type)
+        if not facts.is_neuron:
+            return cls.family(catalog.default_ami_family("gpu"))
+        rel = releases.default_release(releases.family_of(instance_type), workload)
+        return cls.family(catalog.default_ami_family("neuron"), rel.version if rel else None)
+
+    @classmethod
+    def latest(cls, name: str) -> AmiSpec:
+        """The family's public SSM parameter, re-resolved at every deploy (nodes of one pool can drift)."""
         fam = catalog.ami_families()[name]
         return cls(root_device_name=fam.root_device_name, ssm_parameter=fam.ssm_parameter)
+
+    @property
+    def floating(self) -> bool:
+        return self.ssm_parameter is not None and self.ami_id is None and self.lookup is None
 
     def image_id(self, scope: Construct) -> str:
         if self.ami_id:
             return self.ami_id
+        if self.lookup is not None:
+            stack = Stack.of(scope)
+            if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+                raise ValueError(
+                    f"{scope.node.path}: the AMI '{self.lookup.name}' is found by a lookup, which needs the stack's account "
+                    "and region (Stack(..., env=Environment(account=..., region=...))); or pin one with AmiSpec(ami_id=...)"
+                )
+            image = ec2.MachineImage.lookup(name=self.lookup.name, owners=[self.lookup.owner], filters=self.lookup.filters())
+            return image.get_image(scope).image_id
         assert self.ssm_parameter
         # A CloudFormation parameter of type AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>: resolved at
-        # deploy time, so every node of a cluster boots the same AMI until the next deploy.
+        # every deploy (asked for explicitly with track: latest).
         return ec2.MachineImage.from_ssm_parameter(self.ssm_parameter).get_image(scope).image_id
 
 

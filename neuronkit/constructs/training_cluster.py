@@ -98,7 +98,7 @@ class TrainingCluster(Construct):
         if desired_size is not None and not min_size <= desired_size <= max_size:
             raise ValueError(f"{name}: desired_size {desired_size} must lie between min_size and max_size")
         if ami is None:
-            ami = AmiSpec.family(catalog.default_ami_family("neuron" if facts.is_neuron else "gpu"))
+            ami = AmiSpec.default_for(instance_type, "pytorch-training")
         self.instance_type = facts
         self.group_name = f"{environment}-{name}"
         stack = Stack.of(self)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from aws_cdk import App
 
@@ -47,3 +50,40 @@ __all__ = [
     "TrainingStack",
     "build_environment",
 ]
+
+
+def missing_lookups(assembly_dir: str, environments: list[Environment]) -> list[str]:
+    """One line per environment whose AMI lookups are not pinned in cdk.context.json yet, saying what fills them.
+
+    Pools boot images found by CDK context lookups (neuronkit.constructs.launch_template.AmiSpec); the CDK CLI
+    performs a missing lookup with the caller's credentials and writes it to cdk.context.json, where it stays
+    pinned. Without the CLI (or without credentials) the synthesized templates carry CDK's dummy image id.
+    """
+    manifest = json.loads((Path(assembly_dir) / "manifest.json").read_text())
+    by_target: dict[tuple[str, str], list[str]] = {}
+    for m in manifest.get("missing", []):
+        props = m.get("props", {})
+        if m.get("provider") != "ami":
+            continue
+        name = next((f["values"][0] for f in _filters(props) if f["name"] == "name"), "?")
+        desc = next((f["values"][0] for f in _filters(props) if f["name"] == "description"), None)
+        by_target.setdefault((str(props.get("account")), str(props.get("region"))), []).append(
+            f"{name}" + (f" [{desc.strip('*')}]" if desc else "")
+        )
+    out = []
+    for env in environments:
+        images = by_target.get((env.account, env.region))
+        if not images:
+            continue
+        out.append(
+            f"environments/{env.name}.yaml: {len(images)} AMI lookup(s) not pinned in cdk.context.json yet "
+            f"({'; '.join(sorted(set(images)))}); run `make synth ENV={env.name}` with read-only credentials for account "
+            f"{env.account} to look them up and pin them (then commit cdk.context.json), or set ami.ami_id per pool"
+        )
+    return out
+
+
+def _filters(props: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = props.get("filters", {})
+    # The cloud assembly writes lookup filters as a mapping of filter name -> values.
+    return [{"name": k, "values": v} for k, v in raw.items()] if isinstance(raw, dict) else list(raw)

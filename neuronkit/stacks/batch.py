@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from constructs import Construct
 
-from neuronkit.config import Ami, Environment, ami_family, gpu_ami_family
+from neuronkit.config import Ami, Environment, PoolRelease, TrainingCluster, ami_family, gpu_ami_family, pool_releases
 from neuronkit.constructs.batch import BatchTrainingCluster, batch_service_role
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.storage import StorageAccess
@@ -32,11 +32,23 @@ class _Pool(NamedTuple):
 
 
 def _ami(ami: Ami, family: str | None) -> AmiSpec:
-    """The catalog family (ECS-optimized by default for Batch, see neuronkit.config.ami_family) or the pinned id."""
+    """The catalog family (ECS-optimized by default for Batch, see neuronkit.config.ami_family), pinned at the
+    first synth (or floating with ``track: latest``), or the pinned id."""
     if family is None:
         assert ami.ami_id and ami.root_device_name
         return AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
-    return AmiSpec.family(family)
+    return AmiSpec.latest(family) if ami.track == "latest" else AmiSpec.family(family)
+
+
+def _image(c: TrainingCluster, releases: dict[str, PoolRelease]) -> str:
+    """The job image: the file's, or the release matrix's container for the cluster's release and workload."""
+    if c.container_image:
+        return c.container_image
+    pool = releases[c.name]
+    assert pool.release is not None  # validated by neuronkit.config
+    image = pool.release.container(pool.workload)
+    assert image is not None  # validated by neuronkit.config (container_problems)
+    return image
 
 
 def add_batch_clusters(
@@ -51,10 +63,10 @@ def add_batch_clusters(
     subnets = network.network.subnet_ids
     tags = {"neuronkit:environment": config.name, "cost-center": config.cost_center}
     out: dict[str, BatchTrainingCluster] = {}
+    releases = pool_releases(config)
     for c in clusters:
-        assert c.container_image  # validated by neuronkit.config
         pools = [
-            _Pool(c.name, c.instance_type, c.az_id, c.min_size, c.max_size, _ami(c.ami, ami_family(c)), True, c.container_image)
+            _Pool(c.name, c.instance_type, c.az_id, c.min_size, c.max_size, _ami(c.ami, ami_family(c)), True, _image(c, releases))
         ]
         if c.gpu_pool is not None:
             g = c.gpu_pool

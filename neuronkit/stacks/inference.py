@@ -6,7 +6,7 @@ from typing import Any
 
 from constructs import Construct
 
-from neuronkit.config import Environment
+from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec
 from neuronkit.constructs.notifications import NotificationTopic
@@ -64,7 +64,7 @@ class InferenceStack(NeuronkitStack):
                 ScheduleSpec(name=s.name, cron=s.cron, min_size=s.min_size, max_size=s.max_size, desired_size=s.desired_size)
                 for s in f.scheduled_actions
             ],
-            neuron_ami=ami_spec(f.neuron_ami, "neuron"),
+            neuron_ami=ami_spec(f.neuron_ami, "neuron", pool_releases(config).get(f.name)),
             gpu_ami=ami_spec(f.gpu_ami, "gpu"),
             ingress_cidr=config.network.cidr,
             access_logs_bucket=storage.storage.access_logs,

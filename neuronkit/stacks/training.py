@@ -5,7 +5,7 @@ from typing import Any
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.config import Ami, CapacityBlock, Environment, Odcr
+from neuronkit.config import Ami, CapacityBlock, Environment, Odcr, PoolRelease, pool_releases
 from neuronkit.config import TrainingCluster as ClusterConfig
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.notifications import NotificationTopic
@@ -19,11 +19,17 @@ from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 
 
-def ami_spec(ami: Ami, kind: str) -> AmiSpec:
+def ami_spec(ami: Ami, kind: str, release: PoolRelease | None = None) -> AmiSpec:
+    """A pinned id, a floating ``latest`` (asked for with ``track: latest``), or the family's image pinned
+    through a lookup: on Neuron pools the DLAMI of the pool's Neuron release (neuronkit.config.pool_releases)."""
     if ami.ami_id:
         assert ami.root_device_name
         return AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
-    return AmiSpec.family(ami.family or catalog.default_ami_family(kind))
+    family = ami.family or catalog.default_ami_family(kind)
+    if ami.track == "latest":
+        return AmiSpec.latest(family)
+    version = release.release.version if release is not None and release.release is not None else None
+    return AmiSpec.family(family, version)
 
 
 def observability_spec(config: Environment) -> ObservabilitySpec:
@@ -65,6 +71,7 @@ class TrainingStack(NeuronkitStack):
         )
         self.events = NotificationTopic(self, "ClusterEvents", display_name=f"neuronkit {config.name} training events")
         self.clusters: dict[str, TrainingCluster] = {}
+        self.releases = pool_releases(config)
         for cluster in config.training:
             if cluster.scheduler == "batch":
                 continue  # built by add_batch_clusters below
@@ -80,7 +87,7 @@ class TrainingStack(NeuronkitStack):
                 min_size=cluster.min_size,
                 max_size=cluster.max_size,
                 desired_size=cluster.desired_size,
-                ami=ami_spec(cluster.ami, "neuron"),
+                ami=ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name)),
                 capacity=capacity_spec(cluster),
                 storage=access,
                 notifications_topic_arn=self.events.topic.topic_arn,

@@ -24,9 +24,9 @@ from moto import mock_aws
 
 from neuronkit import catalog, compliance
 from neuronkit.config import parse_environment
-from neuronkit.mockaws import seed_public_parameter, tolerate_unmodelled_outputs
+from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, seed_public_parameter, tolerate_unmodelled_outputs
 from neuronkit.stacks import build_environment
-from tests.conftest import new_app
+from tests.conftest import pinned_app
 from tests.unit.test_batch import BASE, CUDA_IMAGE, FILE, IMAGE
 
 # Types moto skips warn on every read of the stack; tests/moto/test_deploy.py lists and covers them.
@@ -44,8 +44,7 @@ class Deployed:
 
 @pytest.fixture(scope="module")
 def deployed(aws_credentials: None) -> Iterator[Deployed]:
-    app = new_app()
-    build_environment(app, ENV)
+    app, _ = pinned_app(lambda a: build_environment(a, ENV))  # the AMI lookups, as the CLI does them
     compliance.apply(app)
     templates = {s.stack_name: s.template for s in app.synth().stacks}
     tolerate_unmodelled_outputs()  # also the Batch workarounds
@@ -55,6 +54,7 @@ def deployed(aws_credentials: None) -> Iterator[Deployed]:
         session = boto3.Session(region_name=ENV.region)
         image = session.client("ec2").describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
         for template in templates.values():
+            seed_pinned_images(ENV.account, ENV.region, pinned_image_ids(template), "/dev/xvda")
             for param in template.get("Parameters", {}).values():
                 if param["Type"].startswith("AWS::SSM::Parameter::Value") and param["Default"].startswith("/aws/"):
                     seed_public_parameter(ENV.account, ENV.region, param["Default"], image)

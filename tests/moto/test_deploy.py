@@ -22,7 +22,7 @@ from moto import mock_aws
 from neuronkit import catalog
 from neuronkit.config import load_all
 from neuronkit.constructs.day_night import daily_cron
-from neuronkit.mockaws import seed_public_parameter, tolerate_unmodelled_outputs
+from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, seed_public_parameter, tolerate_unmodelled_outputs
 from neuronkit.pools import gpu_pool_name
 from tests.conftest import ROOT, Synth
 
@@ -68,6 +68,7 @@ def deployed(
         ec2 = session.client("ec2")
         image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
         for stack in synth.templates:
+            seed_pinned_images(env.account, env.region, pinned_image_ids(synth.template(stack)))
             for param in synth.template(stack).get("Parameters", {}).values():
                 if param["Type"].startswith("AWS::SSM::Parameter::Value") and param["Default"].startswith("/aws/"):
                     seed_public_parameter(env.account, env.region, param["Default"], image)
@@ -148,7 +149,7 @@ def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     efa = [n for n in data["NetworkInterfaces"] if n.get("InterfaceType") == "efa-only"]
     assert len(efa) == catalog.get(cluster.instance_type).efa_max_interfaces
-    # The AMI is the seeded public parameter's value, resolved at deploy time.
+    # The AMI is the image pinned in cdk.context.json, a literal id in the template.
     images = {i["ImageId"] for i in ec2.describe_images(Owners=["amazon"])["Images"]}
     assert data["ImageId"] in images
     # moto launches the desired capacity from the group: each node boots that AMI and type.

@@ -25,10 +25,11 @@ import pytest
 from moto import mock_aws
 
 from neuronkit import catalog
-from neuronkit.config import load_all
+from neuronkit.config import Environment, load_all, pool_releases
 from neuronkit.lambdas.rebalancer import handler as rebalancer
-from neuronkit.mockaws import seed_public_parameter, tolerate_unmodelled_outputs
-from tests.conftest import ROOT, Synth
+from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, tolerate_unmodelled_outputs
+from tests.conftest import ROOT, Synth, cdk_context
+from tests.templates import pinned_image
 
 SKIPPED_COVERED_BY = {
     "AWS::AutoScaling::ScalingPolicy": "tests/unit/test_inference_fleet.py::test_target_tracking_on_alb_requests_per_target",
@@ -87,6 +88,21 @@ def upload_assets(session: boto3.Session, synth: Synth, template: dict[str, Any]
     return uploaded
 
 
+def _pinned(env: Environment) -> dict[str, str]:
+    """The images the fleet's launch templates boot, from cdk.context.json: the Neuron DLAMI of the fleet's
+    release (neuronkit.config.pool_releases) and the GPU Deep Learning AMI."""
+    release = pool_releases(env)[env.inference[0].name].release
+    assert release is not None
+    dlami = release.dlami_lookup(catalog.default_ami_family("neuron"))
+    gpu = catalog.ami_families()[catalog.default_ami_family("gpu")].lookup_name
+    assert dlami is not None and gpu is not None
+    where = {"account": env.account, "region": env.region}
+    return {
+        "neuron": pinned_image(cdk_context(), **where, name=dlami.name, description=dlami.description),
+        "gpu": pinned_image(cdk_context(), **where, name=gpu),
+    }
+
+
 @pytest.fixture(scope="module")
 def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
     mp = pytest.MonkeyPatch()
@@ -105,20 +121,12 @@ def deployed(
     with mock_aws():
         session = boto3.Session(region_name=env.region)
         ec2 = session.client("ec2")
-        # Each public AMI parameter gets its own stand-in image, so Neuron and GPU nodes can be told apart.
-        images: dict[str, str] = {}
+        # The pinned images (cdk.context.json) exist in the mock: the Neuron DLAMI of the fleet's release and the
+        # GPU DLAMI are different images, so Neuron and GPU nodes can be told apart.
         for name in names:
-            for param in synth.template(name).get("Parameters", {}).values():
-                default = param.get("Default", "")
-                if (
-                    param["Type"].startswith("AWS::SSM::Parameter::Value")
-                    and default.startswith("/aws/")
-                    and default not in images
-                ):
-                    images[default] = ec2.register_image(Name=default.strip("/").replace("/", "-"), RootDeviceName="/dev/sda1")[
-                        "ImageId"
-                    ]
-                    seed_public_parameter(env.account, env.region, default, images[default])
+            seed_pinned_images(env.account, env.region, pinned_image_ids(synth.template(name)))
+        images = _pinned(env)
+        assert ec2.describe_images(ImageIds=sorted(images.values()))["Images"]
         session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         assert upload_assets(session, synth, synth.template(f"{env.name}-inference"))
         cfn = session.client("cloudformation")
@@ -168,7 +176,7 @@ def test_instances_launch_from_the_neuron_template_with_the_neuron_dlami(deploye
     (group,) = deployed.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
     main = group["MixedInstancesPolicy"]["LaunchTemplate"]["LaunchTemplateSpecification"]["LaunchTemplateId"]
     assert main in deployed.physical(f"{deployed.env.name}-inference", "AWS::EC2::LaunchTemplate")
-    neuron_ami = deployed.images[catalog.ami_families()[catalog.default_ami_family("neuron")].ssm_parameter]
+    neuron_ami = deployed.images["neuron"]
     desired = fleet.min_size if fleet.desired_size is None else fleet.desired_size
     assert len(group["Instances"]) == desired
     ec2 = deployed.client("ec2")
@@ -185,8 +193,7 @@ def test_gpu_override_templates_boot_the_gpu_dlami(deployed: Deployment) -> None
     fleet = deployed.env.inference[0]
     name = f"{deployed.env.name}-{fleet.name}"
     (group,) = deployed.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
-    gpu_ami = deployed.images[catalog.ami_families()[catalog.default_ami_family("gpu")].ssm_parameter]
-    neuron_ami = deployed.images[catalog.ami_families()[catalog.default_ami_family("neuron")].ssm_parameter]
+    gpu_ami, neuron_ami = deployed.images["gpu"], deployed.images["neuron"]
     assert gpu_ami != neuron_ami
     ec2 = deployed.client("ec2")
     subnet = group["VPCZoneIdentifier"].split(",")[0]

@@ -494,7 +494,7 @@ def test_batch_cluster_checks_the_ecs_optimized_neuron_ami(aws: boto3.session.Se
     ecs = catalog.ami_families()["ecs-neuron-al2023"].ssm_parameter
     seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
     seed_public_parameter(ecs, "ami-0fedcba9876543210")
-    image = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.0-ubuntu24.04"
+    image = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04"
     env = make_env(cluster(), cluster(name="jobs", scheduler="batch", container_image=image))
     checks = run(aws, env)
     assert checks["ami ecs-neuron-al2023"].status == "PASS"

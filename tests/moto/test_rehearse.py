@@ -16,7 +16,7 @@ import pytest
 from neuronkit import catalog
 from neuronkit import rehearse as rehearse_module
 from neuronkit.cli import main
-from neuronkit.config import load_all
+from neuronkit.config import load_all, pool_releases
 from neuronkit.rehearse import (
     PROBE_KEY,
     DestroyReport,
@@ -28,7 +28,8 @@ from neuronkit.rehearse import (
     cli_environment,
     render_report,
 )
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cdk_context
+from tests.templates import pinned_image
 
 # Reading stack resources back makes moto re-parse skipped types, each with a UserWarning the report covers.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
@@ -108,11 +109,16 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
         len([n for n in data["NetworkInterfaces"] if n.get("InterfaceType") == "efa-only"])
         == catalog.get(cluster.instance_type).efa_max_interfaces
     )
-    # The image is the seeded public SSM parameter's value, an AMI registered in the mock.
-    parameter = catalog.ami_families()[cluster.ami.family or "neuron-multi-framework-ubuntu-24.04"].ssm_parameter
-    assert deployed.client("ssm", env).get_parameter(Name=parameter)["Parameter"]["Value"] == data["ImageId"]
+    # The image is the one pinned in cdk.context.json for the cluster's Neuron release, registered in the mock.
+    config = ENVIRONMENTS[env]
+    release = pool_releases(config)[cluster.name].release
+    assert release is not None
+    dlami = release.dlami_lookup(cluster.ami.family or "neuron-multi-framework-ubuntu-24.04")
+    assert dlami is not None
+    where = {"account": config.account, "region": config.region}
+    assert data["ImageId"] == pinned_image(cdk_context(), **where, name=dlami.name, description=dlami.description)
     (image,) = ec2.describe_images(ImageIds=[data["ImageId"]])["Images"]
-    assert image["Name"].startswith("neuronkit-rehearsal/")
+    assert image["Name"].startswith("neuronkit-pinned/")
 
 
 def test_dev_batch_queue_and_job_definition_are_deployed(deployed: Deployed) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import Environment as CdkEnvironment
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 
@@ -32,16 +33,16 @@ from neuronkit.constructs.batch import (
 from neuronkit.stacks import build_environment
 from neuronkit.stacks.network import addresses_per_az
 from neuronkit.userdata import SHELLCHECK_ARGS
-from tests.conftest import Synth, new_app
+from tests.conftest import Synth, new_app, pinned_app, stand_in_ami
 
 FILE = "environments/batch.yaml"
-IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.29.0-ubuntu24.04"
+IMAGE = "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04"
 CUDA_IMAGE = "nvcr.io/nvidia/pytorch:25.01-py3"
 TRN = catalog.get("trn1.32xlarge")
 SMALL = catalog.get("trn1.2xlarge")
 P5 = catalog.get("p5.48xlarge")
-ECS_NEURON = catalog.ami_families()["ecs-neuron-al2023"].ssm_parameter
-ECS_GPU = catalog.ami_families()["ecs-gpu-al2023"].ssm_parameter
+ECS_NEURON_NAME = catalog.ami_families()["ecs-neuron-al2023"].lookup_name
+ECS_GPU_NAME = catalog.ami_families()["ecs-gpu-al2023"].lookup_name
 
 BASE: dict[str, Any] = {
     "name": "batch",
@@ -107,9 +108,22 @@ def test_the_module_environment_is_valid() -> None:
 
 CASES = [
     (
-        "container-image-missing",
-        {"training.0.container_image": None},
-        ["training[0].container_image: required with scheduler: batch (the training image of the job definition template)"],
+        "container-image-missing-and-none-in-the-matrix",
+        {"training.0.container_image": None, "training.0.neuron_sdk": "2.31.1", "training.0.workload": "jax"},
+        [
+            "training[0].container_image: the release matrix has no JAX container for Neuron 2.31.1; name one built for "
+            "2.31.1 or older (public.ecr.aws/neuron/...-sdk2.31.1-...)"
+        ],
+    ),
+    (
+        "container-image-newer-than-the-host-release",
+        {
+            "training.0.container_image": "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+        },
+        [
+            "training[0].container_image: built for Neuron 2.31.1, newer than the pool's Neuron 2.28.1 (driver 2.26.5.0); "
+            "use public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04, or set neuron_sdk: 2.31.1"
+        ],
     ),
     (
         "container-image-without-batch",
@@ -224,8 +238,11 @@ def test_a_pinned_ecs_image_is_accepted_with_batch() -> None:
 # synthesized resources (one synth for the module)
 # --------------------------------------------------------------------------------------------
 class Built:
-    def __init__(self, env: Environment, stacks: Any, templates: dict[str, dict[str, Any]], outdir: Path):
+    def __init__(
+        self, env: Environment, stacks: Any, templates: dict[str, dict[str, Any]], outdir: Path, app_context: dict[str, Any]
+    ):
         self.env = env
+        self.app_context = app_context
         self.stacks = stacks
         self.templates = templates
         self.outdir = outdir
@@ -255,15 +272,26 @@ def _pool_of(logical_id: str) -> str:
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     env = parse_environment(copy.deepcopy(BASE), FILE)
     outdir = tmp_path_factory.mktemp("batch-cdk.out")
-    app = new_app(outdir)
-    stacks = build_environment(app, env)
+    app, stacks = pinned_app(lambda a: build_environment(a, env), outdir)  # the AMI lookups, as the CLI does them
     compliance.apply(app)  # a cdk-nag finding fails the synth
     assembly = app.synth()
-    return Built(env, stacks, {s.stack_name: s.template for s in assembly.stacks}, outdir)
+    context = {k: app.node.try_get_context(k) for k in _context_keys(app)}
+    return Built(env, stacks, {s.stack_name: s.template for s in assembly.stacks}, outdir, context)
 
 
-def _parameter_default(built: Built, ref: dict[str, Any]) -> str:
-    return str(built.training["Parameters"][ref["Ref"]]["Default"])
+def _context_keys(app: Any) -> list[str]:
+    from tests.conftest import missing_lookups
+
+    first = new_app()
+    build_environment(first, parse_environment(copy.deepcopy(BASE), FILE))
+    return missing_lookups(first.synth().directory)
+
+
+def _lookup_key(built: Built, name: str) -> str:
+    """The CDK context key of the AMI lookup by ``name`` for the module's account and region."""
+    prefix = f"ami:account={built.env.account}:"
+    (key,) = [k for k in built.app_context if k.startswith(prefix) and f"filters.name.0={name}:" in k]
+    return key
 
 
 def test_scheduler_batch_builds_compute_environments_not_auto_scaling_groups(built: Built) -> None:
@@ -297,7 +325,8 @@ def test_compute_environment_carries_capacity_and_placement(built: Built) -> Non
     assert res["InstanceRole"] == {"Fn::GetAtt": [profile_id, "Arn"]}
     (image,) = res["Ec2Configuration"]
     assert image["ImageType"] == "ECS_AL2023"
-    assert _parameter_default(built, image["ImageIdOverride"]) == ECS_NEURON  # resolved at deploy time
+    # Pinned: the ECS Neuron AMI found by its name at the first synth, never a `recommended` parameter.
+    assert image["ImageIdOverride"] == stand_in_ami(_lookup_key(built, ECS_NEURON_NAME))
     assert res["Tags"]["neuronkit:pool"] == "jobs" and res["Tags"]["neuronkit:environment"] == "batch"
     # With EFA interfaces in the launch template, Batch refuses security groups on the compute environment.
     assert "SecurityGroupIds" not in res
@@ -426,7 +455,8 @@ def test_gpu_pool_gets_its_own_compute_environment_queue_and_job_definition(buil
     res = ce["Properties"]["ComputeResources"]
     assert res["InstanceTypes"] == ["p5.48xlarge"] and res["MaxvCpus"] == 2 * P5.vcpus
     (image,) = res["Ec2Configuration"]
-    assert image["ImageType"] == "ECS_AL2023_NVIDIA" and _parameter_default(built, image["ImageIdOverride"]) == ECS_GPU
+    assert image["ImageType"] == "ECS_AL2023_NVIDIA"
+    assert image["ImageIdOverride"] == stand_in_ami(_lookup_key(built, ECS_GPU_NAME))
     # Its own placement group (GPU and Trainium nodes never share collectives) and its own queue.
     assert res["PlacementGroup"] != built.props("AWS::Batch::ComputeEnvironment", "jobs")["ComputeResources"]["PlacementGroup"]
     queue = built.props("AWS::Batch::JobQueue", "jobs-gpu")
@@ -530,7 +560,7 @@ def test_batch_boot_script_is_shellcheck_clean_after_rendering(tmp_path: Path) -
 # --------------------------------------------------------------------------------------------
 def _construct(**over: Any) -> BatchTrainingCluster:
     app = new_app()
-    stack = Stack(app, "S")
+    stack = Stack(app, "S", env=CdkEnvironment(account="123456789012", region="us-east-1"))  # the AMI lookup needs both
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["us-east-1a"])
     args: dict[str, Any] = {
         "environment": "t",

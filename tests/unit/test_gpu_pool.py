@@ -18,7 +18,8 @@ from neuronkit import catalog
 from neuronkit.config import parse_environment
 from neuronkit.pools import gpu_pool_name
 from neuronkit.stacks import build_environment
-from tests.conftest import Synth, new_app
+from tests.conftest import Synth, cdk_context, new_app
+from tests.templates import pinned_image
 
 ASG = "AWS::AutoScaling::AutoScalingGroup"
 _POOLS_PER_ENVIRONMENT = 6
@@ -138,8 +139,9 @@ def test_prod_gpu_pool_is_p5_with_32_efa_the_gpu_ami_and_its_own_placement_group
     data = _one(resources, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["InstanceType"] == "p5.48xlarge"
     assert len([n for n in data["NetworkInterfaces"] if n["InterfaceType"] == "efa-only"]) == 32
-    parameter = t["Parameters"][data["ImageId"]["Ref"]]["Default"]
-    assert parameter == catalog.ami_families()[catalog.default_ami_family("gpu")].ssm_parameter
+    gpu_name = catalog.ami_families()[catalog.default_ami_family("gpu")].lookup_name
+    assert gpu_name is not None  # pinned by a lookup (cdk.context.json), never a `latest` parameter
+    assert data["ImageId"] == pinned_image(cdk_context(), account="222222222222", region="us-east-1", name=gpu_name)
     group = _one(resources, ASG)
     props = group["Properties"]
     placement = next(k for k, v in resources.items() if v["Type"] == "AWS::EC2::PlacementGroup")

@@ -19,11 +19,13 @@ from aws_cdk import Stack, Token
 from aws_cdk import aws_autoscaling as autoscaling
 
 from neuronkit import catalog, compliance, userdata
+from neuronkit.catalog import releases
 from neuronkit.config import load_environment
 from neuronkit.constructs.inference_fleet import TERMINATION_POLICIES, InferenceFleet
 from neuronkit.stacks import build_environment
 from neuronkit.userdata import SHELLCHECK_ARGS
-from tests.conftest import ROOT, Synth, new_app
+from tests.conftest import ROOT, Synth, cdk_context, new_app
+from tests.templates import pinned_image
 
 PROD = load_environment(ROOT / "environments" / "prod.yaml")
 CHAT = PROD.inference[0]
@@ -65,12 +67,6 @@ def _launch_template(t: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _ami_parameter(t: dict[str, Any], data: dict[str, Any]) -> str:
-    """The public SSM parameter the launch template's image id resolves from at deploy time."""
-    default: str = t["Parameters"][data["ImageId"]["Ref"]]["Default"]
-    return default
-
-
 def _policy(t: dict[str, Any], role_fragment: str) -> dict[str, dict[str, Any]]:
     (policy,) = [p for p in _of_type(t, "AWS::IAM::Policy").values() if role_fragment in p["Properties"]["Roles"][0]["Ref"]]
     return {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
@@ -102,16 +98,21 @@ def test_overrides_are_the_neuron_types_in_file_order_then_the_gpu_fallback(prod
 
 def test_neuron_template_boots_the_neuron_dlami_and_each_gpu_override_the_gpu_dlami(prod: dict[str, Any]) -> None:
     families = catalog.ami_families()
+    context, where = cdk_context(), {"account": "222222222222", "region": "us-east-1"}
     lt = _group(prod, "prod-chat")["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]
     neuron = _launch_template(prod, lt["LaunchTemplateSpecification"])
-    assert _ami_parameter(prod, neuron) == families[catalog.default_ami_family("neuron")].ssm_parameter
+    # Pinned images (cdk.context.json), never a `latest` parameter: the fleet's Neuron release's DLAMI ...
+    dlami = releases.release("2.28.1").dlami_lookup(catalog.default_ami_family("neuron"))
+    assert dlami is not None
+    assert neuron["ImageId"] == pinned_image(context, **where, name=dlami.name, description=dlami.description)
     assert neuron["InstanceType"] == CHAT.neuron_types[0]
-    gpu_parameter = families[catalog.default_ami_family("gpu")].ssm_parameter
-    assert gpu_parameter.startswith("/aws/service/deeplearning/ami/") and gpu_parameter.endswith("/ami-id")
+    # ... and the GPU Deep Learning AMI on every GPU override.
+    gpu_name = families[catalog.default_ami_family("gpu")].lookup_name
+    assert gpu_name is not None and gpu_name.startswith("Deep Learning Base OSS Nvidia Driver GPU AMI")
     for override in lt["Overrides"][len(CHAT.neuron_types) :]:
         data = _launch_template(prod, override["LaunchTemplateSpecification"])
         assert data["InstanceType"] == override["InstanceType"]
-        assert _ami_parameter(prod, data) == gpu_parameter
+        assert data["ImageId"] == pinned_image(context, **where, name=gpu_name)
         # Pinned to the version current at deploy time, so a template change is a group change (rolling update).
         assert override["LaunchTemplateSpecification"]["Version"] == {
             "Fn::GetAtt": [override["LaunchTemplateSpecification"]["LaunchTemplateId"]["Ref"], "LatestVersionNumber"]

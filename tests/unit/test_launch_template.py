@@ -11,7 +11,7 @@ from aws_cdk.assertions import Template
 
 from neuronkit import catalog
 from neuronkit.constructs import AcceleratorLaunchTemplate, AmiSpec
-from tests.conftest import new_app
+from tests.conftest import missing_lookups, new_app
 
 # Every accelerator type that can run in a cluster: Trainium for training, GPU types for fallback pools.
 CLUSTER_TYPES = sorted(n for n, t in catalog.instance_types().items() if t.accelerator in ("trainium", "gpu"))
@@ -115,9 +115,29 @@ def test_root_volume_encrypted_gp3_sized_for_the_accelerator(templates: dict[str
         assert ebs["VolumeSize"] >= 512
 
 
-def test_ami_comes_from_the_public_ssm_parameter(templates: dict[str, dict[str, Any]]) -> None:
-    image = templates["trn1.32xlarge"]["ImageId"]
-    assert "Ref" in image and image["Ref"].startswith("SsmParameterValueawsserviceneurondlami")
+def test_ami_is_pinned_by_a_release_lookup_never_a_latest_parameter() -> None:
+    app = new_app()
+    stack = Stack(app, "Pinned", env=CdkEnv(account="123456789012", region="us-east-1"))
+    AcceleratorLaunchTemplate(
+        stack,
+        "Lt",
+        instance_type="trn1.32xlarge",
+        ami=AmiSpec.family("neuron-multi-framework-ubuntu-24.04", "2.28.1"),
+        security_group_ids=["sg-0123456789abcdef0"],
+        user_data="#!/bin/bash\n",
+    )
+    (missing,) = missing_lookups(app.synth().directory)
+    # DescribeImages by the release's DLAMI name and description, owner amazon; the CLI pins the answer.
+    assert "filters.description.0=*Neuron SDK 2.28.1*" in missing and "owners.0=amazon" in missing
+    assert "filters.name.0=Deep Learning AMI Neuron (Ubuntu 24.04) *" in missing
+    floating = AmiSpec.latest("neuron-multi-framework-ubuntu-24.04")
+    assert floating.floating and floating.ssm_parameter and floating.ssm_parameter.endswith("/latest/image_id")
+
+
+def test_a_lookup_needs_the_stacks_account_and_region() -> None:
+    stack = Stack(new_app(), "Agnostic")
+    with pytest.raises(ValueError, match="needs the stack's account and region"):
+        AmiSpec.family("neuron-multi-framework-ubuntu-24.04", "2.28.1").image_id(stack)
 
 
 def test_too_small_root_volume_is_refused() -> None:

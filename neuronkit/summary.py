@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit import catalog
+from neuronkit.catalog import releases
+from neuronkit.constructs.launch_template import IMAGE_METADATA
 from neuronkit.pools import Pool, PoolError, pools_from_cdk_out
 from neuronkit.rehearse import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
 
@@ -91,6 +93,54 @@ class EnvironmentView:
     pools: list[PoolView] = field(default_factory=list)
     storage: list[Storage] = field(default_factory=list)
     alarms: list[Alarm] = field(default_factory=list)
+
+
+@dataclass
+class Image:
+    """The image one launch template or Batch compute environment boots, and how it was chosen."""
+
+    stack: str
+    pool: str
+    where: str  # launch template | compute environment
+    instance_types: str
+    release: str | None
+    ami: str  # an AMI id, or the public parameter a floating image resolves from
+    pinned_by: str  # ami_id | cdk.context.json | floating
+
+
+def _images(stack: StackInfo) -> list[Image]:
+    out = []
+    for logical_id, r in _resources(stack, "AWS::EC2::LaunchTemplate", "AWS::Batch::ComputeEnvironment"):
+        meta = (r.get("Metadata") or {}).get(IMAGE_METADATA)
+        if not isinstance(meta, dict):
+            continue
+        props = r.get("Properties") or {}
+        if r["Type"] == "AWS::EC2::LaunchTemplate":
+            data = props.get("LaunchTemplateData") or {}
+            image, types = data.get("ImageId"), str(data.get("InstanceType", "?"))
+            tags = [t for spec in data.get("TagSpecifications", []) for t in spec.get("Tags", [])]
+            pool = next((t["Value"] for t in tags if t.get("Key") == "neuronkit:pool"), logical_id)
+            where = "launch template"
+        else:
+            res = props.get("ComputeResources") or {}
+            image = next((c.get("ImageIdOverride") for c in res.get("Ec2Configuration", [])), None)
+            types = ", ".join(res.get("InstanceTypes", []))
+            pool = str((res.get("Tags") or {}).get("neuronkit:pool", logical_id))
+            where = "compute environment"
+        if isinstance(image, dict) and "Ref" in image:
+            image = (stack.template.get("Parameters") or {}).get(image["Ref"], {}).get("Default", image["Ref"])
+        out.append(Image(stack.name, str(pool), where, types, meta.get("release"), str(image), str(meta.get("pinned_by"))))
+    return out
+
+
+def _image_rows(view: EnvironmentView) -> list[list[str]]:
+    rows = []
+    for s in view.stacks:
+        for i in _images(s):
+            driver = releases.release(i.release).driver if i.release in releases.versions() else DASH
+            ami = f"floating: {i.ami}" if i.pinned_by == "floating" else f"`{i.ami}`"
+            rows.append([i.pool, i.where, i.stack, i.instance_types, i.release or DASH, driver, ami, i.pinned_by])
+    return rows
 
 
 def _resources(stack: StackInfo, *types: str) -> list[tuple[str, dict[str, Any]]]:
@@ -520,6 +570,22 @@ def render(views: Sequence[EnvironmentView]) -> str:
             )
         else:
             out.append("None.")
+        images = _image_rows(v)
+        if images:
+            out += ["", "#### Neuron SDK and AMIs", ""]
+            out.append(
+                _table(
+                    ["pool", "in", "stack", "instance types", "Neuron SDK", "driver", "AMI", "pinned by"],
+                    images,
+                    "llllllll",
+                )
+            )
+            for row in images:
+                if row[-1] == "floating":
+                    out.append(
+                        f"\n**Warning:** {row[0]} ({row[1]}) boots a floating AMI re-resolved at every deploy: "
+                        "nodes of one pool can run different Neuron drivers."
+                    )
         out += ["", "#### Storage", ""]
         if v.storage:
             out.append(

@@ -94,8 +94,9 @@ OVERRIDES_FILE = Path(__file__).with_name("overrides.json")
 def _apply_overrides(name: str, entry: dict[str, Any]) -> None:
     """Fill facts an endpoint leaves out (each override names its source in overrides.json)."""
     overrides = json.loads(OVERRIDES_FILE.read_text())["instance_types"]
-    for key, value in overrides.get(name, {}).get("facts", {}).items():
-        if entry.get(key) in (None, 0, "", "none", []):
+    override = overrides.get(name, {})
+    for key, value in override.get("facts", {}).items():
+        if override.get("replace") or entry.get(key) in (None, 0, "", "none", []):
             entry[key] = value
 
 

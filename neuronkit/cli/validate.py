@@ -28,7 +28,14 @@ def validate(args: argparse.Namespace) -> int:
         try:
             env = config.load_environment(f)
             pools = ", ".join(f"{c.name} ({c.instance_type} x{c.max_size})" for c in env.training) or "no training clusters"
-            print(f"{f}: ok: {env.name} in {env.region}: {pools}")
+            neuron = ", ".join(
+                f"{name} {pool.workload} {pool.release.version}"
+                for name, pool in config.pool_releases(env).items()
+                if pool.release is not None
+            )
+            print(f"{f}: ok: {env.name} in {env.region}: {pools}" + (f"; Neuron SDK: {neuron}" if neuron else ""))
+            for line in config.neuron_warnings(env):
+                print(f"warning: {f}: {line}", file=sys.stderr)
         except config.ConfigError as err:
             problems.extend(err.problems)
     for line in problems:

@@ -34,6 +34,7 @@ from constructs import Construct
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs.launch_template import (
+    IMAGE_METADATA,
     USER_DATA_LIMIT_BYTES,
     AmiSpec,
     addresses_per_node,
@@ -327,6 +328,7 @@ class BatchTrainingCluster(Construct):
                 "scheduler": "batch",
             }
         }
+        self.compute_environment.add_metadata(IMAGE_METADATA, ami.metadata())
 
         # --- queue: one compute environment; stuck jobs are cancelled --------------------------------
         wait = capacity_wait_minutes * 60

@@ -14,6 +14,9 @@ from neuronkit import catalog
 from neuronkit.catalog import releases
 from neuronkit.constructs.node_role import node_role
 
+# Resource metadata key naming how a launch template's (or compute environment's) image was chosen.
+IMAGE_METADATA = "neuronkit:image"
+
 
 @dataclass(frozen=True)
 class ImageLookup:
@@ -43,6 +46,7 @@ class AmiSpec:
     ssm_parameter: str | None = None
     ami_id: str | None = None
     lookup: ImageLookup | None = None
+    release: str | None = None  # the Neuron SDK release the image carries, when known
 
     @classmethod
     def family(cls, name: str, release: str | None = None) -> AmiSpec:
@@ -54,7 +58,7 @@ class AmiSpec:
             found = rel.dlami_lookup(name)
             if found is None:
                 raise ValueError(f"{name}: the release matrix has no DLAMI lookup for this family; pin an ami_id")
-            return cls(fam.root_device_name, lookup=ImageLookup(found.name, found.owner, found.description))
+            return cls(fam.root_device_name, lookup=ImageLookup(found.name, found.owner, found.description), release=rel.version)
         return cls(fam.root_device_name, lookup=ImageLookup(fam.lookup_name, fam.lookup_owner))
 
     @classmethod
@@ -72,6 +76,14 @@ class AmiSpec:
         """The family's public SSM parameter, re-resolved at every deploy (nodes of one pool can drift)."""
         fam = catalog.ami_families()[name]
         return cls(root_device_name=fam.root_device_name, ssm_parameter=fam.ssm_parameter)
+
+    def metadata(self) -> dict[str, str | None]:
+        """What the PR summary shows of the image: how it is chosen and for which Neuron release."""
+        if self.ami_id:
+            return {"pinned_by": "ami_id", "release": self.release, "lookup": None}
+        if self.lookup is not None:
+            return {"pinned_by": "cdk.context.json", "release": self.release, "lookup": self.lookup.name}
+        return {"pinned_by": "floating", "release": self.release, "lookup": self.ssm_parameter}
 
     @property
     def floating(self) -> bool:
@@ -250,3 +262,4 @@ class AcceleratorLaunchTemplate(Construct):
             ),
         )
         self.launch_template = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=data)
+        self.launch_template.add_metadata(IMAGE_METADATA, ami.metadata())

@@ -8,6 +8,7 @@ service role serves every compute environment of the stack.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 from constructs import Construct
@@ -40,6 +41,13 @@ def _ami(ami: Ami, family: str | None) -> AmiSpec:
     return AmiSpec.latest(family) if ami.track == "latest" else AmiSpec.family(family)
 
 
+def _host(c: TrainingCluster, releases: dict[str, PoolRelease]) -> AmiSpec:
+    """The ECS Neuron host image, labelled with the pool's Neuron release (its job image's) for the PR summary."""
+    pool = releases.get(c.name)
+    version = pool.release.version if pool is not None and pool.release is not None else None
+    return dataclasses.replace(_ami(c.ami, ami_family(c)), release=version)
+
+
 def _image(c: TrainingCluster, releases: dict[str, PoolRelease]) -> str:
     """The job image: the file's, or the release matrix's container for the cluster's release and workload."""
     if c.container_image:
@@ -65,9 +73,7 @@ def add_batch_clusters(
     out: dict[str, BatchTrainingCluster] = {}
     releases = pool_releases(config)
     for c in clusters:
-        pools = [
-            _Pool(c.name, c.instance_type, c.az_id, c.min_size, c.max_size, _ami(c.ami, ami_family(c)), True, _image(c, releases))
-        ]
+        pools = [_Pool(c.name, c.instance_type, c.az_id, c.min_size, c.max_size, _host(c, releases), True, _image(c, releases))]
         if c.gpu_pool is not None:
             g = c.gpu_pool
             assert g.container_image

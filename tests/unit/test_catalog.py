@@ -44,3 +44,9 @@ def test_every_ami_family_supports_only_catalogued_families() -> None:
     for ami in catalog.ami_families().values():
         assert set(ami.supports) <= families, ami.name
     assert not any(a.supports_type("inf1.xlarge") for a in catalog.ami_families().values())
+
+
+def test_trainium2_device_memory_is_1_5_tib() -> None:
+    # 16 Trainium2 chips x 96 GiB HBM (Neuron docs, trn2-arch); a correction in overrides.json wins over
+    # the 8 TiB that moto's recorded EC2 answer reports.
+    assert catalog.get("trn2.48xlarge").neuron_memory_mib == catalog.get("trn2u.48xlarge").neuron_memory_mib == 1_572_864

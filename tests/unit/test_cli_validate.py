@@ -69,7 +69,10 @@ def test_validate_checks_every_file_given_and_fails_if_any_is_bad(capsys: pytest
         code = main(["validate", str(good), str(bad)])
     out, err = capsys.readouterr()
     assert code == 1
-    assert out.splitlines() == [f"{good}: ok: good in us-east-1: reserved (trn1.32xlarge x4), block (trn1.32xlarge x8)"]
+    assert out.splitlines() == [
+        f"{good}: ok: good in us-east-1: reserved (trn1.32xlarge x4), block (trn1.32xlarge x8); "
+        "Neuron SDK: reserved pytorch-training 2.28.1, block pytorch-training 2.28.1"
+    ]
     assert err.splitlines() == [f"{bad}: name: 'staging' differs from the file name 'renamed'; rename the file or the key"]
 
 

@@ -191,3 +191,14 @@ def test_command_explains_a_missing_synth(tmp_path: Path, capsys: pytest.Capture
     assert main(["summary", str(tmp_path / "cdk.out")]) == 2
     err = capsys.readouterr().err
     assert "no cloud assembly here" in err and "make synth" in err and "Traceback" not in err
+
+
+def test_each_pool_lists_its_neuron_release_and_pinned_ami(markdown: str) -> None:
+    # An AMI bump or a release change is a visible line in a pull request.
+    row = next(line for line in markdown.splitlines() if line.startswith("| pretrain | launch template | prod-training |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:6] == ["trn1.32xlarge", "2.28.1", "2.26.5.0"]
+    assert cells[6].startswith("`ami-") and cells[7] == "cdk.context.json"
+    batch = next(line for line in markdown.splitlines() if line.startswith("| batch | compute environment | dev-training |"))
+    assert "2.28.1" in batch and "floating" not in batch
+    assert "**Warning:**" not in markdown  # no pool of the examples boots a floating AMI

@@ -159,3 +159,10 @@ def default_ami_family(kind: str) -> str:
 def capacity_facts() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((_HERE / "capacity.yaml").read_text())
     return data
+
+
+@cache
+def software_facts() -> dict[str, Any]:
+    """Software the boot scripts rely on (EFA installer, collective ports, lifecycle hook): software.yaml."""
+    data: dict[str, Any] = yaml.safe_load((_HERE / "software.yaml").read_text())
+    return data

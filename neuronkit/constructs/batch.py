@@ -52,9 +52,14 @@ JOB_MEMORY_SHARE = 0.9
 # /dev/shm of the container: Docker's 64 MiB default breaks PyTorch data loader workers.
 SHARED_MEMORY_SHARE = 0.25
 _MIME_BOUNDARY = "==NEURONKIT-BATCH=="
+# Room left for the part AWS Batch merges into the user data (its ECS cluster configuration, a few
+# hundred bytes) under EC2's 16 KB limit.
+BATCH_PART_RESERVE_BYTES = 2048
 # Batch's limits on jobStateTimeLimitActions.maxTimeSeconds (10 minutes to 1 day).
 _TIME_LIMIT_MINUTES = (10, 1440)
-MASTER_PORT = 41000
+# torchrun's store and the Neuron runtime's root communicator on ports of their own (catalog/software.yaml).
+MASTER_PORT = int(catalog.software_facts()["collectives"]["master_port"])
+ROOT_COMM_PORT = int(catalog.software_facts()["collectives"]["root_comm_port"])
 
 
 def batch_addresses_per_node(instance_type: catalog.InstanceType) -> int:
@@ -90,10 +95,16 @@ export NNODES="${AWS_BATCH_JOB_NUM_NODES:-1}"
 export NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"
 export MASTER_ADDR="${AWS_BATCH_JOB_MAIN_NODE_PRIVATE_IPV4_ADDRESS:-$(hostname -i | awk '{print $1}')}"
 export MASTER_PORT="${MASTER_PORT:-@MASTER_PORT@}"
-export NEURON_RT_ROOT_COMM_ID="${MASTER_ADDR}:${MASTER_PORT}"
-echo "neuronkit: node ${NODE_RANK} of ${NNODES}, main node ${MASTER_ADDR}:${MASTER_PORT}"
+export NEURON_RT_ROOT_COMM_ID="${MASTER_ADDR}:${NEURON_RT_ROOT_COMM_PORT:-@ROOT_COMM_PORT@}"
+echo "neuronkit: node ${NODE_RANK} of ${NNODES}, main node ${MASTER_ADDR}:${MASTER_PORT}, root communicator ${NEURON_RT_ROOT_COMM_ID}"
 exec bash -c "${NEURONKIT_TRAIN_COMMAND}"
-""".replace("@MASTER_PORT@", str(MASTER_PORT))
+""".replace("@MASTER_PORT@", str(MASTER_PORT)).replace("@ROOT_COMM_PORT@", str(ROOT_COMM_PORT))
+
+
+def _efa_installer_url() -> str:
+    """The pinned EFA installer (catalog/software.yaml)."""
+    efa = catalog.software_facts()["efa_installer"]
+    return str(efa["url"]).format(version=efa["version"])
 
 
 class BatchTrainingCluster(Construct):
@@ -232,11 +243,14 @@ class BatchTrainingCluster(Construct):
                 "EXPECTED_EFA": facts.efa_max_interfaces,
                 "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
                 "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
+                # The ECS-optimized AMI carries its own driver, not tied to a Neuron release: reported, not checked.
+                "EXPECTED_NEURON_DRIVER": "",
+                "EFA_INSTALLER_URL": _efa_installer_url(),
             },
         )
         user_data = mime_multipart(script)
-        if len(user_data.encode()) > USER_DATA_LIMIT_BYTES // 2:
-            # Batch merges its own part into ours; leave it room under EC2's limit.
+        if len(user_data.encode()) > USER_DATA_LIMIT_BYTES - BATCH_PART_RESERVE_BYTES:
+            # Batch merges its own part (the node's ECS cluster configuration) into ours; leave it room.
             raise ValueError(f"{name}: user data of {len(user_data.encode())} bytes leaves AWS Batch no room for its part")
         interfaces = efa_network_interfaces(facts, groups) if facts.efa_supported else None
         tag_list = [CfnTag(key=k, value=v) for k, v in sorted(pool_tags.items())] if pool_tags else []

@@ -7,6 +7,7 @@ from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from neuronkit import catalog
 from neuronkit.compliance import acknowledge
 
 # What a group reports to its notifications topic: launches and terminations, and their failures.
@@ -46,3 +47,61 @@ def notifications(topic_arn: str | None) -> list[autoscaling.CfnAutoScalingGroup
             topic_arn=topic_arn, notification_types=list(NOTIFICATION_TYPES)
         )
     ]
+
+
+def launch_hook(heartbeat_seconds: int) -> autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty:
+    """The launch lifecycle hook a node completes once it proved itself (CONTINUE) or failed (ABANDON).
+
+    Inline in the group (not a separate AWS::AutoScaling::LifecycleHook), so it also holds the nodes the group
+    launches while it is being created. Without an answer within ``heartbeat_seconds`` the hook ends with
+    its default result, ABANDON: Auto Scaling terminates the node and launches another.
+    """
+    facts = catalog.software_facts()["lifecycle"]
+    return autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+        lifecycle_hook_name=facts["hook_name"],
+        lifecycle_transition="autoscaling:EC2_INSTANCE_LAUNCHING",
+        heartbeat_timeout=heartbeat_seconds,
+        default_result=facts["default_result"],
+    )
+
+
+def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> None:
+    """What a node of ``group_name`` may do to its own group and itself: complete its launch hook, drop its
+    scale-in protection at the end of a job, and tag itself (versions, ready), nothing else."""
+    arn = group_arn(scope, group_name)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="OwnGroup",
+            actions=[
+                "autoscaling:CompleteLifecycleAction",
+                "autoscaling:RecordLifecycleActionHeartbeat",
+                "autoscaling:SetInstanceProtection",
+            ],
+            resources=[arn],
+        )
+    )
+    instances = Stack.of(scope).format_arn(service="ec2", resource="instance", resource_name="*")
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="TagSelf",
+            actions=["ec2:CreateTags"],
+            resources=[instances],
+            conditions={"StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": group_name}},
+        )
+    )
+    acknowledge_group_arn(role, arn, f"the node's own group {group_name}")
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::{instances.replace(Aws.PARTITION, '<AWS::Partition>').replace(Aws.REGION, '<AWS::Region>').replace(Aws.ACCOUNT_ID, '<AWS::AccountId>')}]",
+        "Nodes tag only instances of their own group (aws:ResourceTag/aws:autoscaling:groupName condition)",
+    )
+
+
+def lifecycle_values() -> dict[str, str | int]:
+    """The boot scripts' values for the hook and the collective ports (catalog/software.yaml)."""
+    software = catalog.software_facts()
+    return {
+        "LIFECYCLE_HOOK": software["lifecycle"]["hook_name"],
+        "MASTER_PORT": software["collectives"]["master_port"],
+        "ROOT_COMM_PORT": software["collectives"]["root_comm_port"],
+    }

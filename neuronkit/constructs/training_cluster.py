@@ -15,7 +15,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
-from neuronkit.constructs.groups import acknowledge_group_arn, group_arn, notifications
+from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
@@ -89,6 +89,8 @@ class TrainingCluster(Construct):
         role: Literal["training", "training-gpu"] = "training",
         tags: Mapping[str, str] | None = None,
         observability: ObservabilitySpec | None = None,
+        expected_neuron_driver: str | None = None,
+        boot_timeout_seconds: int = 1800,
     ) -> None:
         super().__init__(scope, id)
         facts = catalog.get(instance_type)
@@ -102,7 +104,6 @@ class TrainingCluster(Construct):
         self.instance_type = facts
         self.group_name = f"{environment}-{name}"
         stack = Stack.of(self)
-        own_group_arn = group_arn(self, self.group_name)
         accelerator: Literal["neuron", "gpu"] = "neuron" if facts.is_neuron else "gpu"
 
         self.security_group = EfaSecurityGroup(
@@ -139,17 +140,7 @@ class TrainingCluster(Construct):
         # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
         # pool's log groups (not the broad CloudWatchAgentServerPolicy).
         self.role = node_role(self, "NodeRole", description=f"{self.group_name} nodes")
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="OwnGroup",
-                actions=[
-                    "autoscaling:SetInstanceHealth",
-                    "autoscaling:SetInstanceProtection",
-                    "autoscaling:SuspendProcesses",
-                ],
-                resources=[own_group_arn],
-            )
-        )
+        grant_node_lifecycle(self.role, self, self.group_name)
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="DiscoverPeers",
@@ -157,7 +148,6 @@ class TrainingCluster(Construct):
                 resources=["*"],
             )
         )
-        acknowledge_group_arn(self.role, own_group_arn, "this group's name")
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None
         if storage is not None:
             storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix)
@@ -193,6 +183,8 @@ class TrainingCluster(Construct):
                 "ARTIFACTS_BUCKET": storage.artifacts_bucket if storage else "",
                 "CHECKPOINTS_BUCKET": storage.checkpoints_bucket if storage else "",
                 "DATASETS_BUCKET": storage.datasets_bucket if storage else "",
+                "EXPECTED_NEURON_DRIVER": expected_neuron_driver or "",
+                **lifecycle_values(),
             },
         )
         is_block = capacity.kind == "capacity-block"
@@ -233,6 +225,7 @@ class TrainingCluster(Construct):
             new_instances_protected_from_scale_in=scale_in_protection,
             health_check_type="EC2",
             health_check_grace_period=900,
+            lifecycle_hook_specification_list=[launch_hook(boot_timeout_seconds)],
             termination_policies=["NewestInstance"],
             notification_configurations=notifications(notifications_topic_arn),
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],

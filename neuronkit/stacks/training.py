@@ -32,6 +32,11 @@ def ami_spec(ami: Ami, kind: str, release: PoolRelease | None = None) -> AmiSpec
     return AmiSpec.family(family, version)
 
 
+def _driver(pool: PoolRelease | None) -> str | None:
+    """The Neuron driver of a pool's release: nodes with another one fail their boot check."""
+    return pool.release.driver if pool is not None and pool.release is not None else None
+
+
 def observability_spec(config: Environment) -> ObservabilitySpec:
     """Where the nodes' metrics and logs go: the file's monitoring namespace and log retention."""
     return ObservabilitySpec(namespace=config.monitoring.namespace, log_retention_days=config.monitoring.log_retention_days)
@@ -88,6 +93,7 @@ class TrainingStack(NeuronkitStack):
                 max_size=cluster.max_size,
                 desired_size=cluster.desired_size,
                 ami=ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name)),
+                expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 capacity=capacity_spec(cluster),
                 storage=access,
                 notifications_topic_arn=self.events.topic.topic_arn,

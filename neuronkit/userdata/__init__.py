@@ -44,7 +44,20 @@ def required_keys(name: str) -> set[str]:
 
 
 def _strip_shebang(text: str) -> str:
-    return text.split("\n", 1)[1] if text.startswith("#!") else text
+    return _compact(text.split("\n", 1)[1] if text.startswith("#!") else text)
+
+
+def _compact(text: str) -> str:
+    """The script without its comment-only lines: they document the source, and EC2 caps user data at 16 KB.
+
+    Shebangs (of scripts written by heredocs) and shellcheck directives stay.
+    """
+    keep = [
+        line
+        for line in text.split("\n")
+        if not line.lstrip().startswith("#") or line.lstrip().startswith(("#!", "# shellcheck"))
+    ]
+    return "\n".join(keep)
 
 
 def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
@@ -72,7 +85,7 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
         for i, script in enumerate(scripts):
             marker = f"NEURONKIT_SCRIPT_{i}"
             parts.append(f"install -d -m 0755 /opt/neuronkit && cat > /opt/neuronkit/{script} <<'{marker}'")
-            parts.append(script_path(script).read_text().rstrip("\n"))
+            parts.append(_compact(script_path(script).read_text()).rstrip("\n"))
             parts.append(marker)
             parts.append(f"bash /opt/neuronkit/{script} || status=$?")
         parts.append('exit "${status}"')

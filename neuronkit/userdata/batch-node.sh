@@ -5,10 +5,13 @@
 # MIME multi-part archive.
 # uses: node-lib.sh
 # requires: ENVIRONMENT POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT
-# Order: local NVMe at /local, node check (every accelerator and EFA device the catalog lists, or the node
-# powers off and the compute environment replaces it before a job lands on it), Lustre at /fsx. Jobs see
-# /fsx and /local through the job definition's host volumes.
-set -euo pipefail
+# requires: EFA_INSTALLER_URL
+# Order: EFA software on EFA types (the ECS-optimized Neuron AMI has none), local NVMe at /local, node check
+# (every accelerator and EFA device the catalog lists), Lustre at /fsx. Any failure, an unexpected one
+# included (ERR trap), powers the node off before the ECS agent starts (it is ordered after cloud-init's
+# scripts), so AWS Batch replaces it and no job lands on it. Jobs see /fsx and /local through the job
+# definition's host volumes.
+set -Eeuo pipefail
 exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 
 # shellcheck source=/dev/null
@@ -20,12 +23,32 @@ exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 fail_node() {
   # The compute environment's Auto Scaling group replaces a stopped instance; the ECS agent never
   # registers it, so no job is placed on a node that lacks devices.
-  log "node check failed: $*; powering off so that AWS Batch replaces the node"
+  trap - ERR
+  log "node failed: $*; powering off so that AWS Batch replaces the node"
+  systemctl stop ecs.service || true
   systemctl poweroff
   exit 1
 }
+trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
+
+# --- EFA software: minimal install (kernel module, rdma-core) of the pinned installer ----------------
+install_efa() {
+  [ "${EXPECTED_EFA}" -gt 0 ] || return 0
+  if modinfo efa >/dev/null 2>&1; then
+    log "EFA driver already present"
+    return 0
+  fi
+  local dir
+  dir=$(mktemp -d)
+  log "installing EFA from ${EFA_INSTALLER_URL}"
+  curl -fsSL --retry 5 -o "${dir}/efa.tar.gz" "${EFA_INSTALLER_URL}"
+  tar -xzf "${dir}/efa.tar.gz" -C "${dir}"
+  (cd "${dir}/aws-efa-installer" && ./efa_installer.sh -y --minimal)
+  rm -rf "${dir}"
+}
 
 log "booting a ${ACCELERATOR} node of ${ENVIRONMENT}-${POOL} (AWS Batch)"
+install_efa
 setup_local_nvme
 mkdir -p /local/neuron-compile-cache
 check_node

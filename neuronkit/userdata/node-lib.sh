@@ -3,9 +3,43 @@
 # render() writes it to /opt/neuronkit/node-lib.sh for scripts that declare `# uses: node-lib.sh`.
 # The sourcing script defines fail_node (how its kind of node gets replaced) before calling check_node
 # or mount_lustre.
-# requires: POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT
+# requires: POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT EXPECTED_NEURON_DRIVER
 
 log() { echo "neuronkit[${POOL}] $(date -u +%FT%TZ) $*"; }
+
+# --- instance metadata (IMDSv2) ---------------------------------------------------------------------
+imds() {
+  local token
+  token=$(curl -sS -X PUT "http://169.254.169.254/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
+  curl -sS -H "X-aws-ec2-metadata-token: ${token}" "http://169.254.169.254/latest/meta-data/$1"
+}
+
+# --- versions: what this node really runs (driver, runtime, tools), for checks, tags and metrics ------
+neuron_driver_version() {
+  if [ -r /sys/module/neuron/version ]; then
+    cat /sys/module/neuron/version
+  else
+    modinfo -F version neuron 2>/dev/null || true
+  fi
+}
+
+package_version() {
+  if command -v dpkg-query >/dev/null 2>&1; then
+    dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true
+  else
+    rpm -q --qf '%{VERSION}' "$1" 2>/dev/null || true
+  fi
+}
+
+# The driver of the pool's Neuron release (EXPECTED_NEURON_DRIVER, from the release matrix) must be the one
+# loaded: a node with another driver would join collectives with a runtime built for a different release.
+check_driver() {
+  [ "${ACCELERATOR}" = "neuron" ] && [ -n "${EXPECTED_NEURON_DRIVER}" ] || return 0
+  local found
+  found=$(neuron_driver_version)
+  log "Neuron driver ${found:-none}, expected ${EXPECTED_NEURON_DRIVER}"
+  [ "${found}" = "${EXPECTED_NEURON_DRIVER}" ] || fail_node "Neuron driver ${found:-none} is not the ${EXPECTED_NEURON_DRIVER} of the pool's Neuron release"
+}
 
 # Install OS packages on Ubuntu (apt) or Amazon Linux (dnf).
 install_packages() {
@@ -74,6 +108,7 @@ mount_lustre() {
   fi
   mkdir -p /fsx
   grep -q " /fsx " /etc/fstab || echo "${LUSTRE_DNS}@tcp:/${LUSTRE_MOUNT} /fsx lustre defaults,relatime,flock,_netdev${extra} 0 0" >> /etc/fstab
+  systemctl daemon-reload
   local attempt
   for attempt in 1 2 3 4 5; do
     mountpoint -q /fsx && break

@@ -428,7 +428,9 @@ def test_default_command_maps_batch_variables_for_torchrun_and_the_neuron_runtim
     for line in (
         'export NNODES="${AWS_BATCH_JOB_NUM_NODES:-1}"',
         'export NODE_RANK="${AWS_BATCH_JOB_NODE_INDEX:-0}"',
-        'export NEURON_RT_ROOT_COMM_ID="${MASTER_ADDR}:${MASTER_PORT}"',
+        'export MASTER_PORT="${MASTER_PORT:-2022}"',
+        # The runtime's root communicator has a port of its own, never torchrun's MASTER_PORT.
+        'export NEURON_RT_ROOT_COMM_ID="${MASTER_ADDR}:${NEURON_RT_ROOT_COMM_PORT:-46820}"',
         'exec bash -c "${NEURONKIT_TRAIN_COMMAND}"',
     ):
         assert line in script.splitlines()
@@ -543,6 +545,8 @@ def test_batch_boot_script_is_shellcheck_clean_after_rendering(tmp_path: Path) -
         "EXPECTED_EFA": 8,
         "LUSTRE_DNS": "fs-0123.fsx.us-east-1.amazonaws.com",
         "LUSTRE_MOUNT": "abcdefgh",
+        "EXPECTED_NEURON_DRIVER": "",
+        "EFA_INSTALLER_URL": "https://efa-installer.amazonaws.com/aws-efa-installer-1.47.0.tar.gz",
     }
     # The shell part of the archive, as cloud-init hands it to bash.
     part = mime_multipart(userdata.render("batch-node.sh", values)).split("\n\n", 2)[2]

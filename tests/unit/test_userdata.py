@@ -27,6 +27,11 @@ VALUES = {
     "ARTIFACTS_BUCKET": "prod-artifacts",
     "CHECKPOINTS_BUCKET": "prod-checkpoints",
     "DATASETS_BUCKET": "prod-datasets",
+    "EXPECTED_NEURON_DRIVER": "2.26.5.0",
+    "LIFECYCLE_HOOK": "neuronkit-node-ready",
+    "MASTER_PORT": 2022,
+    "ROOT_COMM_PORT": 46820,
+    "METRICS_NAMESPACE": "Neuronkit",
 }
 
 
@@ -34,7 +39,7 @@ def test_render_writes_the_values_then_the_script(tmp_path: object) -> None:
     text = userdata.render("training-node.sh", VALUES)
     assert text.startswith("#!/bin/bash\n")
     assert "EXPECTED_EFA='8'" in text and "LUSTRE_MOUNT='abcdefgh'" in text
-    assert text.index("cat > /etc/neuronkit/node.env <<'NEURONKIT_ENV'") < text.index("set -euo pipefail")
+    assert text.index("cat > /etc/neuronkit/node.env <<'NEURONKIT_ENV'") < text.index("set -Eeuo pipefail")
 
 
 def test_rendered_script_is_shellcheck_clean(tmp_path: pytest.TempPathFactory) -> None:

@@ -1,0 +1,217 @@
+"""A sandbox that runs a node's user data as a program: real bash, a throwaway root, stub commands.
+
+The rendered user data (exactly what the launch template carries, its CloudFormation functions resolved)
+runs under ``chroot`` in an overlay of this machine's root filesystem inside a private mount namespace:
+every file it writes (/etc/neuronkit, /opt/neuronkit, /usr/local/bin, /var/log ...) lands in a temporary
+upper directory and the machine is left as it was. ``/dev`` is a tmpfs holding the scenario's fake
+devices (``/dev/neuron0..N``, ``/dev/infiniband/uverbs0..M``). Commands that would touch AWS or the
+hardware (``aws``, ``curl``, ``mount``, ``systemctl``, ``modinfo``, ``lsblk`` ...) are stubs first on PATH:
+each records its arguments, answers like the real one for the calls the scripts make, and fails when
+the scenario says so. Needs root (CI and the developer machines run as root) and overlayfs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import ROOT
+
+REGION = "us-east-1"
+INSTANCE_ID = "i-0123456789abcdef0"
+
+# The stubs: one bash program each, written to /opt/stubs in the sandbox. "$0 $*" goes to the call log;
+# a line "NAME REGEX" in /opt/stubs/fail makes a call of NAME whose arguments match REGEX exit 1.
+_PRELUDE = r"""#!/bin/bash
+name=$(basename "$0")
+echo "${name} $*" >> /var/log/stub-calls
+if [ -f /opt/stubs/fail ]; then
+  while read -r who pattern; do
+    if [ "${who}" = "${name}" ] && [[ "$*" =~ ${pattern} ]]; then
+      echo "stub ${name}: failing as the scenario asks" >&2
+      exit 1
+    fi
+  done < /opt/stubs/fail
+fi
+"""
+STUBS: dict[str, str] = {
+    "aws": r"""
+case "$1 $2" in
+  "s3 cp") [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;;
+  "ec2 describe-instances") printf '2026-11-24T10:00:00Z\ti-0123456789abcdef0\t10.0.0.10\t%s\n' "$(cat /opt/stubs/driver 2>/dev/null)" ;;
+esac
+exit 0
+""",
+    "curl": r"""
+url="${@: -1}"
+out=""
+while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done
+case "${url}" in
+  */api/token) echo token ;;
+  */meta-data/instance-id) echo i-0123456789abcdef0 ;;
+  */meta-data/instance-type) cat /opt/stubs/instance-type ;;
+  *efa-installer*) cp /opt/stubs/efa.tar.gz "${out}" ;;
+  *) [ -n "${out}" ] && : > "${out}" ;;
+esac
+exit 0
+""",
+    "modinfo": r"""
+case "$*" in
+  *"-F version neuron"*) cat /opt/stubs/driver 2>/dev/null || exit 1 ;;
+  *efa*) [ -f /opt/stubs/efa-installed ] || exit 1 ;;
+  *lustre*) exit 0 ;;
+esac
+exit 0
+""",
+    "mountpoint": r"""
+[ "${@: -1}" = /fsx ] && { [ -f /opt/stubs/fsx-mounted ]; exit $?; }
+exit 1
+""",
+    "mount": r"""
+[ "${@: -1}" = /fsx ] && touch /opt/stubs/fsx-mounted
+exit 0
+""",
+    "lsblk": "exit 0\n",
+    "hostname": 'echo "10.0.0.10 "\n',
+    "dpkg-query": 'printf "2.30.50.0"\n',
+    "rpm": 'printf "2.30.50.0"\n',
+    "sleep": "exit 0\n",
+    **{
+        n: "exit 0\n"
+        for n in ("systemctl", "sysctl", "modprobe", "mdadm", "mkfs.xfs", "blkid", "apt-get", "dnf", "dpkg", "gpg", "nvidia-smi")
+    },
+}
+_EFA_INSTALLER = """#!/bin/bash
+echo "efa_installer.sh $*" >> /var/log/stub-calls
+touch /opt/stubs/efa-installed
+"""
+
+
+@dataclass
+class Scenario:
+    """What the fake node has: its devices, its driver, and which commands fail."""
+
+    neuron_devices: int = 0
+    efa_devices: int = 0
+    driver: str | None = None
+    instance_type: str = "trn1.32xlarge"
+    fail: list[str] = field(default_factory=list)  # "NAME REGEX" lines
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+    calls: list[str]
+    root: Path  # the upper directory: every file the boot wrote
+
+    def called(self, prefix: str) -> list[str]:
+        return [c for c in self.calls if c.startswith(prefix)]
+
+    def file(self, path: str) -> str:
+        return (self.root / path.lstrip("/")).read_text()
+
+
+def resolve(value: Any, values: dict[str, str] | None = None) -> str:
+    """A CloudFormation string expression with its functions resolved the way CloudFormation would."""
+    known = {"AWS::Region": REGION, "AWS::URLSuffix": "amazonaws.com", "AWS::AccountId": "123456789012", "AWS::Partition": "aws"}
+    known.update(values or {})
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Base64" in value:
+        return resolve(value["Fn::Base64"], known)
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return str(sep).join(resolve(p, known) for p in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return known.get(value["Ref"], f"ref-{value['Ref']}")
+    if isinstance(value, dict) and "Fn::Sub" in value:
+        text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
+        for k, v in known.items():
+            text = text.replace("${" + k + "}", v)
+        return str(text)
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return "getatt-" + "-".join(map(str, value["Fn::GetAtt"]))
+    raise ValueError(f"cannot resolve {json.dumps(value)[:200]}")
+
+
+def _kit_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in sorted((ROOT / "neuronkit" / "userdata" / "kit").iterdir()):
+            if f.is_file():
+                z.write(f, f"kit/{f.name}")
+    return buf.getvalue()
+
+
+def _efa_tarball() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = _EFA_INSTALLER.encode()
+        info = tarfile.TarInfo("aws-efa-installer/efa_installer.sh")
+        info.size, info.mode = len(data), 0o755
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: int = 120) -> Run:
+    """Run ``user_data`` as root in a throwaway overlay root; return what it printed and did."""
+    up, work, root = workdir / "up", workdir / "work", workdir / "root"
+    for d in (up, work, root):
+        d.mkdir(parents=True, exist_ok=True)
+    stubs = up / "opt" / "stubs"
+    stubs.mkdir(parents=True)
+    for name, body in STUBS.items():
+        (stubs / name).write_text(_PRELUDE + body)
+        (stubs / name).chmod(0o755)
+    (stubs / "fail").write_text("".join(f"{line}\n" for line in scenario.fail))
+    (stubs / "kit.zip").write_bytes(_kit_zip())
+    (stubs / "efa.tar.gz").write_bytes(_efa_tarball())
+    (stubs / "instance-type").write_text(scenario.instance_type + "\n")
+    if scenario.driver is not None:
+        (stubs / "driver").write_text(scenario.driver + "\n")
+    (up / "var" / "log").mkdir(parents=True, exist_ok=True)
+    (up / "var" / "log" / "stub-calls").write_text("")
+    (up / "opt" / "user-data.sh").write_text(user_data)
+    devices = " ".join(
+        [f"{root}/dev/neuron{i}" for i in range(scenario.neuron_devices)]
+        + [f"{root}/dev/infiniband/uverbs{i}" for i in range(scenario.efa_devices)]
+    )
+    setup = f"""
+set -e
+mount -t overlay overlay -o lowerdir=/,upperdir={up},workdir={work} {root}
+mount -t proc proc {root}/proc
+mount -t tmpfs none {root}/dev
+for n in null zero random urandom; do touch {root}/dev/$n; mount --bind /dev/$n {root}/dev/$n; done
+ln -s /proc/self/fd {root}/dev/fd
+mkdir -p {root}/dev/infiniband {root}/run
+mount -t tmpfs none {root}/run
+{"touch " + devices if devices else ":"}
+exec chroot {root} /usr/bin/env -i PATH=/opt/stubs:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /bin/bash /opt/user-data.sh
+"""
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", setup],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    calls = (up / "var" / "log" / "stub-calls").read_text().splitlines()
+    return Run(done.returncode, done.stdout + done.stderr, calls, up)
+
+
+def available() -> str | None:
+    """Why the sandbox cannot run here, or None (it needs root, unshare and overlayfs)."""
+    if os.geteuid() != 0:
+        return "the boot-script sandbox needs root (mount namespaces and overlayfs)"
+    if shutil.which("unshare") is None:
+        return "the boot-script sandbox needs unshare (util-linux)"
+    return None

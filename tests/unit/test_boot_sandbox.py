@@ -1,0 +1,159 @@
+"""Boot scripts as programs: the rendered user data of each kind of node, run in the sandbox (tests/sandbox.py).
+
+Each scenario gives the node its devices and driver and makes chosen commands fail, then asserts what
+the node told Auto Scaling (the launch hook's CONTINUE or ABANDON) or, for Batch nodes, whether it
+powered itself off before the ECS agent could place a job on it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuronkit import catalog
+from neuronkit.catalog import releases
+from neuronkit.constructs import AmiSpec, BatchTrainingCluster, TrainingCluster
+from neuronkit.constructs.storage import StorageAccess
+from tests.sandbox import INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
+from tests.templates import SUBNET_ID, bare_stack, imported_vpc, one, resources, template
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
+
+TRN = catalog.get("trn1.32xlarge")
+DRIVER = releases.release("2.28.1").driver
+HOOK = catalog.software_facts()["lifecycle"]["hook_name"]
+STORAGE = StorageAccess(
+    datasets_bucket="team-datasets-123456789012-us-east-1",
+    checkpoints_bucket="team-checkpoints-123456789012-us-east-1",
+    artifacts_bucket="team-artifacts-123456789012-us-east-1",
+    lustre_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+    lustre_mount_name="abcdefgh",
+)
+
+
+def _user_data(data: dict[str, Any]) -> str:
+    lt = next(
+        r for r in resources(data, "AWS::EC2::LaunchTemplate").values() if "UserData" in r["Properties"]["LaunchTemplateData"]
+    )
+    return resolve(lt["Properties"]["LaunchTemplateData"]["UserData"])
+
+
+@pytest.fixture(scope="module")
+def training_user_data() -> str:
+    stack = bare_stack()
+    TrainingCluster(
+        stack, "Cluster", environment="team", name="pretrain", instance_type="trn1.32xlarge", vpc=imported_vpc(stack),
+        subnet_id=SUBNET_ID, az_id="use1-az6", max_size=4, ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        storage=STORAGE, expected_neuron_driver=DRIVER,
+    )  # fmt: skip
+    data = template(stack)
+    hooks = one(data, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["LifecycleHookSpecificationList"]
+    assert [h["LifecycleHookName"] for h in hooks] == [HOOK]
+    return _user_data(data)
+
+
+@pytest.fixture(scope="module")
+def batch_user_data() -> str:
+    stack = bare_stack()
+    BatchTrainingCluster(
+        stack, "Jobs", environment="team", name="jobs", instance_type="trn1.32xlarge", vpc=imported_vpc(stack),
+        subnet_id=SUBNET_ID, max_size=2, storage=STORAGE, ami=AmiSpec(root_device_name="/dev/xvda", ami_id="ami-0123456789abcdef0"),
+        container_image="public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04",
+    )  # fmt: skip
+    text = _user_data(template(stack))
+    # The launch template carries a MIME archive; cloud-init runs its shell part.
+    body = text.split('Content-Type: text/x-shellscript; charset="us-ascii"\n\n', 1)[1]
+    return body.rsplit("\n\n--==NEURONKIT-BATCH==--", 1)[0] + "\n"
+
+
+def healthy(**over: Any) -> Scenario:
+    return Scenario(**{"neuron_devices": TRN.neuron_devices, "efa_devices": TRN.efa_max_interfaces, "driver": DRIVER, **over})
+
+
+def hook_results(run: Run) -> list[str]:
+    out = []
+    for call in run.called("aws autoscaling complete-lifecycle-action"):
+        assert f"--lifecycle-hook-name {HOOK}" in call and f"--instance-id {INSTANCE_ID}" in call
+        assert "--auto-scaling-group-name team-pretrain" in call
+        out.append(call.rsplit("--lifecycle-action-result ", 1)[1].split()[0])
+    return out
+
+
+def test_a_healthy_node_continues_then_joins_the_ready_set(training_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(training_user_data, healthy(), tmp_path)
+    assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    tags = run.called("aws ec2 create-tags")
+    assert any(f"Key=neuronkit:neuron-driver,Value={DRIVER}" in t for t in tags)
+    # Ready only after the hook completed: peers' hostfiles list ready nodes only.
+    ready = [i for i, c in enumerate(run.calls) if "Key=neuronkit:ready,Value=true" in c]
+    cont = [i for i, c in enumerate(run.calls) if "--lifecycle-action-result CONTINUE" in c]
+    assert ready and cont and ready[0] > cont[0]
+    assert not run.called("aws autoscaling set-instance-health") and not run.called("aws autoscaling suspend-processes")
+    # The job environment is one KEY=value file every systemd unit and shell reads; distinct ports, reserved.
+    env = run.file("/etc/neuronkit/job.env")
+    assert "FI_PROVIDER=efa" in env and "MASTER_PORT=2022" in env and "export " not in env
+    assert "2022,46820" in run.file("/etc/sysctl.d/90-neuronkit.conf")
+    assert "EnvironmentFile=/etc/neuronkit/job.env" in run.file("/etc/systemd/system/neuronkit-hostfile.service")
+    assert "network-online.target" in run.file("/etc/fstab") and "network.service" not in run.file("/etc/fstab")
+    assert run.returncode in (0, 1)  # observability's agent steps are best effort; the node itself is ready
+
+
+@pytest.mark.parametrize(
+    ("case", "scenario"),
+    [
+        ("missing Neuron device", healthy(neuron_devices=TRN.neuron_devices - 1)),
+        ("missing EFA device", healthy(efa_devices=TRN.efa_max_interfaces - 1)),
+        ("wrong Neuron driver", healthy(driver="2.31.7.0")),
+        ("failed Lustre mount", healthy(fail=["mount /fsx"])),
+        ("failed package step", healthy(fail=["modinfo lustre", "apt-get install"])),
+        ("failed unexpected step", healthy(fail=["sysctl"])),
+    ],
+)
+def test_a_broken_node_abandons_and_never_joins(training_user_data: str, tmp_path: Path, case: str, scenario: Scenario) -> None:
+    run = run_user_data(training_user_data, scenario, tmp_path)
+    assert hook_results(run) == ["ABANDON"], f"{case}: {run.output[-3000:]}"
+    assert not any("Key=neuronkit:ready,Value=true" in c for c in run.calls), case
+    assert run.returncode != 0
+
+
+def test_the_hostfile_lists_ready_nodes_and_the_root_communicator_has_its_own_port(
+    training_user_data: str, tmp_path: Path
+) -> None:
+    # The boot, then one run of the minutely refresher (as its timer would).
+    booted_then_refreshed = training_user_data.replace(
+        'exit "${status}"\n', '/usr/local/bin/neuronkit-hostfile\nexit "${status}"\n'
+    )
+    run = run_user_data(booted_then_refreshed, healthy(), tmp_path)
+    (query,) = run.called("aws ec2 describe-instances")
+    assert "Name=tag:neuronkit:ready,Values=true" in query
+    ranks = run.file("/etc/neuronkit/ranks.env")
+    assert "NNODES=1" in ranks and "NODE_RANK=0" in ranks and "NEURON_RT_ROOT_COMM_ID=10.0.0.10:46820" in ranks
+    (metric,) = run.called("aws cloudwatch put-metric-data")
+    assert "--metric-name NeuronDriverVersions" in metric and "--value 1" in metric
+
+
+def test_batch_node_installs_efa_before_its_device_check(batch_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(batch_user_data, healthy(), tmp_path)
+    assert run.returncode == 0, run.output[-3000:]
+    installer = [i for i, c in enumerate(run.calls) if c.startswith("efa_installer.sh")]
+    assert installer and "-y --minimal" in run.calls[installer[0]]
+    assert any("aws-efa-installer-" + catalog.software_facts()["efa_installer"]["version"] in c for c in run.called("curl"))
+    assert not run.called("systemctl poweroff")
+
+
+@pytest.mark.parametrize(
+    ("case", "scenario"),
+    [
+        ("missing EFA device", healthy(efa_devices=0)),
+        ("missing Neuron device", healthy(neuron_devices=1)),
+        ("failed EFA download", healthy(fail=["curl efa-installer"])),
+    ],
+)
+def test_a_broken_batch_node_powers_off_before_the_ecs_agent(
+    batch_user_data: str, tmp_path: Path, case: str, scenario: Scenario
+) -> None:
+    run = run_user_data(batch_user_data, scenario, tmp_path)
+    assert run.called("systemctl stop ecs.service") and run.called("systemctl poweroff"), f"{case}: {run.output[-2000:]}"
+    assert run.returncode != 0

@@ -53,9 +53,7 @@ def _compact(text: str) -> str:
     Shebangs (of scripts written by heredocs) and shellcheck directives stay.
     """
     keep = [
-        line
-        for line in text.split("\n")
-        if not line.lstrip().startswith("#") or line.lstrip().startswith(("#!", "# shellcheck"))
+        line for line in text.split("\n") if not line.lstrip().startswith("#") or line.lstrip().startswith(("#!", "# shellcheck"))
     ]
     return "\n".join(keep)
 

@@ -46,6 +46,7 @@ STUBS: dict[str, str] = {
     "aws": r"""
 case "$1 $2" in
   "s3 cp") [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;;
+  "s3 sync") mkdir -p "${@: -1}" && echo weights > "${@: -1}/model.safetensors" ;;
   "ec2 describe-instances") printf '2026-11-24T10:00:00Z\ti-0123456789abcdef0\t10.0.0.10\t%s\n' "$(cat /opt/stubs/driver 2>/dev/null)" ;;
 esac
 exit 0

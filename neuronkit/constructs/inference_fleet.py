@@ -17,7 +17,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
-from neuronkit.constructs.groups import acknowledge_group_arn, group_arn, notifications
+from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
@@ -264,7 +264,6 @@ class InferenceFleet(Construct):
         self.dns_name = self.load_balancer.load_balancer_dns_name
 
         # --- node role: Session Manager, CloudWatch agent, the model prefixes, its own group -------
-        arn = group_arn(self, self.group_name)
         # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
         # fleet's log groups (not the broad CloudWatchAgentServerPolicy).
         self.role = node_role(self, "NodeRole", description=f"{self.group_name} inference nodes")
@@ -278,11 +277,10 @@ class InferenceFleet(Construct):
             server_log_units=(SERVER_UNIT,),
         )
         self.grant_model_read(artifacts_bucket, sorted({model_s3_prefix, gpu_prefix}))
-        self.role.add_to_policy(iam.PolicyStatement(sid="OwnGroup", actions=["autoscaling:SetInstanceHealth"], resources=[arn]))
+        grant_node_lifecycle(self.role, self, self.group_name)
         self.role.add_to_policy(
             iam.PolicyStatement(sid="SignalRollingUpdate", actions=["cloudformation:SignalResource"], resources=[Aws.STACK_ID])
         )
-        acknowledge_group_arn(self.role, arn, "this fleet's group name")
 
         # --- the group (its launch templates are attached below, once its logical ID is known) ----
         group = autoscaling.CfnAutoScalingGroup(
@@ -296,6 +294,9 @@ class InferenceFleet(Construct):
             target_group_arns=[self.target_group.target_group_arn],
             health_check_type="ELB",
             health_check_grace_period=health_check_grace_seconds,
+            # The boot (model download and load included) must answer the hook within the grace period and
+            # the local health wait; a silent node is abandoned when the heartbeat runs out.
+            lifecycle_hook_specification_list=[launch_hook(min(health_check_grace_seconds + 600, 7200))],
             default_instance_warmup=warmup_seconds,
             termination_policies=TERMINATION_POLICIES,
             new_instances_protected_from_scale_in=False,
@@ -331,6 +332,7 @@ class InferenceFleet(Construct):
             "HEALTH_WAIT_SECONDS": health_wait,
             "STACK_NAME": Aws.STACK_NAME,
             "SIGNAL_RESOURCE": stack.get_logical_id(group),
+            "LIFECYCLE_HOOK": lifecycle_values()["LIFECYCLE_HOOK"],
         }
 
         def script(accelerator: Literal["neuron", "gpu"]) -> str:

@@ -3,11 +3,15 @@
 # root, from cloud-init.
 # requires: ENVIRONMENT FLEET REGION ASG_NAME ARTIFACTS_BUCKET NEURON_MODEL_PREFIX GPU_MODEL_PREFIX
 # requires: SERVE_NEURON SERVE_GPU PORT HEALTH_PATH HEALTH_PROTOCOL HEALTH_WAIT_SECONDS STACK_NAME SIGNAL_RESOURCE
+# requires: LIFECYCLE_HOOK
 # One group mixes families (Neuron types first, GPU types when Neuron capacity is short), so the node
 # finds its accelerator at boot from its instance type, checks the devices are there, fetches the
 # model for that family from S3 to local disk, starts the family's server command as a systemd unit,
-# waits until it answers the health check and then signals CloudFormation (rolling updates wait on it).
-set -euo pipefail
+# waits until it answers the health check, completes the group's launch hook with CONTINUE (the node
+# enters service only then) and signals CloudFormation (rolling updates wait on it). Any failure, an
+# unexpected one included (ERR trap), completes the hook with ABANDON and signals FAILURE: the group
+# replaces the node. docs/node-lifecycle.md.
+set -Eeuo pipefail
 exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 
 # shellcheck source=/dev/null
@@ -29,12 +33,19 @@ signal() {
     || log "no stack update is waiting for a ${1} signal"
 }
 
+complete_hook() {
+  aws autoscaling complete-lifecycle-action --region "${REGION}" --auto-scaling-group-name "${ASG_NAME}" \
+    --lifecycle-hook-name "${LIFECYCLE_HOOK}" --instance-id "${INSTANCE_ID}" --lifecycle-action-result "$1"
+}
+
 fail_node() {
-  log "node failed: $*; marking the instance unhealthy so the group replaces it"
+  trap - ERR
+  log "node failed: $*; completing the launch hook with ABANDON so that the group replaces it"
   signal FAILURE
-  aws autoscaling set-instance-health --region "${REGION}" --instance-id "${INSTANCE_ID}" --health-status Unhealthy || true
+  complete_hook ABANDON || log "could not complete the hook; it times out with ABANDON"
   exit 1
 }
+trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
 
 # --- accelerator family: from the instance type, confirmed by the devices -------------------------
 detect_accelerator() {
@@ -142,6 +153,7 @@ wait_until_healthy() {
     sleep 10
   done
   log "server healthy on port ${PORT}"
+  complete_hook CONTINUE
   signal SUCCESS
 }
 

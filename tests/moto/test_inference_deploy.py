@@ -262,7 +262,7 @@ def test_node_role_reads_the_model_prefixes_only(deployed: Deployment) -> None:
     document = iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
     statements = {s["Sid"]: s for s in document["Statement"]}
     observability = {"PublishMetrics", "ShipLogs", "ReadNodeKit"}  # NodeObservability: namespace, log groups, kit
-    assert set(statements) == {"ListModel", "ReadModel", "OwnGroup", "SignalRollingUpdate"} | observability
+    assert set(statements) == {"ListModel", "ReadModel", "OwnGroup", "TagSelf", "SignalRollingUpdate"} | observability
     read = statements["ReadModel"]["Resource"]
     prefixes = {fleet.model_s3_prefix, fleet.gpu_model_s3_prefix or fleet.model_s3_prefix}
     bucket = f"{deployed.env.name}-artifacts-{deployed.env.account}-{deployed.env.region}"

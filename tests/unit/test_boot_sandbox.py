@@ -14,7 +14,7 @@ import pytest
 
 from neuronkit import catalog
 from neuronkit.catalog import releases
-from neuronkit.constructs import AmiSpec, BatchTrainingCluster, TrainingCluster
+from neuronkit.constructs import AmiSpec, BatchTrainingCluster, InferenceFleet, ServeSpec, TrainingCluster
 from neuronkit.constructs.storage import StorageAccess
 from tests.sandbox import INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, one, resources, template
@@ -157,3 +157,53 @@ def test_a_broken_batch_node_powers_off_before_the_ecs_agent(
     run = run_user_data(batch_user_data, scenario, tmp_path)
     assert run.called("systemctl stop ecs.service") and run.called("systemctl poweroff"), f"{case}: {run.output[-2000:]}"
     assert run.returncode != 0
+
+
+@pytest.fixture(scope="module")
+def inference_user_data() -> str:
+    stack = bare_stack()
+    vpc = imported_vpc(stack)
+    InferenceFleet(
+        stack, "Chat", environment="team", name="chat", neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], vpc=vpc,
+        subnet_ids={"use1-az6": SUBNET_ID, "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"}, max_size=2,
+        artifacts_bucket="team-artifacts-123456789012-us-east-1", model_s3_prefix="models/m/",
+        serve=ServeSpec(neuron="serve --port $PORT", gpu="serve --port $PORT"),
+        neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        gpu_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef1"),
+    )  # fmt: skip
+    data = template(stack)
+    lt = next(r for k, r in resources(data, "AWS::EC2::LaunchTemplate").items() if "Neuron" in k)
+    return resolve(lt["Properties"]["LaunchTemplateData"]["UserData"])
+
+
+def fleet_hook_results(run: Run) -> list[str]:
+    return [
+        c.rsplit("--lifecycle-action-result ", 1)[1].split()[0] for c in run.called("aws autoscaling complete-lifecycle-action")
+    ]
+
+
+def test_a_healthy_inference_node_continues_and_signals_the_rolling_update(inference_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(inference_user_data, Scenario(neuron_devices=1, instance_type="inf2.xlarge"), tmp_path)
+    assert fleet_hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    (signal,) = run.called("aws cloudformation signal-resource")
+    assert "--status SUCCESS" in signal
+    assert not run.called("aws autoscaling set-instance-health")
+
+
+@pytest.mark.parametrize(
+    ("case", "scenario"),
+    [
+        ("missing Neuron device", Scenario(neuron_devices=0, instance_type="inf2.xlarge")),
+        ("model download fails", Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=["aws s3 sync"])),
+        (
+            "failed unit install",
+            Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=["systemctl enable --now neuronkit-model"]),
+        ),
+    ],
+)
+def test_a_broken_inference_node_abandons_and_signals_failure(
+    inference_user_data: str, tmp_path: Path, case: str, scenario: Scenario
+) -> None:
+    run = run_user_data(inference_user_data, scenario, tmp_path)
+    assert fleet_hook_results(run) == ["ABANDON"], f"{case}: {run.output[-3000:]}"
+    assert any("--status FAILURE" in c for c in run.called("aws cloudformation signal-resource")), case

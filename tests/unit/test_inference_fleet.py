@@ -333,11 +333,19 @@ def test_node_role_reads_only_the_model_prefixes_of_the_artifacts_bucket(prod: d
         "ListModel",
         "ReadModel",
         "OwnGroup",
+        "TagSelf",
         "SignalRollingUpdate",
         "PublishMetrics",
         "ShipLogs",
         "ReadNodeKit",
     }
+    # The node completes its own group's launch hook; it cannot mark instances unhealthy or suspend processes.
+    assert set(statements["OwnGroup"]["Action"]) == {
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+        "autoscaling:SetInstanceProtection",
+    }
+    assert statements["TagSelf"]["Condition"] == {"StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": "prod-chat"}}
     assert statements["PublishMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "Neuronkit"}}
 
 

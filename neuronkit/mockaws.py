@@ -115,7 +115,30 @@ def tolerate_unmodelled_outputs() -> None:
 
     kms_models.KmsBackend.create_key = create_key  # type: ignore[method-assign]
     tolerate_batch_from_cloudformation()
+    tolerate_target_group_attributes()
     _PATCHED = True
+
+
+def tolerate_target_group_attributes() -> None:
+    """moto 5.2.5's target groups answer no ``Fn::GetAtt`` (the outage alarm reads ``TargetGroupFullName``);
+    this gives them the attributes AWS documents, derived from the ARN as AWS derives them. Idempotent."""
+    from moto.elbv2.models import FakeTargetGroup
+
+    if hasattr(FakeTargetGroup, "get_cfn_attribute"):
+        return
+
+    def get_cfn_attribute(self: Any, attribute_name: str) -> Any:
+        if attribute_name == "TargetGroupFullName":
+            return self.arn.split(":", 5)[5]  # targetgroup/NAME/ID
+        if attribute_name == "TargetGroupName":
+            return self.name
+        if attribute_name == "LoadBalancerArns":
+            return list(self.load_balancer_arns)
+        from moto.cloudformation.exceptions import UnformattedGetAttTemplateException
+
+        raise UnformattedGetAttTemplateException()
+
+    FakeTargetGroup.get_cfn_attribute = get_cfn_attribute  # type: ignore[attr-defined]
 
 
 def tolerate_batch_from_cloudformation() -> None:
@@ -178,6 +201,23 @@ def tolerate_batch_from_cloudformation() -> None:
             result["nodeProperties"] = self.node_properties
         return result
 
+    original_create_ce = batch_models.ComputeEnvironment.create_from_cloudformation_json.__func__  # type: ignore[attr-defined]
+
+    def create_compute_environment(
+        cls: Any, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        # A compute environment without ServiceRole uses Batch's service-linked role; moto 5.2.5 requires one.
+        from moto.iam.models import iam_backends
+
+        properties = cloudformation_json["Properties"]
+        iam = iam_backends[account_id]["aws"]
+        slr = next((r for r in iam.roles.values() if r.name.lower() == "awsserviceroleforbatch"), None)
+        if slr is None:  # AWS creates it on first use; moto does not
+            slr = iam.create_service_linked_role("batch.amazonaws.com", "AWS Batch service-linked role", "")
+        properties.setdefault("ServiceRole", slr.arn)
+        return original_create_ce(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+    batch_models.ComputeEnvironment.create_from_cloudformation_json = classmethod(create_compute_environment)  # type: ignore[method-assign,assignment]
     backend_cls._validate_compute_resources = validate_compute_resources  # type: ignore[method-assign]
     batch_models.JobDefinition.create_from_cloudformation_json = classmethod(create_job_definition)  # type: ignore[method-assign,assignment]
     batch_models.JobDefinition.describe = describe  # type: ignore[method-assign]

@@ -141,6 +141,8 @@ def resolve(value: Any, values: dict[str, str] | None = None) -> str:
         return str(text)
     if isinstance(value, dict) and "Fn::GetAtt" in value:
         return "getatt-" + "-".join(map(str, value["Fn::GetAtt"]))
+    if isinstance(value, dict) and "Fn::ImportValue" in value:
+        return "import-" + str(value["Fn::ImportValue"]).rsplit(":", 1)[-1]
     raise ValueError(f"cannot resolve {json.dumps(value)[:200]}")
 
 

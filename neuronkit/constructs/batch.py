@@ -32,7 +32,6 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit import catalog, userdata
-from neuronkit.compliance import acknowledge
 from neuronkit.constructs.launch_template import (
     IMAGE_METADATA,
     USER_DATA_LIMIT_BYTES,
@@ -137,8 +136,9 @@ class BatchTrainingCluster(Construct):
     default 30). Its default command maps Batch's multi-node variables to ``NNODES``, ``NODE_RANK``,
     ``MASTER_ADDR``, ``MASTER_PORT`` and ``NEURON_RT_ROOT_COMM_ID`` and runs ``$NEURONKIT_TRAIN_COMMAND``.
 
-    ``service_role`` defaults to a new role with the ``AWSBatchServiceRole`` managed policy; pass one to
-    share it between compute environments. ``ami`` defaults to the catalog's ECS-optimized AMI for the
+    The compute environment names no service role: AWS Batch then uses its service-linked role
+    (AWSServiceRoleForBatch, created on first use), the only way Batch performs infrastructure updates
+    (launch template, AMI, instance types) in place (docs/batch.md). ``ami`` defaults to the catalog's ECS-optimized AMI for the
     accelerator (``ecs-neuron`` or ``ecs-gpu``). ``checkpoint_dir`` is where jobs should write checkpoints
     (default: ``NEURONKIT_CHECKPOINTS``, the pool's prefix of the checkpoints bucket; pass the Lustre path
     that auto-exports to that bucket when there is one). ``az_id`` (optional) is only recorded in the
@@ -146,7 +146,7 @@ class BatchTrainingCluster(Construct):
 
     Public attributes: ``compute_environment``, ``job_queue``, ``job_definition``, ``launch_template``
     (L1 resources), ``security_group``, ``placement_group`` (or None), ``instance_role``, ``job_role``,
-    ``service_role``, ``log_group``, ``queue_name``, ``job_definition_name``, ``instance_type`` (catalog facts).
+    ``log_group``, ``queue_name``, ``job_definition_name``, ``instance_type`` (catalog facts).
     """
 
     def __init__(
@@ -168,7 +168,6 @@ class BatchTrainingCluster(Construct):
         compile_cache: Literal["local", "s3"] = "local",
         root_volume_gib: int | None = None,
         extra_security_group_ids: Sequence[str] = (),
-        service_role: iam.IRole | None = None,
         capacity_wait_minutes: int = 240,
         log_retention_days: int = 30,
         az_id: str | None = None,
@@ -209,8 +208,7 @@ class BatchTrainingCluster(Construct):
         if "cluster" in facts.placement_strategies:
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
 
-        # --- roles: Batch service role, node instance profile, job role ------------------------------
-        self.service_role = service_role or batch_service_role(self, "ServiceRole")
+        # --- roles: node instance profile, job role (Batch itself acts through its service-linked role) ----
         self.instance_role = node_role(
             self,
             "InstanceRole",
@@ -290,12 +288,13 @@ class BatchTrainingCluster(Construct):
         # --- compute environment: type, subnet, placement, profile, AMI ------------------------------
         image_id = ami.image_id(self)
         stack = Stack.of(self)
+        # "Environment" (was "ComputeEnvironment" with a custom service role): a new logical ID, so that an
+        # upgrade replaces the environment instead of switching its role in place, which Batch refuses.
         self.compute_environment = batch.CfnComputeEnvironment(
             self,
-            "ComputeEnvironment",
+            "Environment",
             type="MANAGED",  # upper case: moto's Batch accepts nothing else, and it is the documented value
             state="ENABLED",
-            service_role=self.service_role.role_arn,  # explicit: moto requires it; AWS accepts it
             # An update (new launch template version, new AMI) updates the instances in place instead of
             # replacing the compute environment; running jobs are not terminated.
             replace_compute_environment=False,
@@ -502,24 +501,3 @@ def device_paths(facts: catalog.InstanceType) -> list[str]:
     """Host devices a job needs on this type: every Neuron device, then every EFA device (from the catalog)."""
     neuron = [f"/dev/neuron{i}" for i in range(facts.neuron_devices)] if facts.is_neuron else []
     return neuron + [f"/dev/infiniband/uverbs{i}" for i in range(facts.efa_max_interfaces)]
-
-
-def batch_service_role(scope: Construct, id: str) -> iam.Role:
-    """The role AWS Batch uses to manage compute environments (``AWSBatchServiceRole`` managed policy).
-
-    Explicit rather than Batch's service-linked role: a template cannot rely on that role existing in a
-    fresh account, and moto's Batch requires a service role.
-    """
-    role = iam.Role(
-        scope,
-        id,
-        assumed_by=iam.ServicePrincipal("batch.amazonaws.com"),
-        description="AWS Batch service role: manages the compute environments' instances",
-        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSBatchServiceRole")],
-    )
-    acknowledge(
-        role,
-        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSBatchServiceRole]",
-        "AWS-maintained AWS Batch service policy: Batch launches and scales the compute environments' instances",
-    )
-    return role

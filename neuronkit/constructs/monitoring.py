@@ -12,6 +12,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -168,6 +169,10 @@ class EnvironmentMonitoring(Construct):
                 self._idle_alarm(p)
             if p.load_balancer is not None and p.load_balancer.kind == "alb":
                 self._fleet_alarms(p, p.load_balancer)
+            if p.load_balancer is not None:
+                self._outage_alarm(p, p.load_balancer)
+            if p.runs_neuron and p.role == "training":
+                self._driver_versions_alarm(p)
             if p.role == "inference" and p.runs_gpu and p.family_counts:
                 self._fallback_alarm(p)
         if lustre is not None:
@@ -359,6 +364,78 @@ class EnvironmentMonitoring(Construct):
             evaluation_periods=5,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=f"{p.pool}: more than {share}% of requests answered 5xx (targets or load balancer) for 5 minutes.",
+        )
+
+    def _outage_alarm(self, p: WatchedPool, lb: LoadBalancerRef) -> None:
+        """A total outage: the group wants nodes but the target group has no healthy one (the 5xx rate is
+        silent then: with no healthy target there may be no requests to count)."""
+        namespace = "AWS/ApplicationELB" if lb.kind == "alb" else "AWS/NetworkELB"
+        minute = Duration.minutes(1)
+        self._alarm(
+            p,
+            "no-healthy-hosts",
+            metric=cloudwatch.MathExpression(
+                expression="IF(FILL(desired, 0) > 0 AND FILL(healthy, 0) < 1, 1, 0)",
+                using_metrics={
+                    "desired": cloudwatch.Metric(
+                        namespace="AWS/AutoScaling",
+                        metric_name="GroupDesiredCapacity",
+                        dimensions_map={"AutoScalingGroupName": p.group_name},
+                        statistic="Maximum",
+                        period=minute,
+                    ),
+                    "healthy": cloudwatch.Metric(
+                        namespace=namespace,
+                        metric_name="HealthyHostCount",
+                        dimensions_map={"LoadBalancer": lb.full_name, "TargetGroup": lb.target_group_full_name},
+                        statistic="Minimum",
+                        period=minute,
+                    ),
+                },
+                period=minute,
+                label=f"{p.pool} outage",
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=3,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            alarm_description=f"{p.pool}: no healthy target for 3 minutes while the group wants nodes (total outage).",
+        )
+
+    def _driver_versions_alarm(self, p: WatchedPool) -> None:
+        """More than one Neuron driver among a training pool's ready nodes (each node's hostfile refresher
+        publishes the count from its peers' neuronkit:neuron-driver tags): collectives across drivers fail."""
+        self._alarm(
+            p,
+            "driver-versions",
+            metric=cloudwatch.Metric(
+                namespace=self.namespace,
+                metric_name="NeuronDriverVersions",
+                dimensions_map={"Environment": self.environment, "Pool": p.pool},
+                statistic="Maximum",
+                period=Duration.minutes(5),
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=(
+                f"{p.pool}: its ready nodes run more than one Neuron driver (an AMI or release change reached new "
+                "nodes only); drain and relaunch the pool so that every node runs the pinned release."
+            ),
+        )
+
+    def watch_function(self, name: str, function: lambda_.IFunction) -> cloudwatch.Alarm:
+        """An alarm on a kit function's errors (the rebalancer, idle scale-down): they must not fail silently."""
+        return self._alarm(
+            None,
+            f"{name}-errors",
+            metric=function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"The {name} function failed in the last 5 minutes; read its log group.",
         )
 
     def _fallback_alarm(self, p: WatchedPool) -> None:

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
+
+# The service-linked role Auto Scaling publishes notifications with (Auto Scaling User Guide, "Service-linked
+# roles for Amazon EC2 Auto Scaling"; KMS key policies must name it: "Required AWS KMS key policy for use
+# with encrypted volumes/topics").
+AUTOSCALING_SLR_ARN = (
+    "arn:{partition}:iam::{account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+)
 
 
 class NotificationTopic(Construct):
@@ -31,13 +39,52 @@ class NotificationTopic(Construct):
         super().__init__(scope, id)
         self.key = kms.Key(self, "Key", enable_key_rotation=True, description=f"{display_name} (SNS)")
         self.topic = sns.Topic(self, "Topic", display_name=display_name, master_key=self.key, enforce_ssl=True)
-        for service in ("autoscaling.amazonaws.com", "events.amazonaws.com", "cloudwatch.amazonaws.com", *service_publishers):
-            principal = iam.ServicePrincipal(service)
-            self.key.grant(principal, "kms:Decrypt", "kms:GenerateDataKey*")
+        account = Aws.ACCOUNT_ID
+        same_account = {"StringEquals": {"aws:SourceAccount": account}}
+        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com", *service_publishers):
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=f"Publish-{service.split('.')[0]}",
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    principals=[iam.ServicePrincipal(service)],
+                    resources=["*"],
+                    conditions=same_account,
+                )
+            )
+        # Auto Scaling publishes group notifications as its service-linked role, an IAM role of this account
+        # (not the autoscaling service principal); named by condition so the key works before the role exists.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="Publish-AutoScalingServiceLinkedRole",
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                principals=[iam.AnyPrincipal()],
+                resources=["*"],
+                conditions={
+                    "StringEquals": {"kms:CallerAccount": account},
+                    "ArnLike": {"aws:PrincipalArn": AUTOSCALING_SLR_ARN.format(partition=Aws.PARTITION, account=account)},
+                },
+            )
+        )
+        # CloudWatch alarms of this account may publish (the topic policy replaces SNS's default one).
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarms",
+                actions=["sns:Publish"],
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    **same_account,
+                    "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{account}:alarm:*"},
+                },
+            )
+        )
         for service in service_publishers:
             self.topic.add_to_resource_policy(
                 iam.PolicyStatement(
-                    actions=["sns:Publish"], principals=[iam.ServicePrincipal(service)], resources=[self.topic.topic_arn]
+                    actions=["sns:Publish"],
+                    principals=[iam.ServicePrincipal(service)],
+                    resources=[self.topic.topic_arn],
+                    conditions=same_account,
                 )
             )
         for address in emails:

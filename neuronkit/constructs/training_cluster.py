@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnUpdatePolicy, Stack
+from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnTag, CfnUpdatePolicy, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -134,6 +134,14 @@ class TrainingCluster(Construct):
                     if self.placement_group
                     else None
                 ),
+                # The reservation bills whether used or not: it carries the pool's tags (cost allocation and
+                # the environment's budget filter on them). Stack tags do not reach this resource type.
+                tag_specifications=[
+                    ec2.CfnCapacityReservation.TagSpecificationProperty(
+                        resource_type="capacity-reservation",
+                        tags=[CfnTag(key=k, value=v) for k, v in sorted({**(tags or {}), "neuronkit:pool": name}.items())],
+                    )
+                ],
             )
             reservation_id = self.capacity_reservation.ref
 
@@ -253,13 +261,14 @@ class TrainingCluster(Construct):
         if self.capacity_reservation is not None:
             group.node.add_dependency(self.capacity_reservation)
         self.auto_scaling_group = group
+        # Deploys must not reset the sizes that scheduled actions (a Capacity Block's, the day/night shift,
+        # anyone's) set: without this, every deploy puts the group back to the template's sizes.
+        group.cfn_options.update_policy = CfnUpdatePolicy(
+            auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True)
+        )
 
         if is_block:
             assert capacity.start and capacity.end
-            # Deploys must not reset the sizes the schedule set.
-            group.cfn_options.update_policy = CfnUpdatePolicy(
-                auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True)
-            )
             reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
             stop = capacity.end - dt.timedelta(minutes=reclaim + _BLOCK_DRAIN_MINUTES)
             autoscaling.CfnScheduledAction(

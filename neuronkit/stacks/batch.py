@@ -14,7 +14,7 @@ from typing import NamedTuple
 from constructs import Construct
 
 from neuronkit.config import Ami, Environment, PoolRelease, TrainingCluster, ami_family, gpu_ami_family, pool_releases
-from neuronkit.constructs.batch import BatchTrainingCluster, batch_service_role
+from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.pools import gpu_pool_name
@@ -66,7 +66,6 @@ def add_batch_clusters(
     clusters = [c for c in config.training if c.scheduler == "batch"]
     if not clusters:
         return {}
-    service_role = batch_service_role(scope, "BatchServiceRole")
     lustre = config.storage.lustre
     subnets = network.network.subnet_ids
     tags = {"neuronkit:environment": config.name, "cost-center": config.cost_center}
@@ -108,7 +107,6 @@ def add_batch_clusters(
                 checkpoint_dir=f"/fsx/checkpoints/{pool.name}/" if lustre is not None and lustre.link_checkpoints else None,
                 compile_cache=c.compile_cache,
                 root_volume_gib=c.root_volume_gib if pool.trainium else None,
-                service_role=service_role,
                 log_retention_days=config.monitoring.log_retention_days,
                 az_id=pool.az_id,
                 tags=tags,

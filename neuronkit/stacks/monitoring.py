@@ -97,6 +97,11 @@ class MonitoringStack(NeuronkitStack):
             self.idle_scale_down = IdleScaleDown(
                 self, "IdleScaleDown", alarms=scale_down, log_retention_days=m.log_retention_days
             )
+            self.monitoring.watch_function("idle-scale-down", self.idle_scale_down.function)
+        # The kit's functions may not fail silently: an alarm on each one's errors.
+        for name, fleet in sorted((inference.fleets if inference is not None else {}).items()):
+            if fleet.rebalancer is not None:
+                self.monitoring.watch_function(f"{name}-rebalancer", fleet.rebalancer.function)
 
     @staticmethod
     def _pools(config: Environment, training: TrainingStack | None, inference: InferenceStack | None) -> list[WatchedPool]:

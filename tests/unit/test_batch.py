@@ -303,16 +303,17 @@ def test_scheduler_batch_builds_compute_environments_not_auto_scaling_groups(bui
     assert len(built.of_type("AWS::Batch::ComputeEnvironment")) == 3
     assert len(built.of_type("AWS::Batch::JobQueue")) == 3
     assert len(built.of_type("AWS::Batch::JobDefinition")) == 3
-    # One Batch service role serves every compute environment of the stack.
-    roles = {json.dumps(ce["Properties"]["ServiceRole"]) for ce in built.of_type("AWS::Batch::ComputeEnvironment").values()}
-    assert len(roles) == 1
+    # No custom service role: Batch acts through AWSServiceRoleForBatch, the only role it performs
+    # infrastructure updates with (Batch User Guide, "Updating compute environments").
+    assert all("ServiceRole" not in ce["Properties"] for ce in built.of_type("AWS::Batch::ComputeEnvironment").values())
+    assert not [r for r in built.of_type("AWS::IAM::Role").values() if "batch.amazonaws.com" in json.dumps(r)]
 
 
 def test_compute_environment_carries_capacity_and_placement(built: Built) -> None:
     ce = built.props("AWS::Batch::ComputeEnvironment", "jobs")
     res = ce["ComputeResources"]
     assert (ce["Type"], ce["State"], res["Type"]) == ("MANAGED", "ENABLED", "EC2")  # On-Demand only
-    assert "ServiceRole" in ce and ce["ReplaceComputeEnvironment"] is False
+    assert "ServiceRole" not in ce and ce["ReplaceComputeEnvironment"] is False
     assert ce["UpdatePolicy"] == {"TerminateJobsOnUpdate": False}
     assert res["AllocationStrategy"] == "BEST_FIT_PROGRESSIVE"
     assert res["InstanceTypes"] == ["trn1.32xlarge"]

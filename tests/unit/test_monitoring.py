@@ -76,6 +76,9 @@ EXPECTED_ALARMS = {
         "dev-vcpu-quota-trn",
         "dev-vcpu-quota-inf",
         "dev-vcpu-quota-g",
+        "dev-serve-rebalancer-errors",
+        "dev-serve-no-healthy-hosts",
+        "dev-dev-driver-versions",
     },
     "prod": {
         "prod-pretrain-ecc-uncorrected",
@@ -92,6 +95,10 @@ EXPECTED_ALARMS = {
         "prod-vcpu-quota-inf",
         "prod-vcpu-quota-p",
         "prod-vcpu-quota-g",
+        "prod-idle-scale-down-errors",
+        "prod-chat-rebalancer-errors",
+        "prod-chat-no-healthy-hosts",
+        "prod-pretrain-driver-versions",
     },
 }
 
@@ -557,7 +564,7 @@ def test_monitoring_resources_carry_environment_and_cost_center_tags(synth: Synt
         assert all(tags.get(k) == v for k, v in e.tags.items()), logical_id
     for name, props in alarms(synth, env).items():
         pool_tags = {t["Key"]: t["Value"] for t in props["Tags"]}
-        if "-quota-" in name or "lustre" in name:
+        if "-quota-" in name or "lustre" in name or name.endswith("-errors") and "execution" not in name:
             assert "neuronkit:pool" not in pool_tags
         else:
             assert name.startswith(f"{env}-{pool_tags['neuronkit:pool']}-"), name

@@ -1,0 +1,240 @@
+"""AWS rules moto does not enforce, checked on every synthesized template of the example environments.
+
+Each test names the AWS document the rule comes from; docs/aws-contracts.md lists them all. moto accepts a
+topic nobody may publish to, a hook nobody completes or a Batch environment that can never be updated;
+real AWS does not, so these rules are checked here, on the templates a deploy would send.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from neuronkit import catalog
+from tests.conftest import Synth
+from tests.sandbox import resolve
+
+ACCELERATOR_ROLES = {"training", "training-gpu", "inference"}
+
+
+def _resources(synth: Synth, type_: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    for stack, template in synth.templates.items():
+        for logical_id, r in template["Resources"].items():
+            if r["Type"] == type_:
+                yield stack, logical_id, r
+
+
+def _logical_of(ref: Any) -> str | None:
+    """The logical ID a Ref/GetAtt (or a cross-stack import of one) points at, when visible."""
+    if isinstance(ref, dict) and "Ref" in ref:
+        return str(ref["Ref"])
+    if isinstance(ref, dict) and "Fn::GetAtt" in ref:
+        return str(ref["Fn::GetAtt"][0])
+    if isinstance(ref, dict) and "Fn::ImportValue" in ref:
+        m = re.search(r"(\w+?)(?:Ref|Arn)?[0-9A-F]{8}", json.dumps(ref["Fn::ImportValue"]))
+        return m.group(1) if m else None
+    return None
+
+
+def _topic_policies(synth: Synth) -> dict[str, list[dict[str, Any]]]:
+    """Topic logical ID -> its policy statements (across stacks: logical IDs of topics are unique here)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for _, _, r in _resources(synth, "AWS::SNS::TopicPolicy"):
+        for topic in r["Properties"]["Topics"]:
+            logical = _logical_of(topic)
+            if logical:
+                out.setdefault(logical, []).extend(r["Properties"]["PolicyDocument"]["Statement"])
+    return out
+
+
+def _allows(statements: list[dict[str, Any]], service: str, action: str) -> list[dict[str, Any]]:
+    return [
+        s
+        for s in statements
+        if s["Effect"] == "Allow"
+        and (s.get("Principal") or {}).get("Service") == service
+        and action in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])
+    ]
+
+
+def test_every_alarm_topic_lets_cloudwatch_publish(synth: Synth) -> None:
+    """CloudWatch alarms publish as cloudwatch.amazonaws.com; a topic policy without it makes every alarm action
+    fail. https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger"""
+    policies = _topic_policies(synth)
+    checked = 0
+    for stack, logical_id, alarm in _resources(synth, "AWS::CloudWatch::Alarm"):
+        for action in alarm["Properties"].get("AlarmActions", []):
+            topic = _logical_of(action)
+            assert topic in policies, (stack, logical_id, action)
+            allowed = _allows(policies[topic], "cloudwatch.amazonaws.com", "sns:Publish")
+            assert allowed, (stack, logical_id)
+            # Scoped to this account's alarms (confused deputy).
+            assert all("aws:SourceAccount" in json.dumps(s.get("Condition", {})) for s in allowed)
+            checked += 1
+    assert checked >= 20
+
+
+def _key_statements(synth: Synth) -> dict[str, list[dict[str, Any]]]:
+    return {lid: r["Properties"]["KeyPolicy"]["Statement"] for _, lid, r in _resources(synth, "AWS::KMS::Key")}
+
+
+def _topic_keys(synth: Synth) -> dict[str, str]:
+    return {
+        lid: str(_logical_of(r["Properties"]["KmsMasterKeyId"]))
+        for _, lid, r in _resources(synth, "AWS::SNS::Topic")
+        if "KmsMasterKeyId" in r["Properties"]
+    }
+
+
+def test_encrypted_topics_let_their_publishers_use_the_key(synth: Synth) -> None:
+    """An encrypted topic needs its key to allow every publisher: CloudWatch and EventBridge service principals,
+    and Auto Scaling's service-linked role for group notifications.
+    https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services and
+    https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-sns-notifications.html"""
+    keys, topics = _key_statements(synth), _topic_keys(synth)
+    assert topics
+    for topic, key in topics.items():
+        statements = keys[key]
+        for service in ("cloudwatch.amazonaws.com", "events.amazonaws.com"):
+            assert _allows(statements, service, "kms:GenerateDataKey*"), (topic, service)
+        slr = [s for s in statements if "AWSServiceRoleForAutoScaling" in json.dumps(s.get("Condition", {}))]
+        assert slr and "kms:GenerateDataKey*" in slr[0]["Action"], topic
+
+
+def test_auto_scaling_notifications_go_to_topics_whose_key_admits_the_service_linked_role(synth: Synth) -> None:
+    """Auto Scaling publishes notifications with AWSServiceRoleForAutoScaling, which must be allowed by the
+    topic's KMS key. https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-sns-notifications.html"""
+    keys, topics = _key_statements(synth), _topic_keys(synth)
+    seen = 0
+    for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup"):
+        for config in group["Properties"].get("NotificationConfigurations", []):
+            topic = _logical_of(config["TopicARN"])
+            assert topic in topics, (stack, lid)
+            assert "AWSServiceRoleForAutoScaling" in json.dumps(keys[topics[topic]]), (stack, lid)
+            seen += 1
+    assert seen
+
+
+def test_every_accelerator_group_has_a_launch_hook_that_abandons_by_default(synth: Synth) -> None:
+    """A booting node passes or fails through a launch lifecycle hook (CompleteLifecycleAction CONTINUE/ABANDON);
+    a node that never answers is abandoned. https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks.html"""
+    hook = catalog.software_facts()["lifecycle"]["hook_name"]
+    groups = list(_resources(synth, "AWS::AutoScaling::AutoScalingGroup"))
+    assert groups
+    for stack, lid, group in groups:
+        assert group["Metadata"]["neuronkit"]["role"] in ACCELERATOR_ROLES
+        (spec,) = group["Properties"]["LifecycleHookSpecificationList"]
+        assert spec["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING", (stack, lid)
+        assert spec["LifecycleHookName"] == hook and spec["DefaultResult"] == "ABANDON", (stack, lid)
+        assert 30 <= spec["HeartbeatTimeout"] <= 7200, (stack, lid)
+
+
+def _user_data(synth: Synth) -> Iterator[tuple[str, str, str]]:
+    for stack, lid, lt in _resources(synth, "AWS::EC2::LaunchTemplate"):
+        raw = lt["Properties"]["LaunchTemplateData"].get("UserData")
+        if raw is None:
+            continue
+        text = resolve(raw) if isinstance(raw, dict) else base64.b64decode(raw).decode()
+        yield stack, lid, text
+
+
+def test_boot_scripts_complete_the_hook_and_never_mark_health_during_the_grace_period(synth: Synth) -> None:
+    """SetInstanceHealth is refused during the health-check grace period unless ShouldRespectGracePeriod is false.
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_SetInstanceHealth.html"""
+    seen = 0
+    for stack, lid, text in _user_data(synth):
+        for line in text.splitlines():
+            if "set-instance-health" in line:
+                assert "--no-should-respect-grace-period" in line, (stack, lid, line)
+        if "training-node.sh" in text or "inference-node.sh" in text:
+            assert "complete-lifecycle-action" in text and "ABANDON" in text and "CONTINUE" in text, (stack, lid)
+            assert "trap '" in text and " ERR" in text, (stack, lid)
+            seen += 1
+    assert seen >= 4
+
+
+def test_the_runtime_root_communicator_and_torchrun_use_different_ports(synth: Synth) -> None:
+    """NEURON_RT_ROOT_COMM_ID names the Neuron runtime's root communicator, a socket of its own on rank 0 beside
+    torchrun's store at MASTER_PORT. https://awsdocs-neuron.readthedocs-hosted.com/en/latest/neuron-runtime/nrt-configurable-parameters.html"""
+    ports = catalog.software_facts()["collectives"]
+    assert ports["master_port"] != ports["root_comm_port"]
+    for _stack, _lid, text in _user_data(synth):
+        if "training-node.sh" in text:
+            assert f"MASTER_PORT='{ports['master_port']}'" in text and f"ROOT_COMM_PORT='{ports['root_comm_port']}'" in text
+    launchers = 0
+    for stack, lid, jd in _resources(synth, "AWS::Batch::JobDefinition"):
+        command = json.dumps(jd["Properties"])
+        if "NEURON_RT_ROOT_COMM_ID" in command:
+            assert f"NEURON_RT_ROOT_COMM_PORT:-{ports['root_comm_port']}" in command, (stack, lid)
+            assert not re.search(r"NEURON_RT_ROOT_COMM_ID=[^ ]*MASTER_PORT", command), (stack, lid)
+            launchers += 1
+    assert launchers
+
+
+def test_batch_compute_environments_use_the_service_linked_role_and_an_updatable_strategy(synth: Synth) -> None:
+    """Batch updates a compute environment's infrastructure (launch template, AMI, instance types) only with
+    AWSServiceRoleForBatch and BEST_FIT_PROGRESSIVE or SPOT_CAPACITY_OPTIMIZED.
+    https://docs.aws.amazon.com/batch/latest/userguide/updating-compute-environments.html"""
+    found = list(_resources(synth, "AWS::Batch::ComputeEnvironment"))
+    assert found
+    for stack, lid, ce in found:
+        assert "ServiceRole" not in ce["Properties"], (stack, lid)
+        strategy = ce["Properties"]["ComputeResources"]["AllocationStrategy"]
+        assert strategy in ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED"), (stack, lid)
+
+
+def test_capacity_reservations_carry_the_environment_tags(synth: Synth) -> None:
+    """A reservation bills whether used or not; only its own tags (TagSpecifications, not stack tags) put it under
+    the environment's cost allocation tags and budget.
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-ec2-capacityreservation.html and
+    https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/cost-alloc-tags.html"""
+    found = list(_resources(synth, "AWS::EC2::CapacityReservation"))
+    for stack, lid, r in found:
+        (spec,) = r["Properties"]["TagSpecifications"]
+        keys = {t["Key"] for t in spec["Tags"]}
+        assert spec["ResourceType"] == "capacity-reservation"
+        assert {"neuronkit:environment", "cost-center", "neuronkit:pool"} <= keys, (stack, lid)
+
+
+def test_groups_keep_the_sizes_their_scheduled_actions_set(synth: Synth) -> None:
+    """Without IgnoreUnmodifiedGroupSizeProperties a deploy resets the size of a group with scheduled actions.
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatepolicy.html"""
+    for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup"):
+        policy = group.get("UpdatePolicy", {}).get("AutoScalingScheduledAction", {})
+        assert policy.get("IgnoreUnmodifiedGroupSizeProperties") is True, (stack, lid)
+
+
+def test_every_kit_function_has_an_errors_alarm(synth: Synth) -> None:
+    """An asynchronously invoked function (EventBridge, alarms) fails silently unless its Errors metric is
+    watched. https://docs.aws.amazon.com/lambda/latest/dg/monitoring-metrics-types.html"""
+    functions = [(s, lid) for s, lid, _ in _resources(synth, "AWS::Lambda::Function") if "monitoring" in s or "inference" in s]
+    watched = json.dumps([a for _, _, a in _resources(synth, "AWS::CloudWatch::Alarm") if '"Errors"' in json.dumps(a)])
+    kit = [(s, lid) for s, lid in functions if "Rebalancer" in lid or "IdleScaleDown" in lid]
+    assert kit
+    for stack, lid in kit:
+        assert lid in watched, (stack, lid)
+
+
+def test_node_roles_cannot_suspend_processes_or_mark_health(synth: Synth) -> None:
+    """Nodes act on their own group only through the launch hook and scale-in protection (least privilege).
+    https://docs.aws.amazon.com/autoscaling/ec2/userguide/security-iam-awsmanpol.html"""
+    for stack, lid, policy in _resources(synth, "AWS::IAM::Policy"):
+        text = json.dumps(policy["Properties"]["PolicyDocument"])
+        if "CompleteLifecycleAction" in text:
+            assert "SuspendProcesses" not in text and "SetInstanceHealth" not in text, (stack, lid)
+
+
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_every_fleet_has_an_outage_alarm(synth: Synth, env: str) -> None:
+    """A total outage has no 5xx to count; the target group's HealthyHostCount shows it.
+    https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-cloudwatch-metrics.html"""
+    fleets = [g for s, _, g in _resources(synth, "AWS::AutoScaling::AutoScalingGroup") if s == f"{env}-inference"]
+    names = {a["Properties"]["AlarmName"] for s, _, a in _resources(synth, "AWS::CloudWatch::Alarm") if s == f"{env}-monitoring"}
+    for group in fleets:
+        pool = group["Metadata"]["neuronkit"]["pool"]
+        assert f"{env}-{pool}-no-healthy-hosts" in names

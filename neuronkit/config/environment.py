@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from neuronkit import catalog
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
 from neuronkit.config.inference import InferenceFleet, _inference_problems
-from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems
+from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import PoolRelease, container_problems, neuron_families, resolve
 from neuronkit.config.storage import Storage
@@ -45,6 +45,7 @@ class Environment(Strict):
         problems = _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
         problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)))
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
+        problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         _raise_all(problems)
         return self

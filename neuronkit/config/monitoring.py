@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from neuronkit.config.base import LOG_RETENTION_DAYS, Strict, _raise_all
 from neuronkit.config.inference import InferenceFleet
-from neuronkit.config.training import CapacityBlock, TrainingCluster
+from neuronkit.config.training import CapacityBlock, Odcr, TrainingCluster
 
 
 class Alarms(Strict):
@@ -118,4 +118,39 @@ def _day_night_problems(
                         f"{value} is outside training[{i}] ({c.name})'s min_size {c.min_size} .. max_size {c.max_size}; pick a value in that range",
                     )
                 )
+    return out
+
+
+def idle_reservation_problems(
+    region: str | None, shift: DayNight | None, clusters: list[TrainingCluster]
+) -> list[tuple[str, str]]:
+    """A stack-created ODCR bills whether used or not: a schedule or idle scale-down that empties the cluster
+    pays for nothing, unless the file says it accepts that (capacity.keep_when_idle)."""
+    from neuronkit.catalog.pricing import load_prices
+
+    out: list[tuple[str, str]] = []
+    for i, c in enumerate(clusters):
+        cap = c.capacity
+        if not isinstance(cap, Odcr) or not cap.create or cap.keep_when_idle or c.scheduler != "none":
+            continue
+        lows = []
+        if c.idle_scale_down:
+            lows.append((c.min_size, f"idle_scale_down scales it to min_size {c.min_size}"))
+        if shift is not None:
+            lows.append((shift.training_day_desired, f"monitoring.day_night gives it {shift.training_day_desired} nodes by day"))
+        for running, why in lows:
+            idle = cap.instance_count - running
+            if idle <= 0:
+                continue
+            hourly = load_prices().hourly(c.instance_type, region) if region else None
+            cost = f", about ${idle * hourly * load_prices().hours_per_month:,.0f} a month for nothing" if hourly else ""
+            out.append(
+                (
+                    f"training[{i}].capacity.keep_when_idle",
+                    f"{why}, leaving {idle} of the {cap.instance_count} reserved {c.instance_type} idle while the "
+                    f"reservation bills{cost}; lower capacity.instance_count, drop the schedule or idle_scale_down, "
+                    "or set capacity.keep_when_idle: true to accept the cost",
+                )
+            )
+            break
     return out

@@ -48,6 +48,11 @@ class Odcr(Strict):
     reservation_id: Annotated[str, Field(pattern=RESERVATION_RE)] | None = None
     instance_count: int = Field(ge=1, description="Instances reserved.")
     end_date: dt.datetime | None = Field(default=None, description="Release a created reservation at this time (UTC).")
+    keep_when_idle: bool = Field(
+        default=False,
+        description="A created reservation bills whether used or not: with idle_scale_down or a day/night shift "
+        "that empties the cluster, validation refuses the file unless this says you accept paying for it.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Odcr:

@@ -95,7 +95,6 @@ EXPECTED_ALARMS = {
         "prod-vcpu-quota-inf",
         "prod-vcpu-quota-p",
         "prod-vcpu-quota-g",
-        "prod-idle-scale-down-errors",
         "prod-chat-rebalancer-errors",
         "prod-chat-no-healthy-hosts",
         "prod-pretrain-driver-versions",
@@ -323,7 +322,8 @@ def test_prod_day_night_schedule(synth: Synth) -> None:
         for r in resources(synth, "prod-monitoring", "AWS::AutoScaling::ScheduledAction").values()
     }
     fleet_min = ENVS["prod"].inference[0].min_size
-    # prod.yaml: day from 07:00, night from 21:00, America/New_York; serve 8 by day and 2 by night, train 16 by night.
+    # prod.yaml: day from 07:00, night from 21:00, America/New_York; serve 8 by day and 2 by night, train 16 day and
+    # night (its reservation bills either way).
     assert actions == {
         ("prod-chat", "0 7 * * *"): {
             "AutoScalingGroupName": "prod-chat",
@@ -349,7 +349,7 @@ def test_prod_day_night_schedule(synth: Synth) -> None:
             "AutoScalingGroupName": "prod-pretrain",
             "Recurrence": "0 7 * * *",
             "TimeZone": "America/New_York",
-            "DesiredCapacity": 0,
+            "DesiredCapacity": 16,
         },
     }
     assert (shift.inference_day_desired, shift.inference_night_desired, shift.training_night_desired) == (8, 2, 16)
@@ -363,7 +363,58 @@ def test_dev_has_no_schedule_and_no_idle_scale_down(synth: Synth) -> None:
     assert resources(synth, "dev-monitoring", "AWS::Lambda::Function") == {}
 
 
-def test_prod_idle_alarms_trigger_the_scale_down_function(synth: Synth) -> None:
+@pytest.fixture(scope="module")
+def idle(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """prod with idle scale-down on its reserved cluster (keeping the reservation: keep_when_idle)."""
+    import copy
+
+    import yaml
+
+    from neuronkit import compliance
+    from neuronkit.config import parse_environment
+    from neuronkit.stacks import build_environment
+    from tests.conftest import new_app
+
+    data = copy.deepcopy(yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text()))
+    data["training"][0]["idle_scale_down"] = True
+    data["training"][0]["capacity"]["keep_when_idle"] = True
+    outdir = tmp_path_factory.mktemp("idle-cdk.out")
+    app = new_app(outdir)
+    build_environment(app, parse_environment(data, "environments/prod.yaml"))
+    compliance.apply(app)
+    assembly = app.synth()
+    return Synth(outdir=outdir, templates={s.stack_name: s.template for s in assembly.stacks}, app=app)
+
+
+def test_a_reserved_cluster_emptied_by_idle_scale_down_is_refused_unless_the_file_accepts_the_cost() -> None:
+    import copy
+
+    import yaml
+
+    from neuronkit.config import ConfigError, parse_environment
+
+    data = copy.deepcopy(yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text()))
+    data["training"][0]["idle_scale_down"] = True
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, "environments/prod.yaml")
+    (line,) = err.value.problems
+    price = pricing.load_prices().hourly("trn1.32xlarge", "us-east-1")
+    assert price is not None
+    monthly = f"${16 * price * pricing.load_prices().hours_per_month:,.0f}"
+    assert line == (
+        "environments/prod.yaml: training[0].capacity.keep_when_idle: idle_scale_down scales it to min_size 0, leaving 16 of "
+        f"the 16 reserved trn1.32xlarge idle while the reservation bills, about {monthly} a month for nothing; lower "
+        "capacity.instance_count, drop the schedule or idle_scale_down, or set capacity.keep_when_idle: true to accept the cost"
+    )
+    data["monitoring"]["day_night"]["training_day_desired"] = 4
+    data["training"][0]["idle_scale_down"] = False
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, "environments/prod.yaml")
+    assert "monitoring.day_night gives it 4 nodes by day, leaving 12 of the 16 reserved" in err.value.problems[0]
+
+
+def test_prod_idle_alarms_trigger_the_scale_down_function(idle: Synth) -> None:
+    synth = idle
     (fn,) = resources(synth, "prod-monitoring", "AWS::Lambda::Function").values()
     props = fn["Properties"]
     assert props["Runtime"].startswith("python3.") and props["Handler"] == "handler.handler"
@@ -388,7 +439,8 @@ def test_prod_idle_alarms_trigger_the_scale_down_function(synth: Synth) -> None:
     assert target["Arn"] == {"Fn::GetAtt": [fn_id, "Arn"]}
 
 
-def test_scale_down_function_may_touch_only_the_idle_clusters_groups(synth: Synth) -> None:
+def test_scale_down_function_may_touch_only_the_idle_clusters_groups(idle: Synth) -> None:
+    synth = idle
     (policy,) = resources(synth, "prod-monitoring", "AWS::IAM::Policy").values()
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert set(statements) == {"Logs", "ReadGroups", "ScaleDownOwnGroups"}

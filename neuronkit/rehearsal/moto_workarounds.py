@@ -479,6 +479,7 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         "Security Groups or Network Interfaces in Launch template are exclusively allowed'). Installed: "
         "BatchBackend._validate_compute_resources takes them from the launch template's interfaces, as Batch does.",
         (
+            "tests/moto/test_deploy.py::test_every_stack_reaches_create_complete",
             "tests/moto/test_batch_deploy.py::test_compute_environments_are_managed_on_demand_with_their_sizes",
             "tests/moto/test_batch_deploy.py::test_min_size_keeps_a_node_running_in_the_clusters_subnet",
         ),
@@ -490,6 +491,7 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         "containerProperties) and drops its platform capabilities and tag propagation. Installed: "
         "JobDefinition.create_from_cloudformation_json passes them through.",
         (
+            "tests/moto/test_deploy.py::test_every_stack_reaches_create_complete",
             "tests/moto/test_batch_deploy.py::test_job_definitions_are_multi_node_templates",
             "tests/moto/test_rehearse.py::test_dev_batch_queue_and_job_definition_are_deployed",
         ),

@@ -93,7 +93,8 @@ def apply(moto_version_expected: str = MOTO_VERSION) -> Applied:
             ),
             stacklevel=2,
         )
-    new, old = [], []
+    new: list[str] = []
+    old: list[str] = []
     with _LOCK:
         for workaround in WORKAROUNDS:
             (new if workaround.install() else old).append(workaround.name)

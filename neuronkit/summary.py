@@ -23,7 +23,7 @@ from neuronkit import catalog
 from neuronkit.catalog import releases
 from neuronkit.constructs.launch_template import IMAGE_METADATA
 from neuronkit.pools import Pool, PoolError, pools_from_cdk_out
-from neuronkit.rehearse import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
+from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 BUCKET_TYPE = "AWS::S3::Bucket"

@@ -112,7 +112,7 @@ def main() -> None:
         print(f"    {name:<22} {size / 1024:8.1f} KiB  {count:4d} resources")
     size, count, name = scale[0]
     print(f"  largest scale template: {name}: {size / 1024:.1f} KiB, {count} resources (limits: 1 MB, 500)")
-    from neuronkit.rehearse import rehearsal_wall_times
+    from neuronkit.rehearsal import rehearsal_wall_times
 
     times = rehearsal_wall_times(project_dir=str(ROOT), environments=None)
     print(f"  rehearsal synth (shared):     {times.pop('synth'):6.2f} s")

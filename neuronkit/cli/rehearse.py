@@ -5,7 +5,7 @@ neuronkit rehearse --env prod        one environment (synthesized with ``-c env=
 neuronkit rehearse --destroy         then ``cdk destroy``: retained buckets and their objects must survive
 neuronkit rehearse --cdk-out DIR     deploy an already synthesized cloud assembly
 
-No AWS account is used or reachable: see :mod:`neuronkit.rehearse`. Exit codes: 0 when every stack
+No AWS account is used or reachable: see :mod:`neuronkit.rehearsal`. Exit codes: 0 when every stack
 deployed and every check passed, 1 when the CDK CLI or a check failed, 2 when the rehearsal refused to
 start (an endpoint that is not loopback, a missing tool, an unknown environment).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from neuronkit import config
 from neuronkit.cli import CliError
-from neuronkit.rehearse import RehearsalError, RehearsalResult, project_root, rehearse
+from neuronkit.rehearsal import RehearsalError, project_root, rehearse, render_verdict
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,25 +59,5 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("neuronkit: rehearse interrupted; the embedded server is stopped", file=sys.stderr)
         return 130
-    print(verdict(result))
+    print(render_verdict(result))
     return 0 if result.ok else 1
-
-
-def verdict(result: RehearsalResult) -> str:
-    """The closing lines: what passed, how long it took, and what the mock could not model."""
-    envs = result.environments
-    stacks = sum(len(r.stacks) for r in envs)
-    skipped = sorted({kind for r in envs for kind in r.unmodelled})
-    times = ", ".join(f"{r.name} {r.wall_seconds:.1f} s" for r in envs)
-    if result.destroyed:
-        times += ", destroy " + ", ".join(f"{d.name} {d.seconds:.1f} s" for d in result.destroyed)
-    head = "rehearsal OK" if result.ok else "rehearsal FAILED"
-    lines = [
-        f"{head}: {len(envs)} environment(s), {stacks} stack(s) in {result.wall_seconds:.1f} s "
-        f"(synth {result.synth_seconds:.1f} s, {times})"
-    ]
-    if skipped:
-        lines.append(f"moto did not model (not created, not tested here): {', '.join(skipped)}")
-    problems = [p for r in envs for p in r.problems] + [p for d in result.destroyed for p in d.problems]
-    lines += [f"problem: {p}" for p in problems]
-    return "\n".join(lines)

@@ -4,7 +4,7 @@ The environment is the one of tests/unit/test_batch.py: a trn1.32xlarge batch cl
 the launch template, so no security groups on the compute environment) with a p5.48xlarge batch GPU pool,
 a trn1.2xlarge batch cluster with one node kept (min_size 1) and a plain Auto Scaling cluster.
 
-moto 5.2.5 and Batch: two gaps are worked around in ``neuronkit.mockaws.tolerate_batch_from_cloudformation``
+moto 5.2.5 and Batch: two gaps are worked around in ``neuronkit.rehearsal.moto_workarounds``
 (a compute environment without security groups, a ``multinode`` job definition from CloudFormation).
 moto keeps no ``jobStateTimeLimitActions`` on queues and no placement group or launch template on the
 instances it starts for a compute environment: those are checked in tests/unit/test_batch.py. No job is
@@ -24,7 +24,9 @@ from moto import mock_aws
 
 from neuronkit import catalog, compliance
 from neuronkit.config import parse_environment
-from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, seed_public_parameter, tolerate_unmodelled_outputs
+from neuronkit.rehearsal import moto_workarounds
+from neuronkit.rehearsal.assembly import pinned_image_ids
+from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public_parameter
 from neuronkit.stacks import build_environment
 from tests.conftest import pinned_app
 from tests.unit.test_batch import BASE, CUDA_IMAGE, FILE, IMAGE
@@ -47,7 +49,7 @@ def deployed(aws_credentials: None) -> Iterator[Deployed]:
     app, _ = pinned_app(lambda a: build_environment(a, ENV))  # the AMI lookups, as the CLI does them
     compliance.apply(app)
     templates = {s.stack_name: s.template for s in app.synth().stacks}
-    tolerate_unmodelled_outputs()  # also the Batch workarounds
+    moto_workarounds.apply()  # the Batch workarounds among them
     mp = pytest.MonkeyPatch()
     mp.setenv("MOTO_ACCOUNT_ID", ENV.account)
     with mock_aws():

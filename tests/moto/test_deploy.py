@@ -22,8 +22,10 @@ from moto import mock_aws
 from neuronkit import catalog
 from neuronkit.config import load_all
 from neuronkit.constructs.day_night import daily_cron
-from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, seed_public_parameter, tolerate_unmodelled_outputs
 from neuronkit.pools import gpu_pool_name
+from neuronkit.rehearsal import moto_workarounds
+from neuronkit.rehearsal.assembly import pinned_image_ids
+from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public_parameter
 from tests.conftest import ROOT, Synth
 
 # Resource types moto's CloudFormation skips, and the assertion test that covers each one.
@@ -62,7 +64,7 @@ def deployed(
 ) -> Iterator[Deployment]:
     env = ENVIRONMENTS[request.param]
     monkeypatch_module.setenv("MOTO_ACCOUNT_ID", env.account)
-    tolerate_unmodelled_outputs()
+    moto_workarounds.apply()
     with mock_aws():
         session = boto3.Session(region_name=env.region)
         ec2 = session.client("ec2")

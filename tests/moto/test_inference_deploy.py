@@ -27,7 +27,9 @@ from moto import mock_aws
 from neuronkit import catalog
 from neuronkit.config import Environment, load_all, pool_releases
 from neuronkit.lambdas.rebalancer import handler as rebalancer
-from neuronkit.mockaws import pinned_image_ids, seed_pinned_images, tolerate_unmodelled_outputs
+from neuronkit.rehearsal import moto_workarounds
+from neuronkit.rehearsal.assembly import pinned_image_ids
+from neuronkit.rehearsal.moto_workarounds import seed_pinned_images
 from tests.conftest import ROOT, Synth, cdk_context
 from tests.templates import pinned_image
 
@@ -116,7 +118,7 @@ def deployed(
 ) -> Iterator[Deployment]:
     env = ENVIRONMENTS[request.param]
     monkeypatch_module.setenv("MOTO_ACCOUNT_ID", env.account)
-    tolerate_unmodelled_outputs()
+    moto_workarounds.apply()
     names = [f"{env.name}-{part}" for part in ("network", "storage", "inference")]
     with mock_aws():
         session = boto3.Session(region_name=env.region)

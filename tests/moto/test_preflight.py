@@ -25,13 +25,14 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ssm.models import ssm_backends
 
-from neuronkit import catalog, mockaws
+from neuronkit import catalog
 from neuronkit.catalog import quotas
 from neuronkit.cli import main
 from neuronkit.cli.preflight import render
 from neuronkit.config import Environment, parse_environment
 from neuronkit.pools import pools_from_environment
 from neuronkit.preflight import Check, PreflightAbort, check_capacity, run_checks
+from neuronkit.rehearsal import moto_workarounds
 
 REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID  # the account moto answers for
@@ -145,7 +146,7 @@ def vcpus(instance_type: str, count: int) -> int:
 
 def seed_public_parameter(name: str, value: str) -> None:
     """Seed an AWS-owned SSM parameter (moto refuses PutParameter under /aws/); removed after the test."""
-    mockaws.seed_public_parameter(ACCOUNT, REGION, name, value)
+    moto_workarounds.seed_public_parameter(ACCOUNT, REGION, name, value)
     _SEEDED.add(name)
 
 

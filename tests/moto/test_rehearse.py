@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 from neuronkit import catalog
-from neuronkit import rehearse as rehearse_module
 from neuronkit.cli import main
 from neuronkit.config import load_all, pool_releases
-from neuronkit.rehearse import (
+from neuronkit.rehearsal import (
     PROBE_KEY,
     DestroyReport,
     EnvironmentReport,
@@ -27,6 +26,7 @@ from neuronkit.rehearse import (
     assert_local_endpoint,
     cli_environment,
     render_report,
+    safety,
 )
 from tests.conftest import ROOT, cdk_context
 from tests.templates import pinned_image
@@ -297,7 +297,7 @@ def test_cli_environment_keeps_no_aws_setting_of_the_caller(tmp_path: Any) -> No
 def test_rehearse_command_refuses_a_foreign_endpoint_before_starting(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(rehearse_module, "ENDPOINT_HOST", "ec2.us-east-1.amazonaws.com")
+    monkeypatch.setattr(safety, "ENDPOINT_HOST", "ec2.us-east-1.amazonaws.com")
     started: list[object] = []
     monkeypatch.setattr(Rehearsal, "start", lambda self: started.append(self))
     assert main(["rehearse", "--env", "dev"]) == 2

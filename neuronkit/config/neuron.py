@@ -87,7 +87,8 @@ def resolve(
 def _pick(candidates: list[releases.Release], family: str, workload: str) -> releases.Release | None:
     """The newest fully supporting release among ``candidates``, else the newest in maintenance."""
     full = [r for r in candidates if releases.support(r, family, workload) == "supported"]
-    return (full or candidates or [None])[-1]
+    best = full or candidates
+    return best[-1] if best else None
 
 
 def _refusal(rel: releases.Release, family: str, workload: str, *, inherited: bool) -> str:

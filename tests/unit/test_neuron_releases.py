@@ -61,6 +61,14 @@ def test_the_docs_table_carries_the_matrix_versions() -> None:
         assert f"| {r.version} | {r.date} | {r.driver} | {r.runtime} | {r.compiler} |" in docs, r.version
 
 
+def test_the_file_schema_offers_exactly_the_matrix_workloads() -> None:
+    from typing import get_args
+
+    from neuronkit.config.neuron import Workload
+
+    assert set(get_args(Workload)) == set(releases.workloads())
+
+
 def test_the_api_other_modules_use() -> None:
     r = releases.release("2.28.1")
     assert r.driver_version == releases.driver_version("2.28.1") == "2.26.5.0"

@@ -2,6 +2,7 @@
 """CDK entry point: one set of stacks per environment file (``-c env=NAME`` selects one)."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -41,8 +42,14 @@ def main() -> None:
             sys.exit(1)
     compliance.apply(app)
     assembly = app.synth()
-    for line in missing_lookups(assembly.directory, environments):
+    missing = missing_lookups(assembly.directory, environments)
+    for line in missing:
         print(line, file=sys.stderr)
+    # Under the CDK CLI (which sets CDK_CLI_VERSION) a missing lookup is normal: the CLI performs it with the
+    # caller's credentials, writes cdk.context.json and runs the app again. Without the CLI the templates would
+    # carry CDK's dummy image id: fail instead of writing them.
+    if missing and "CDK_CLI_VERSION" not in os.environ:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ class Image:
     release: str | None
     ami: str  # an AMI id, or the public parameter a floating image resolves from
     pinned_by: str  # ami_id | cdk.context.json | floating
+    workload: str | None = None
 
 
 def _images(stack: StackInfo) -> list[Image]:
@@ -129,7 +130,18 @@ def _images(stack: StackInfo) -> list[Image]:
             where = "compute environment"
         if isinstance(image, dict) and "Ref" in image:
             image = (stack.template.get("Parameters") or {}).get(image["Ref"], {}).get("Default", image["Ref"])
-        out.append(Image(stack.name, str(pool), where, types, meta.get("release"), str(image), str(meta.get("pinned_by"))))
+        out.append(
+            Image(
+                stack.name,
+                str(pool),
+                where,
+                types,
+                meta.get("release"),
+                str(image),
+                str(meta.get("pinned_by")),
+                meta.get("workload"),
+            )
+        )
     return out
 
 
@@ -139,7 +151,9 @@ def _image_rows(view: EnvironmentView) -> list[list[str]]:
         for i in _images(s):
             driver = releases.release(i.release).driver if i.release in releases.versions() else DASH
             ami = f"floating: {i.ami}" if i.pinned_by == "floating" else f"`{i.ami}`"
-            rows.append([i.pool, i.where, i.stack, i.instance_types, i.release or DASH, driver, ami, i.pinned_by])
+            rows.append(
+                [i.pool, i.where, i.stack, i.instance_types, i.release or DASH, i.workload or DASH, driver, ami, i.pinned_by]
+            )
     return rows
 
 
@@ -575,9 +589,9 @@ def render(views: Sequence[EnvironmentView]) -> str:
             out += ["", "#### Neuron SDK and AMIs", ""]
             out.append(
                 _table(
-                    ["pool", "in", "stack", "instance types", "Neuron SDK", "driver", "AMI", "pinned by"],
+                    ["pool", "in", "stack", "instance types", "Neuron SDK", "workload", "driver", "AMI", "pinned by"],
                     images,
-                    "llllllll",
+                    "lllllllll",
                 )
             )
             for row in images:

@@ -1,24 +1,32 @@
 """The Neuron SDK release matrix (``neuron_releases.yaml``): what runs where, with which software.
 
-API (stable; config, constructs, summary, cost and assess use it):
+API (stable; config, constructs, stacks, summary, cost and assess use it):
 
-- :func:`releases` -> every :class:`Release`, oldest first; :func:`release` (``"2.28.1"``) -> one.
+- :func:`releases` -> every :class:`Release`, oldest first; :func:`release` (``"2.28.1"``) -> one (KeyError
+  when the matrix does not hold it); :func:`versions` -> their version strings.
 - :func:`support` (release, family, workload) -> ``"supported" | "maintenance" | "unsupported"``.
 - :func:`default_release` (family, workload) -> the newest release that fully supports it, or None.
 - :func:`last_supporting` (family, workload) -> the newest release where it is supported or in
   maintenance, or None.
 - :func:`families_supporting` (release, workload) -> the families a release fully supports it on.
-- ``Release.driver``, ``.runtime``, ``.compiler``, ``.container(workload)`` (a pinned DLC or None),
-  ``.dlami_lookup(ami_family)`` (the DescribeImages filters of the release's DLAMI, or None).
+- :func:`driver_version` (version) -> the Neuron driver a release ships (what a node's boot check expects).
+- ``Release.driver`` (alias ``driver_version``), ``.runtime``, ``.compiler``, ``.date``;
+  ``.container(kind)`` -> the pinned Deep Learning Container of a workload (``"pytorch-training"``, also
+  ``"training"``; ``"vllm-serving"``, ``"pytorch-inference"``, ``"jax"``) or None;
+  ``.dlami(kind, os)`` (``"multi-framework"``, ``"ubuntu-24.04"``) and ``.dlami_lookup(ami_family)`` ->
+  the DescribeImages filters of the release's DLAMI (:class:`DlamiLookup`), or None when that DLAMI does
+  not exist for the release; ``.unverified`` -> facts of the row no source confirmed (fact -> finding).
 - :func:`container_release` (image) -> the SDK release a Neuron DLC tag was built for (``sdk2.28.0``).
+- :func:`source_url` (id) and :func:`citations` (text) -> the documents a row or cell cites.
 
-Families are instance-type prefixes (``trn1``, ``trn1n``, ``inf2``, ``trn2``, ``trn2u``, ``trn3``).
+Families are instance-type prefixes (``trn1``, ``trn1n``, ``inf2``, ``trn2``, ``trn2u``, ``trn3``);
+:func:`family_of` turns an instance type into one.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +36,9 @@ import yaml
 Status = Literal["supported", "maintenance", "unsupported"]
 _HERE = Path(__file__).parent
 _SDK_TAG = re.compile(r"-sdk(\d+\.\d+\.\d+)")
+_CITATION = re.compile(r"\[([a-z0-9][a-z0-9.-]*)\]")
+_CONTAINER_KINDS = {"training": "pytorch-training", "inference": "pytorch-inference", "serving": "vllm-serving"}
+_OS_SUFFIX = {"amazon-linux-2023": "al2023"}
 
 
 def version_key(version: str) -> tuple[int, ...]:
@@ -41,6 +52,8 @@ class DlamiLookup:
     name: str
     description: str
     owner: str
+    ami_family: str = ""  # the catalog family (amis.yaml) whose image this is
+    release: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,16 +67,50 @@ class Release:
     status: dict[str, dict[str, Status]]  # workload -> family -> status (unsupported when absent)
     sources: dict[str, str]  # workload -> source of its support row
     containers: dict[str, str]
+    unverified: dict[str, str] = field(default_factory=dict)  # "fact" or "workload.fact" -> what we found
 
-    def container(self, workload: str) -> str | None:
-        return self.containers.get(workload)
+    @property
+    def driver_version(self) -> str:
+        return self.driver
+
+    def container(self, kind: str) -> str | None:
+        """The release's pinned Deep Learning Container for a workload (``"training"`` means PyTorch training)."""
+        return self.containers.get(_CONTAINER_KINDS.get(kind, kind))
 
     def dlami_lookup(self, ami_family: str) -> DlamiLookup | None:
+        """How to find this release's image of a catalog Neuron AMI family; None when the family has no image
+        for this release (e.g. PyTorch 2.9 DLAMIs after 2.31) or is not a Neuron DLAMI family."""
         spec = _data()["dlami_lookup"]
-        name = spec["names"].get(ami_family)
-        if name is None:
+        entry = spec["names"].get(ami_family)
+        if entry is None:
             return None
-        return DlamiLookup(name=name, description=spec["description"].format(release=self.version), owner=spec["owner"])
+        entry = {"name": entry} if isinstance(entry, str) else entry
+        mine = version_key(self.version)
+        if "from" in entry and mine < version_key(str(entry["from"])):
+            return None
+        if "until" in entry and mine > version_key(str(entry["until"])):
+            return None
+        return DlamiLookup(
+            name=entry["name"],
+            description=spec["description"].format(release=self.version),
+            owner=spec["owner"],
+            ami_family=ami_family,
+            release=self.version,
+        )
+
+    def dlami(self, kind: str = "multi-framework", os: str = "ubuntu-24.04") -> DlamiLookup | None:
+        """The release's DLAMI of a kind (``multi-framework``, ``base``, ``pytorch-2.9`` ...) and OS
+        (``ubuntu-24.04``, ``amazon-linux-2023``); see :meth:`dlami_lookup`."""
+        return self.dlami_lookup(f"neuron-{kind}-{_OS_SUFFIX.get(os, os)}")
+
+    def source_of(self, workload: str) -> str:
+        """The document behind a workload's cell: the URL of its first citation (the row's source otherwise)."""
+        cited = citations(self.sources.get(workload, ""))
+        return source_url(cited[0] if cited else self.source)
+
+    def dlami_families(self) -> list[str]:
+        """The catalog Neuron AMI families that have an image for this release."""
+        return [f for f in _data()["dlami_lookup"]["names"] if self.dlami_lookup(f) is not None]
 
 
 @cache
@@ -87,14 +134,17 @@ def releases() -> tuple[Release, ...]:
     for version, row in _data()["releases"].items():
         status: dict[str, dict[str, Status]] = {}
         sources: dict[str, str] = {}
+        unverified = {str(k): " ".join(str(v).split()) for k, v in (row.get("unverified") or {}).items()}
         for workload, entry in row["workloads"].items():
+            for fact, found in (entry.get("unverified") or {}).items():
+                unverified[f"{workload}.{fact}"] = " ".join(str(found).split())
             per: dict[str, Status] = {}
             for fam in entry.get("maintenance", []):
                 per[fam] = "maintenance"
             for fam in entry.get("supported", []):
                 per[fam] = "supported"
             status[workload] = per
-            sources[workload] = entry["source"]
+            sources[workload] = " ".join(str(entry["source"]).split())
         out.append(
             Release(
                 version=str(version),
@@ -106,9 +156,30 @@ def releases() -> tuple[Release, ...]:
                 status=status,
                 sources=sources,
                 containers=dict(row.get("containers") or {}),
+                unverified=unverified,
             )
         )
     return tuple(sorted(out, key=lambda r: version_key(r.version)))
+
+
+def sources() -> dict[str, str]:
+    """Source id -> the document (URL) it names."""
+    return dict(_data()["sources"])
+
+
+def source_url(source_id: str) -> str:
+    """The document a source id names; KeyError when the matrix does not define it."""
+    return sources()[source_id]
+
+
+def citations(text: str) -> list[str]:
+    """The source ids a matrix cell cites (``[components-2.28.1]``), in order."""
+    return _CITATION.findall(text)
+
+
+def driver_version(version: str) -> str:
+    """The Neuron driver (aws-neuronx-dkms) a release ships: what a node booting that release must report."""
+    return release(version).driver
 
 
 def versions() -> list[str]:

@@ -12,9 +12,9 @@ from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _forei
 from neuronkit.config.inference import InferenceFleet, _inference_problems
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
-from neuronkit.config.neuron import PoolRelease, container_problems, neuron_families, resolve
+from neuronkit.config.neuron import PoolRelease, container_problems, dlami_problems, neuron_families, resolve
 from neuronkit.config.storage import Storage
-from neuronkit.config.training import TrainingCluster, _check_cluster
+from neuronkit.config.training import TrainingCluster, _check_cluster, ami_family
 
 
 class Environment(Strict):
@@ -49,6 +49,12 @@ class Environment(Strict):
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         _raise_all(problems)
         return self
+
+    @property
+    def warnings(self) -> list[str]:
+        """What passes validation but deserves a look, one line per key (without the file name): Neuron
+        workloads in maintenance, floating AMIs. ``validate`` prints them; synth prints them once."""
+        return neuron_warnings(self)
 
     @property
     def lustre_az_id(self) -> str | None:
@@ -139,6 +145,8 @@ def _pool_releases(
         warnings += w
         if c.scheduler == "batch":
             problems += container_problems(f"training[{i}]", c.container_image, pool)
+        elif c.ami.track != "latest":
+            problems += dlami_problems(f"training[{i}].ami", ami_family(c), pool)
     for i, f in fleets:
         families = neuron_families(list(f.neuron_types))
         if not families:
@@ -147,6 +155,9 @@ def _pool_releases(
         pools[f.name] = pool
         problems += p
         warnings += w
+        if f.neuron_ami.track != "latest" and not f.neuron_ami.ami_id:
+            fam = f.neuron_ami.family or catalog.default_ami_family("neuron")
+            problems += dlami_problems(f"inference[{i}].neuron_ami", fam, pool)
     if top is not None and not any(p.inherited for p in pools.values()) and pools:
         warnings.append("neuron_sdk: every pool names its own release; the top-level one is unused")
     return pools, problems, warnings

@@ -78,24 +78,38 @@ def resolve(
             problems.append((where, _refusal(rel, fam, workload, inherited=own is None)))
         elif status == "maintenance":
             warnings.append(
-                f"{where}: {_label(workload)} on {fam} is in maintenance in Neuron {rel.version} (critical fixes only; "
-                f"{rel.sources.get(workload, 'see docs/neuron-releases.md')})"
+                f"{where}: {_label(workload)} on {fam} is in maintenance in Neuron {rel.version} (critical fixes only: "
+                f"{rel.source_of(workload)}); docs/neuron-releases.md"
             )
     return PoolRelease(key, families, workload, None if problems else rel, own is None), problems, warnings
 
 
+def _pick(candidates: list[releases.Release], family: str, workload: str) -> releases.Release | None:
+    """The newest fully supporting release among ``candidates``, else the newest in maintenance."""
+    full = [r for r in candidates if releases.support(r, family, workload) == "supported"]
+    best = full or candidates
+    return best[-1] if best else None
+
+
 def _refusal(rel: releases.Release, family: str, workload: str, *, inherited: bool) -> str:
+    """One line: where the combination ends (or starts), the release to set, and the families that run it."""
     what = f"{_label(workload)} on {family}"
     others = releases.families_supporting(rel, workload)
     use = f" or use {', '.join(others)}" if others else ""
     origin = " (the top-level neuron_sdk)" if inherited else ""
-    last = releases.last_supporting(family, workload)
-    if last is None:
+    mine = releases.version_key(rel.version)
+    running = [r for r in releases.releases() if releases.support(r, family, workload) != "unsupported"]
+    older = _pick([r for r in running if releases.version_key(r.version) < mine], family, workload)
+    newer = _pick([r for r in running if releases.version_key(r.version) > mine], family, workload)
+    if older is None and newer is None:
         return f"{_nowhere((family,), workload)}{origin}"
-    if releases.version_key(last.version) < releases.version_key(rel.version):
-        return f"{what} ends with Neuron {last.version}{origin}; set neuron_sdk: {last.version}{use}"
-    first = next(r for r in releases.releases() if releases.support(r, family, workload) != "unsupported")
-    return f"{what} is not supported by Neuron {rel.version}{origin}; it runs from Neuron {first.version}: set neuron_sdk: {first.version}{use}"
+    if newer is None:
+        assert older is not None
+        return f"{what} ends with Neuron {older.version}{origin}; set neuron_sdk: {older.version}{use}"
+    if older is None:
+        first = next(r for r in running if releases.version_key(r.version) > mine)
+        return f"{what} starts with Neuron {first.version}{origin}; set neuron_sdk: {newer.version}{use}"
+    return f"{what} is not supported by Neuron {rel.version}{origin}; set neuron_sdk: {newer.version} (or {older.version}){use}"
 
 
 def _nowhere(families: tuple[str, ...], workload: str) -> str:
@@ -103,6 +117,27 @@ def _nowhere(families: tuple[str, ...], workload: str) -> str:
     somewhere = sorted({f for r in releases.releases() for f in releases.families_supporting(r, workload)})
     fix = f"use {', '.join(somewhere)}" if somewhere else "pick another workload"
     return f"no Neuron release the kit knows runs {_label(workload)} on {where}; {fix} (or another workload)"
+
+
+def dlami_problems(key: str, ami_family: str | None, pool: PoolRelease) -> list[tuple[str, str]]:
+    """A Neuron DLAMI family must have an image for the pool's release (PyTorch 2.9 DLAMIs end with 2.31,
+    TorchNeuron ones start with 2.33); ``key`` is the file's key of the AMI (e.g. training[0].ami)."""
+    rel = pool.release
+    family = catalog.ami_families().get(ami_family or "")
+    if rel is None or family is None or family.kind != "neuron" or rel.dlami_lookup(family.name) is not None:
+        return []
+    if not all(f in family.supports for f in pool.families):
+        return []  # the family does not boot the pool's type at all: reported on its own line
+    having = [r.version for r in releases.releases() if r.dlami_lookup(family.name) is not None]
+    others = ", ".join(f for f in rel.dlami_families() if catalog.ami_families().get(f) is not None)
+    span = f"its images carry Neuron {having[0]} to {having[-1]}" if having else "the release matrix has no image of it"
+    return [
+        (
+            f"{key}.family",
+            f"'{family.name}' has no image for Neuron {rel.version} ({span}); use {others or 'a pinned ami_id'}"
+            f" or set neuron_sdk to a release it carries",
+        )
+    ]
 
 
 def container_problems(key: str, image: str | None, pool: PoolRelease) -> list[tuple[str, str]]:

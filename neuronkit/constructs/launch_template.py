@@ -47,6 +47,7 @@ class AmiSpec:
     ami_id: str | None = None
     lookup: ImageLookup | None = None
     release: str | None = None  # the Neuron SDK release the image carries, when known
+    workload: str | None = None  # what the pool runs on it (pytorch-training, vllm-serving ...), for the PR summary
 
     @classmethod
     def family(cls, name: str, release: str | None = None) -> AmiSpec:
@@ -80,10 +81,12 @@ class AmiSpec:
     def metadata(self) -> dict[str, str | None]:
         """What the PR summary shows of the image: how it is chosen and for which Neuron release."""
         if self.ami_id:
-            return {"pinned_by": "ami_id", "release": self.release, "lookup": None}
-        if self.lookup is not None:
-            return {"pinned_by": "cdk.context.json", "release": self.release, "lookup": self.lookup.name}
-        return {"pinned_by": "floating", "release": self.release, "lookup": self.ssm_parameter}
+            pinned_by, lookup = "ami_id", None
+        elif self.lookup is not None:
+            pinned_by, lookup = "cdk.context.json", self.lookup.name
+        else:
+            pinned_by, lookup = "floating", self.ssm_parameter
+        return {"pinned_by": pinned_by, "release": self.release, "workload": self.workload, "lookup": lookup}
 
     @property
     def floating(self) -> bool:

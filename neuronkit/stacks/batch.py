@@ -45,7 +45,8 @@ def _host(c: TrainingCluster, releases: dict[str, PoolRelease]) -> AmiSpec:
     """The ECS Neuron host image, labelled with the pool's Neuron release (its job image's) for the PR summary."""
     pool = releases.get(c.name)
     version = pool.release.version if pool is not None and pool.release is not None else None
-    return dataclasses.replace(_ami(c.ami, ami_family(c)), release=version)
+    workload = pool.workload if pool is not None else None
+    return dataclasses.replace(_ami(c.ami, ami_family(c)), release=version, workload=workload)
 
 
 def _image(c: TrainingCluster, releases: dict[str, PoolRelease]) -> str:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from constructs import Construct
@@ -22,14 +23,17 @@ from neuronkit.stacks.storage import StorageStack
 def ami_spec(ami: Ami, kind: str, release: PoolRelease | None = None) -> AmiSpec:
     """A pinned id, a floating ``latest`` (asked for with ``track: latest``), or the family's image pinned
     through a lookup: on Neuron pools the DLAMI of the pool's Neuron release (neuronkit.config.pool_releases)."""
+    version = release.release.version if release is not None and release.release is not None else None
+    workload = release.workload if release is not None else None
     if ami.ami_id:
         assert ami.root_device_name
-        return AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
-    family = ami.family or catalog.default_ami_family(kind)
-    if ami.track == "latest":
-        return AmiSpec.latest(family)
-    version = release.release.version if release is not None and release.release is not None else None
-    return AmiSpec.family(family, version)
+        spec = AmiSpec(root_device_name=ami.root_device_name, ami_id=ami.ami_id)
+    elif ami.track == "latest":
+        spec = AmiSpec.latest(ami.family or catalog.default_ami_family(kind))
+    else:
+        spec = AmiSpec.family(ami.family or catalog.default_ami_family(kind), version)
+    # The pool's release and workload label the image for the PR summary, however the image is chosen.
+    return dataclasses.replace(spec, release=version, workload=workload)
 
 
 def _driver(pool: PoolRelease | None) -> str | None:

@@ -29,15 +29,60 @@ def test_every_release_row_and_workload_names_its_source() -> None:
     assert {"2.28.1", "2.31.1", "2.33.0"} <= set(releases.versions())
     for r in releases.releases():
         assert r.source and r.date and r.driver and r.runtime and r.compiler, r.version
+        assert releases.source_url(r.source).startswith("https://"), r.version
         assert set(r.sources) == set(releases.workloads()), r.version
-        assert all(s.strip() for s in r.sources.values()), r.version
+        for workload, text in r.sources.items():
+            cited = releases.citations(text)
+            assert cited, f"{r.version} {workload}: cites no [source]"
+            assert all(releases.source_url(c).startswith("https://") for c in cited), (r.version, workload, cited)
 
 
-def test_driver_and_runtime_versions_never_go_back_with_a_newer_release() -> None:
+def test_every_unverified_fact_cites_what_was_found_and_is_listed_in_the_docs() -> None:
+    docs = (ROOT / "docs" / "neuron-releases.md").read_text()
+    for r in releases.releases():
+        for fact, found in r.unverified.items():
+            assert all(releases.source_url(c) for c in releases.citations(found)), (r.version, fact)
+            assert f"{r.version} {fact}" in docs, f"docs/neuron-releases.md does not list {r.version} {fact}"
+
+
+def test_driver_runtime_and_compiler_versions_never_go_back_with_a_newer_release() -> None:
     rows = releases.releases()
     for older, newer in zip(rows, rows[1:], strict=False):
-        assert releases.version_key(newer.driver) >= releases.version_key(older.driver), newer.version
-        assert releases.version_key(newer.runtime) >= releases.version_key(older.runtime), newer.version
+        for part in ("driver", "runtime", "compiler"):
+            before, after = getattr(older, part), getattr(newer, part)
+            assert releases.version_key(after) >= releases.version_key(before), (newer.version, part, before, after)
+        assert newer.date > older.date, newer.version
+
+
+def test_the_docs_table_carries_the_matrix_versions() -> None:
+    # docs/neuron-releases.md is written by hand: a bump of the YAML without the docs fails here.
+    docs = (ROOT / "docs" / "neuron-releases.md").read_text()
+    for r in releases.releases():
+        assert f"| {r.version} | {r.date} | {r.driver} | {r.runtime} | {r.compiler} |" in docs, r.version
+
+
+def test_the_file_schema_offers_exactly_the_matrix_workloads() -> None:
+    from typing import get_args
+
+    from neuronkit.config.neuron import Workload
+
+    assert set(get_args(Workload)) == set(releases.workloads())
+
+
+def test_the_api_other_modules_use() -> None:
+    r = releases.release("2.28.1")
+    assert r.driver_version == releases.driver_version("2.28.1") == "2.26.5.0"
+    assert r.container("training") == r.container("pytorch-training") is not None
+    assert "sdk2.33.0" in (releases.release("2.33.0").container("vllm-serving") or "")
+    dlami = r.dlami("base", "amazon-linux-2023")
+    assert dlami is not None and dlami.ami_family == "neuron-base-al2023" and dlami.description == "*Neuron SDK 2.28.1*"
+    assert dlami.owner == "amazon"
+    # PyTorch 2.9 (PyTorch/XLA) DLAMIs end with 2.31; TorchNeuron ones start with 2.33.
+    assert releases.release("2.31.1").dlami("pytorch-2.9") is not None
+    assert releases.release("2.33.0").dlami("pytorch-2.9") is None
+    assert releases.release("2.32.0").dlami("pytorch-2.13") is None
+    with pytest.raises(KeyError):
+        releases.release("2.99.0")
 
 
 def test_pinned_containers_are_built_for_their_release_or_an_older_one() -> None:
@@ -70,22 +115,38 @@ def test_validation_follows_the_matrix(version: str, family: str, workload: str)
         assert problems == [] and pool.release == rel
         assert warnings == [
             f"training[0].neuron_sdk: {releases.workloads()[workload]} on {family} is in maintenance in Neuron {version} "
-            f"(critical fixes only; {rel.sources[workload]})"
+            f"(critical fixes only: {rel.source_of(workload)}); docs/neuron-releases.md"
         ]
     else:
         assert pool.release is None and len(problems) == 1
         key, message = problems[0]
         assert key == "training[0].neuron_sdk"
-        last = releases.last_supporting(family, workload)
         label = releases.workloads()[workload]
-        if last is None:
+        mine = releases.version_key(version)
+        running = [r for r in releases.releases() if releases.support(r, family, workload) != "unsupported"]
+        older = [r for r in running if releases.version_key(r.version) < mine]
+        newer = [r for r in running if releases.version_key(r.version) > mine]
+        full = releases.default_release(family, workload)
+        if not running:
             assert message.startswith(f"no Neuron release the kit knows runs {label} on {family}; use ")
-        elif releases.version_key(last.version) < releases.version_key(version):
-            assert message.startswith(f"{label} on {family} ends with Neuron {last.version}; set neuron_sdk: {last.version}")
+        elif not newer:
+            # Points at the newest release that still fully supports it, never at a maintenance one when it can.
+            best = [r for r in older if releases.support(r, family, workload) == "supported"] or older
+            assert message.startswith(
+                f"{label} on {family} ends with Neuron {best[-1].version}; set neuron_sdk: {best[-1].version}"
+            )
+            assert releases.support(releases.release(best[-1].version), family, workload) != "unsupported"
+        elif not older:
+            target = full.version if full is not None else newer[-1].version
+            assert message.startswith(f"{label} on {family} starts with Neuron {newer[0].version}; set neuron_sdk: {target}")
         else:
-            assert f"{label} on {family} is not supported by Neuron {version}" in message
+            assert message.startswith(f"{label} on {family} is not supported by Neuron {version}; set neuron_sdk: ")
         others = releases.families_supporting(rel, workload)
-        assert (f"or use {', '.join(others)}" in message) == bool(others) or last is None
+        assert (f"or use {', '.join(others)}" in message) == bool(others) or not running
+        # Whatever release the line tells the user to set really runs the combination.
+        if running:
+            told = message.split("set neuron_sdk: ", 1)[1].split()[0]
+            assert releases.support(releases.release(told), family, workload) != "unsupported", message
 
 
 # ------------------------------------------------------------------- through a real environment file
@@ -153,6 +214,22 @@ def test_maintenance_and_floating_amis_pass_with_visible_warnings() -> None:
     warnings = neuron_warnings(env)
     assert any(w.startswith("inference[0].neuron_sdk: vLLM serving on inf2 is in maintenance in Neuron 2.31.1") for w in warnings)
     assert "inference[0].neuron_ami.track: latest re-resolves the AMI at every deploy" in warnings
+    assert env.warnings == warnings  # the loaded Environment carries them for validate, synth and summary
+
+
+def test_a_dlami_family_without_an_image_for_the_pool_release_is_refused() -> None:
+    # PyTorch 2.9 (PyTorch/XLA) DLAMIs were last published with 2.31: a trn2 pool on 2.33.0 cannot boot one.
+    data = _env(instance_type="trn2.48xlarge", az_id="use2-az3", neuron_sdk="2.33.0")
+    data.update(region="us-east-2", network={**data["network"], "az_ids": ["use2-az3"]})
+    data["storage"] = {k: v for k, v in data.get("storage", {}).items() if k != "lustre"}
+    data["training"][0]["ami"] = {"family": "neuron-pytorch-2.9-ubuntu-24.04"}
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, "environments/dev.yaml")
+    assert err.value.problems == [
+        "environments/dev.yaml: training[0].ami.family: 'neuron-pytorch-2.9-ubuntu-24.04' has no image for Neuron 2.33.0 "
+        "(its images carry Neuron 2.28.1 to 2.31.1); use neuron-multi-framework-ubuntu-24.04, neuron-base-ubuntu-24.04, "
+        "neuron-base-al2023, neuron-pytorch-2.13-ubuntu-24.04 or set neuron_sdk to a release it carries"
+    ]
 
 
 # ---------------------------------------------------------------------------------- pinned images
@@ -181,17 +258,31 @@ def test_a_missing_lookup_names_the_command_that_fills_it(tmp_path: Path) -> Non
     data = yaml.safe_load((ROOT / "environments" / "dev.yaml").read_text())
     data.update(name="team", account="333333333333")
     (tmp_path / "environments" / "team.yaml").write_text(yaml.safe_dump(data))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CDK_OUTDIR": str(tmp_path / "out")}
+    env = {k: v for k, v in os.environ.items() if k != "CDK_CLI_VERSION"}
+    env.update(PYTHONPATH=str(ROOT), CDK_OUTDIR=str(tmp_path / "out"))
+    # Without the CDK CLI nothing can fill the lookup: synth fails with the one line (no dummy-AMI templates).
     done = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
     (line,) = [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")]
     assert "not pinned in cdk.context.json yet" in line and "Neuron SDK 2.28.1" in line
     assert "run `make synth ENV=team` with read-only credentials for account 333333333333" in line
+    # Under the CLI (it sets CDK_CLI_VERSION) the app succeeds so that the CLI can look the images up and re-run it.
+    done = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=tmp_path,
+        env={**env, "CDK_CLI_VERSION": "2.1148.0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")] == [line]
 
 
 def test_catalog_ami_families_say_where_their_image_comes_from() -> None:
     for name, fam in catalog.ami_families().items():
         if fam.kind == "neuron":
-            assert releases.releases()[-1].dlami_lookup(name) is not None, name  # from the matrix, per release
+            assert any(r.dlami_lookup(name) for r in releases.releases()), name  # from the matrix, per release
         else:
             assert fam.lookup_name, name  # GPU and ECS families: their own lookup, pinned at the first synth

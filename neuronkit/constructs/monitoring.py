@@ -629,6 +629,21 @@ class EnvironmentMonitoring(Construct):
             )
             cost[0] = _graph("Instances in service per pool (Neuron / GPU)", counts, stacked=True, width=12)
         rows.append(_Row(cost))
+        trained = [p for p in self.pools if p.runs_neuron and p.role == "training"]
+        if trained:
+            # What the nodes really run: one line per driver version per pool (each node publishes its own).
+            versions = [
+                cloudwatch.MathExpression(
+                    expression=(
+                        f'SEARCH(\'{{{self.namespace},DriverVersion,Environment,Pool}} MetricName="NeuronDriverInfo" '
+                        f'Environment="{self.environment}" Pool="{p.pool}"\', \'Sum\', 300)'
+                    ),
+                    label=f"{p.pool} nodes per Neuron driver",
+                    period=Duration.minutes(5),
+                )
+                for p in trained
+            ]
+            rows.append(_Row([_graph("Nodes per Neuron driver version (training pools)", versions, width=24)]))
         fleets = [(p, p.load_balancer) for p in self.pools if p.load_balancer is not None]
         if fleets:
             rows.append(_Row(self._load_balancer_widgets(fleets)))  # type: ignore[arg-type]

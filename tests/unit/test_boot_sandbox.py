@@ -130,8 +130,9 @@ def test_the_hostfile_lists_ready_nodes_and_the_root_communicator_has_its_own_po
     assert "Name=tag:neuronkit:ready,Values=true" in query
     ranks = run.file("/etc/neuronkit/ranks.env")
     assert "NNODES=1" in ranks and "NODE_RANK=0" in ranks and "NEURON_RT_ROOT_COMM_ID=10.0.0.10:46820" in ranks
-    (metric,) = run.called("aws cloudwatch put-metric-data")
-    assert "--metric-name NeuronDriverVersions" in metric and "--value 1" in metric
+    info, count = run.called("aws cloudwatch put-metric-data")
+    assert "--metric-name NeuronDriverInfo" in info and f"DriverVersion={DRIVER}" in info
+    assert "--metric-name NeuronDriverVersions" in count and "--value 1" in count
 
 
 def test_batch_node_installs_efa_before_its_device_check(batch_user_data: str, tmp_path: Path) -> None:

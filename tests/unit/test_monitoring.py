@@ -459,8 +459,11 @@ def test_scale_down_function_may_touch_only_the_idle_clusters_groups(idle: Synth
 # --------------------------------------------------------------------------------------------
 def test_dashboard_shows_every_section(synth: Synth) -> None:
     body = dashboard(synth, "prod")
+    drivers = next(w for w in body["widgets"] if w["properties"].get("title", "").startswith("Nodes per Neuron driver"))
+    assert 'MetricName=\\"NeuronDriverInfo\\"' in json.dumps(drivers) and 'Pool=\\"pretrain\\"' in json.dumps(drivers)
     titles = {w["properties"].get("title") for w in body["widgets"]}
     assert titles >= {
+        "Nodes per Neuron driver version (training pools)",
         "NeuronCore utilization (%)",
         "Neuron device memory used (%)",
         "Neuron execution errors (per 5 minutes)",

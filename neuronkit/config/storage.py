@@ -52,3 +52,8 @@ class Storage(Strict):
 
     lustre: Lustre | None = None
     checkpoint_noncurrent_days: int = Field(default=30, ge=1, description="Keep old checkpoint versions this many days.")
+    datasets_versioned: bool = Field(
+        default=True,
+        description="Version the datasets bucket (overwritten or deleted training data can be recovered); "
+        "false for very large data you can regenerate.",
+    )

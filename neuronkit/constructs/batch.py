@@ -227,7 +227,7 @@ class BatchTrainingCluster(Construct):
         )
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" and facts.is_neuron else None
         if storage is not None:
-            storage.grant_node_access(self.job_role, compile_cache_prefix=cache_prefix)
+            storage.grant_node_access(self.job_role, compile_cache_prefix=cache_prefix, pool=name)
 
         # --- launch template: EFA interfaces, root volume, IMDSv2, MIME user data --------------------
         lustre = storage is not None and storage.lustre_dns_name is not None

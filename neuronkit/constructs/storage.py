@@ -57,6 +57,7 @@ class TrainingStorage(Construct):
         subnet_id: str | None = None,
         lustre: LustreSpec | None = None,
         checkpoint_noncurrent_days: int = 30,
+        datasets_versioned: bool = True,
         bucket_names: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
@@ -74,7 +75,9 @@ class TrainingStorage(Construct):
             removal_policy=RemovalPolicy.RETAIN,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
         )
-        self.datasets = self._bucket("Datasets", versioned=False)
+        # Versioned by default: an overwritten or deleted training file can be recovered (and the dataset a run
+        # used can be told apart from today's); datasets_versioned=False for very large, regenerable data.
+        self.datasets = self._bucket("Datasets", versioned=datasets_versioned)
         self.checkpoints = self._bucket(
             "Checkpoints",
             versioned=True,
@@ -205,8 +208,10 @@ class StorageAccess:
     lustre_mount_name: str | None = None
     client_security_group_id: str | None = None
 
-    def grant_node_access(self, role: iam.IRole, *, compile_cache_prefix: str | None = None) -> None:
-        """Read datasets and artifacts, read/write checkpoints, and write the compile cache prefix."""
+    def grant_node_access(self, role: iam.IRole, *, compile_cache_prefix: str | None = None, pool: str | None = None) -> None:
+        """Read datasets and artifacts, read every checkpoint, write and delete checkpoints under the pool's own
+        prefix (``POOL/``, where ``NEURONKIT_CHECKPOINTS`` points; the whole bucket without ``pool``), and write
+        the compile cache prefix."""
 
         def arn(bucket: str, path: str = "") -> str:
             return f"arn:{Aws.PARTITION}:s3:::{bucket}{path}"
@@ -223,8 +228,13 @@ class StorageAccess:
             ),
             iam.PolicyStatement(
                 sid="Checkpoints",
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                actions=["s3:GetObject"],
                 resources=[arn(self.checkpoints_bucket, "/*")],
+            ),
+            iam.PolicyStatement(
+                sid="WriteOwnCheckpoints",
+                actions=["s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                resources=[arn(self.checkpoints_bucket, f"/{pool}/*" if pool else "/*")],
             ),
         ]
         if compile_cache_prefix:
@@ -240,8 +250,12 @@ class StorageAccess:
         reasons = {
             arn(self.datasets_bucket, "/*"): "read any object of the datasets bucket (training data)",
             arn(self.artifacts_bucket, "/*"): "read any object of the artifacts bucket (compiled models, code)",
-            arn(self.checkpoints_bucket, "/*"): "jobs write and rotate checkpoints anywhere in the checkpoints bucket",
+            arn(self.checkpoints_bucket, "/*"): "jobs read any checkpoint (to resume or compare runs)",
         }
+        if pool:
+            reasons[arn(self.checkpoints_bucket, f"/{pool}/*")] = (
+                "jobs write and rotate checkpoints under their pool's prefix only"
+            )
         if compile_cache_prefix:
             reasons[arn(self.artifacts_bucket, f"/{compile_cache_prefix}*")] = "write the pool's own Neuron compile cache prefix"
         for resource, reason in reasons.items():

@@ -158,7 +158,7 @@ class TrainingCluster(Construct):
         )
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None
         if storage is not None:
-            storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix)
+            storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix, pool=name)
 
         security_groups = [self.security_group.security_group_id, *extra_security_group_ids]
         if storage is not None and storage.client_security_group_id is not None:

@@ -33,5 +33,6 @@ class StorageStack(NeuronkitStack):
                 else None
             ),
             checkpoint_noncurrent_days=config.storage.checkpoint_noncurrent_days,
+            datasets_versioned=config.storage.datasets_versioned,
             bucket_names=bucket_names(config),
         )

@@ -495,8 +495,14 @@ def test_job_role_reads_data_writes_checkpoints_and_its_compile_cache(built: Bui
     policies = [p for k, p in built.of_type("AWS::IAM::Policy").items() if k.startswith("BatchsmallJobRole")]
     (policy,) = policies
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert {"ListBuckets", "ReadData", "Checkpoints", "CompileCache"} <= set(statements)
-    assert "s3:PutObject" in statements["Checkpoints"]["Action"]
+    assert {"ListBuckets", "ReadData", "Checkpoints", "WriteOwnCheckpoints", "CompileCache"} <= set(statements)
+    write = statements["WriteOwnCheckpoints"]
+    assert "s3:PutObject" in write["Action"] and "s3:DeleteObject" in write["Action"]
+    # Every pool may read any checkpoint but write and delete only under its own prefix.
+    assert str(write["Resource"]).endswith("batch-checkpoints-123456789012-us-east-1/small/*") or "/small/*" in str(
+        write["Resource"]
+    )
+    assert "s3:DeleteObject" not in str(statements["Checkpoints"]["Action"])
     (role_id,) = [k for k in built.of_type("AWS::IAM::Role") if k.startswith("BatchsmallJobRole")]
     trust = built.training["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
     assert trust["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}

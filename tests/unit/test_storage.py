@@ -115,3 +115,30 @@ def test_lustre_security_group_allows_lustre_ports_from_clients_and_itself(synth
     }
     assert allowed == {(src, a, b) for src in (fs_sg, client_sg) for a, b in ((988, 988), (1018, 1023))}
     Template.from_json(synth.template(stack)).resource_count_is("AWS::FSx::FileSystem", 1)
+
+
+@pytest.mark.parametrize("versioned", [True, False])
+def test_datasets_bucket_versioning_is_a_choice_defaulting_to_on(versioned: bool) -> None:
+    from neuronkit.constructs import TrainingStorage
+    from tests.templates import bare_stack, imported_vpc, resources, template
+
+    stack = bare_stack()
+    TrainingStorage(stack, "Storage", vpc=imported_vpc(stack), **({} if versioned else {"datasets_versioned": False}))
+    (datasets,) = [r for k, r in resources(template(stack), "AWS::S3::Bucket").items() if k.startswith("StorageDatasets")]
+    assert ("VersioningConfiguration" in datasets["Properties"]) is versioned
+    assert datasets["DeletionPolicy"] == "Retain"
+
+
+def test_each_pool_writes_checkpoints_under_its_own_prefix_only() -> None:
+    from neuronkit.constructs.storage import StorageAccess
+    from tests.templates import bare_stack, resources, template
+
+    stack = bare_stack()
+    from aws_cdk import aws_iam as iam
+
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
+    StorageAccess("d", "ckpt", "art").grant_node_access(role, pool="pretrain")
+    (policy,) = resources(template(stack), "AWS::IAM::Policy").values()
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert "ckpt/pretrain/*" in str(statements["WriteOwnCheckpoints"]["Resource"])
+    assert statements["Checkpoints"]["Action"] == "s3:GetObject"

@@ -76,7 +76,7 @@ def test_the_api_other_modules_use() -> None:
     assert "sdk2.33.0" in (releases.release("2.33.0").container("vllm-serving") or "")
     dlami = r.dlami("base", "amazon-linux-2023")
     assert dlami is not None and dlami.ami_family == "neuron-base-al2023" and dlami.description == "*Neuron SDK 2.28.1*"
-    assert dlami.owner == "amazon"
+    assert dlami.owner == "amazon" and dlami.os == "amazon-linux-2023" and dlami.root_device_name == "/dev/xvda"
     # PyTorch 2.9 (PyTorch/XLA) DLAMIs end with 2.31; TorchNeuron ones start with 2.33.
     assert releases.release("2.31.1").dlami("pytorch-2.9") is not None
     assert releases.release("2.33.0").dlami("pytorch-2.9") is None

@@ -54,6 +54,8 @@ class DlamiLookup:
     owner: str
     ami_family: str = ""  # the catalog family (amis.yaml) whose image this is
     release: str = ""
+    os: str = ""  # from amis.yaml, e.g. ubuntu-24.04
+    root_device_name: str = ""  # from amis.yaml, e.g. /dev/sda1
 
 
 @dataclass(frozen=True)
@@ -90,12 +92,17 @@ class Release:
             return None
         if "until" in entry and mine > version_key(str(entry["until"])):
             return None
+        from neuronkit import catalog  # the package imports nothing of this module; a late import keeps it so
+
+        fam = catalog.ami_families().get(ami_family)
         return DlamiLookup(
             name=entry["name"],
             description=spec["description"].format(release=self.version),
             owner=spec["owner"],
             ami_family=ami_family,
             release=self.version,
+            os=fam.os if fam else "",
+            root_device_name=fam.root_device_name if fam else "",
         )
 
     def dlami(self, kind: str = "multi-framework", os: str = "ubuntu-24.04") -> DlamiLookup | None:

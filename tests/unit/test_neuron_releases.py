@@ -76,9 +76,10 @@ def test_the_api_other_modules_use() -> None:
     assert "sdk2.33.0" in (releases.release("2.33.0").container("vllm-serving") or "")
     dlami = r.dlami("base", "amazon-linux-2023")
     assert dlami is not None and dlami.ami_family == "neuron-base-al2023" and dlami.description == "*Neuron SDK 2.28.1*"
-    assert dlami.owner == "amazon"
+    assert dlami.owner == "amazon" and dlami.os == "amazon-linux-2023" and dlami.root_device_name == "/dev/xvda"
     # PyTorch 2.9 (PyTorch/XLA) DLAMIs end with 2.31; TorchNeuron ones start with 2.33.
-    assert releases.release("2.31.1").dlami("pytorch-2.9") is not None
+    assert releases.release("2.30.0").dlami("pytorch-2.9") is not None
+    assert releases.release("2.31.1").dlami("pytorch-2.9") is None  # "not published after 2.31.0"
     assert releases.release("2.33.0").dlami("pytorch-2.9") is None
     assert releases.release("2.32.0").dlami("pytorch-2.13") is None
     with pytest.raises(KeyError):
@@ -227,7 +228,7 @@ def test_a_dlami_family_without_an_image_for_the_pool_release_is_refused() -> No
         parse_environment(data, "environments/dev.yaml")
     assert err.value.problems == [
         "environments/dev.yaml: training[0].ami.family: 'neuron-pytorch-2.9-ubuntu-24.04' has no image for Neuron 2.33.0 "
-        "(its images carry Neuron 2.28.1 to 2.31.1); use neuron-multi-framework-ubuntu-24.04, neuron-base-ubuntu-24.04, "
+        "(its images carry Neuron 2.28.1 to 2.30.0); use neuron-multi-framework-ubuntu-24.04, neuron-base-ubuntu-24.04, "
         "neuron-base-al2023, neuron-pytorch-2.13-ubuntu-24.04 or set neuron_sdk to a release it carries"
     ]
 

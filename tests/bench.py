@@ -19,6 +19,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
 
+def _context() -> dict[str, object]:
+    """cdk.json's flags and cdk.context.json's pinned lookups, as the CLI passes them."""
+    context: dict[str, object] = json.loads((ROOT / "cdk.context.json").read_text())
+    context.update(json.loads((ROOT / "cdk.json").read_text())["context"])
+    return context
+
+
 def timed_synth(workdir: Path) -> float:
     out = Path(tempfile.mkdtemp(prefix="bench-cdk-out-"))
     env = {**os.environ, "CDK_DISABLE_VERSION_CHECK": "1"}
@@ -49,7 +56,7 @@ def training_resources(nodes: int) -> int:
     scaled = env.model_copy(
         update={"training": [cluster.model_copy(update={"max_size": nodes, "desired_size": nodes, "capacity": capacity})]}
     )
-    app = App(context=json.loads((ROOT / "cdk.json").read_text())["context"])
+    app = App(context=_context(), builtin_cloud_formation_validation=False)
     stacks = build_environment(app, scaled)
     assert stacks.training is not None
     template = app.synth().get_stack_by_name(stacks.training.stack_name).template
@@ -65,7 +72,7 @@ def scale_templates() -> tuple[int, int, list[tuple[int, int, str]]]:
 
     env = scale_environment()
     out = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    app = App(context=json.loads((ROOT / "cdk.json").read_text())["context"], outdir=str(out))
+    app = App(context=_context(), outdir=str(out), builtin_cloud_formation_validation=False)
     build_environment(app, env)
     stacks = app.synth().stacks
     sizes = sorted(

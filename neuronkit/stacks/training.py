@@ -36,6 +36,15 @@ def ami_spec(ami: Ami, kind: str, release: PoolRelease | None = None) -> AmiSpec
     return dataclasses.replace(spec, release=version, workload=workload)
 
 
+def protected(config: Environment, cluster: ClusterConfig) -> bool:
+    """Scale-in protection of a cluster's new nodes: off when the day/night shift scales training down, since a
+    scheduled action cannot remove protection and protected nodes would keep running (and billing) all day."""
+    shift = config.monitoring.day_night
+    if shift is not None and shift.training_day_desired < shift.training_night_desired:
+        return False
+    return cluster.scale_in_protection
+
+
 def _driver(pool: PoolRelease | None) -> str | None:
     """The Neuron driver of a pool's release: nodes with another one fail their boot check."""
     return pool.release.driver if pool is not None and pool.release is not None else None
@@ -102,7 +111,7 @@ class TrainingStack(NeuronkitStack):
                 storage=access,
                 notifications_topic_arn=self.events.topic.topic_arn,
                 compile_cache=cluster.compile_cache,
-                scale_in_protection=cluster.scale_in_protection,
+                scale_in_protection=protected(config, cluster),
                 root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
                 observability=observability_spec(config),
@@ -136,7 +145,7 @@ class TrainingStack(NeuronkitStack):
             ami=ami_spec(pool.ami, "gpu"),
             storage=access,
             notifications_topic_arn=self.events.topic.topic_arn,
-            scale_in_protection=cluster.scale_in_protection,
+            scale_in_protection=protected(config, cluster),
             tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
             observability=observability_spec(config),
         )

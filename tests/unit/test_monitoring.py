@@ -700,3 +700,27 @@ def test_constructs_refuse_arguments_that_cannot_work() -> None:
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"))
     with pytest.raises(ValueError, match="log retention 45 days is not one CloudWatch Logs accepts"):
         NodeObservability(stack, "Obs", environment="dev", pool="p", role=role, spec=ObservabilitySpec(log_retention_days=45))
+
+
+def test_a_day_night_shift_that_scales_training_down_really_stops_nodes() -> None:
+    """A scheduled action cannot remove scale-in protection: clusters the shift scales down start unprotected."""
+    import copy
+
+    import yaml
+
+    from neuronkit.config import parse_environment
+    from neuronkit.stacks.training import protected
+
+    data = copy.deepcopy(yaml.safe_load((ROOT / "environments" / "dev.yaml").read_text()))
+    data["monitoring"]["day_night"] = {
+        "inference_day_desired": 1,
+        "inference_night_desired": 0,
+        "training_night_desired": 1,
+        "training_day_desired": 0,
+    }
+    env = parse_environment(data, "environments/dev.yaml")
+    assert env.training[0].scale_in_protection is True
+    assert protected(env, env.training[0]) is False
+    data["monitoring"]["day_night"]["training_day_desired"] = 1
+    env = parse_environment(data, "environments/dev.yaml")
+    assert protected(env, env.training[0]) is True

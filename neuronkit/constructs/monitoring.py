@@ -31,6 +31,7 @@ DEVICE_MEMORY = "DeviceMemoryUtilization"
 EXECUTION_ERRORS = "ExecutionErrors"
 LATENCY_P50, LATENCY_P99 = "ExecutionLatencyP50", "ExecutionLatencyP99"
 ECC_UNCORRECTED, ECC_CORRECTED = "EccUncorrected", "EccCorrected"
+BUSY = "NodeBusy"  # 1 while a job holds a node (marker file or an open /dev/neuron*)
 # The CloudWatch agent's nvidia_gpu metric (observability.sh rolls it up per Environment and Pool).
 GPU_UTILIZATION = "nvidia_smi_utilization_gpu"
 
@@ -304,9 +305,16 @@ class EnvironmentMonitoring(Construct):
             )
             what = "GPU utilization"
         threshold = _number(t.idle_utilization_percent)
+        metrics: dict[str, cloudwatch.IMetric] = {"inservice": _group_in_service(p.group_name, 1, "in service"), "util": util}
+        condition = f"FILL(inservice, 0) > 0 AND FILL(util, 100) < {threshold}"
+        if p.runs_neuron:
+            # A node a job holds (marker file, or an open /dev/neuron*) is not idle, whatever its NeuronCores show:
+            # a CPU-side compile phase must not be scaled away (neuron_monitor_publisher.py publishes NodeBusy).
+            metrics["busy"] = self.neuron_metric(p.pool, BUSY, "Maximum", period_minutes=1)
+            condition += " AND FILL(busy, 0) < 1"
         expression = cloudwatch.MathExpression(
-            expression=f"IF(FILL(inservice, 0) > 0 AND FILL(util, 100) < {threshold}, 1, 0)",
-            using_metrics={"inservice": _group_in_service(p.group_name, 1, "in service"), "util": util},
+            expression=f"IF({condition}, 1, 0)",
+            using_metrics=metrics,
             period=Duration.minutes(1),
             label=f"{p.pool} idle",
         )

@@ -26,6 +26,11 @@ EccUncorrected               Count         neuron_hw_counters mem_ecc_uncorrecte
 EccCorrected                 Count         neuron_hw_counters mem_ecc_corrected + sram_ecc_corrected
 ===========================  ============  =================================================================
 
+Besides those, every interval publishes ``NodeBusy`` (Count): 1 when a job holds the node even though its
+NeuronCores may look idle (a CPU-side compile phase, a data-loading stall): the marker file
+``/run/neuronkit/job-active`` exists (jobs and AWS Batch launchers touch it) or a process has a
+``/dev/neuron*`` device open. The idle alarm ignores a pool while any node is busy.
+
 Gauges are sent as statistic sets (one sample per report), counters as the interval's total: the
 counters of a report count the events of its captured period (neuron-monitor's Prometheus companion adds
 them up the same way). A window without any report (neuron-monitor not running) publishes nothing.
@@ -43,6 +48,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -157,6 +163,29 @@ def read_report(report: dict[str, Any]) -> tuple[dict[str, list[float]], dict[st
 # --------------------------------------------------------------------------------------------
 # an interval's aggregate and its metric data
 # --------------------------------------------------------------------------------------------
+BUSY = "NodeBusy"
+BUSY_MARKER = "/run/neuronkit/job-active"
+
+
+def node_busy(marker: str = BUSY_MARKER, proc: str = "/proc") -> bool:
+    """A job holds this node: the marker file exists, or a process has a Neuron device open."""
+    if os.path.exists(marker):
+        return True
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        fd_dir = os.path.join(proc, pid, "fd")
+        try:
+            for fd in os.listdir(fd_dir):
+                if os.readlink(os.path.join(fd_dir, fd)).startswith("/dev/neuron"):
+                    return True
+        except OSError:
+            continue  # the process ended, or its descriptors are not ours to read
+    return False
+
+
 @dataclass
 class Window:
     """The reports of one publishing interval."""
@@ -173,13 +202,20 @@ class Window:
         for name, value in counters.items():
             self.totals[name] += value
 
-    def metric_data(self, dimension_sets: Sequence[Sequence[tuple[str, str]]], timestamp: dt.datetime) -> list[dict[str, Any]]:
-        """PutMetricData entries: each metric once per dimension set; nothing for an empty window."""
+    def metric_data(
+        self, dimension_sets: Sequence[Sequence[tuple[str, str]]], timestamp: dt.datetime, busy: bool | None = None
+    ) -> list[dict[str, Any]]:
+        """PutMetricData entries: each metric once per dimension set; nothing for an empty window. ``busy``
+        (None: not measured) adds NodeBusy."""
         if not self.reports:
             return []
         data: list[dict[str, Any]] = []
         for dims in dimension_sets:
             dimensions = [{"Name": k, "Value": v} for k, v in dims]
+            if busy is not None:
+                data.append(
+                    {"MetricName": BUSY, "Dimensions": dimensions, "Timestamp": timestamp, "Value": float(busy), "Unit": "Count"}
+                )
             for name, unit in GAUGES.items():
                 values = self.samples[name]
                 if not values:
@@ -318,6 +354,7 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
     log: IO[str] = sys.stderr,
+    busy: Callable[[], bool] | None = None,
 ) -> int:
     """Publish every ``settings.interval`` seconds from a stream of reports, and once more at its end.
 
@@ -330,7 +367,7 @@ def run(
 
     def flush() -> None:
         nonlocal window, started, published
-        data = window.metric_data(settings.dimension_sets, now())
+        data = window.metric_data(settings.dimension_sets, now(), busy() if busy is not None else None)
         if data:
             publish(settings.namespace, data, sink, log=log)
             published += 1
@@ -379,7 +416,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings = parse_args(argv)
-    run(sys.stdin, settings, default_sink(settings.region))
+    run(sys.stdin, settings, default_sink(settings.region), busy=node_busy)
     return 0
 
 

@@ -153,7 +153,12 @@ def test_idle_alarm_fires_on_low_utilization_while_instances_run(
 ) -> None:
     a = ENVS[env].monitoring.alarms
     props = alarms(synth, env)[f"{env}-{pool}-idle"]
-    assert expression(props) == f"IF(FILL(inservice, 0) > 0 AND FILL(util, 100) < {a.idle_utilization_percent:g}, 1, 0)"
+    # Neuron pools are idle only when no node is busy (a job's marker or an open /dev/neuron*: compile phases).
+    busy = " AND FILL(busy, 0) < 1" if metric == "NeuronCoreUtilization" else ""
+    assert expression(props) == f"IF(FILL(inservice, 0) > 0 AND FILL(util, 100) < {a.idle_utilization_percent:g}{busy}, 1, 0)"
+    if busy:
+        held = query(props, "busy")["MetricStat"]
+        assert (held["Metric"]["MetricName"], held["Stat"]) == ("NodeBusy", "Maximum")
     inservice = query(props, "inservice")["MetricStat"]
     assert (inservice["Metric"]["Namespace"], inservice["Metric"]["MetricName"]) == ("AWS/AutoScaling", "GroupInServiceInstances")
     assert dims(inservice["Metric"]) == {"AutoScalingGroupName": group}
@@ -169,8 +174,8 @@ def test_idle_alarm_fires_on_low_utilization_while_instances_run(
 
 def test_idle_thresholds_are_the_files(synth: Synth) -> None:
     assert (ENVS["prod"].monitoring.alarms.idle_utilization_percent, ENVS["prod"].monitoring.alarms.idle_minutes) == (10, 45)
-    assert "< 10, 1, 0)" in expression(alarms(synth, "prod")["prod-pretrain-idle"])
-    assert "< 5, 1, 0)" in expression(alarms(synth, "dev")["dev-dev-idle"])
+    assert "FILL(util, 100) < 10 " in expression(alarms(synth, "prod")["prod-pretrain-idle"])
+    assert "FILL(util, 100) < 5 " in expression(alarms(synth, "dev")["dev-dev-idle"])
 
 
 @pytest.mark.parametrize(("env", "pool"), [("prod", "chat"), ("dev", "serve")])

@@ -306,3 +306,27 @@ def test_runs_on_the_nodes_python_3_9() -> None:
                 assert not isinstance(node.args[1], ast.BinOp), f"{path.name}: isinstance(x, A | B) is 3.10+"
         top_level = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
         assert all("boto3" not in ast.unparse(n) for n in top_level), f"{path.name}: boto3 must stay optional"
+
+
+def test_a_node_a_job_holds_is_busy_even_with_idle_cores(tmp_path: Path) -> None:
+    from neuronkit.userdata.neuron_monitor_publisher import node_busy
+
+    proc = tmp_path / "proc"
+    (proc / "123" / "fd").mkdir(parents=True)
+    marker = tmp_path / "job-active"
+    assert node_busy(str(marker), str(proc)) is False
+    (proc / "123" / "fd" / "3").symlink_to("/dev/neuron0")  # a compile or training process holding a device
+    assert node_busy(str(marker), str(proc)) is True
+    (proc / "123" / "fd" / "3").unlink()
+    marker.touch()  # a job's marker during a CPU-side phase
+    assert node_busy(str(marker), str(proc)) is True
+
+
+def test_every_interval_publishes_whether_the_node_is_busy() -> None:
+    from neuronkit.userdata.neuron_monitor_publisher import BUSY, Settings, run
+
+    sent: list[dict[str, Any]] = []
+    settings = Settings(namespace="Neuronkit", region="us-east-1", environment="dev", pool="p")
+    run(['{"neuron_runtime_data": []}'], settings, lambda ns, data: sent.extend(data), busy=lambda: True)
+    (busy,) = [d for d in sent if d["MetricName"] == BUSY]
+    assert busy["Value"] == 1.0 and {"Name": "Pool", "Value": "p"} in busy["Dimensions"]

@@ -305,6 +305,13 @@ def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | No
                     row += [usd(gpu), usd(gpu - c.monthly(level)), percent(gpu - c.monthly(level), gpu)]
                 rows.append(row)
             doc.table(headers, rows, align)
+            if p.reserved:
+                # A created ODCR bills every hour at the On-Demand rate, whether its instances run or not.
+                doc.para(
+                    f"Reservation: {p.reserved} x {c.instance_type} reserved by the stack, billed whether used or not: "
+                    f"{usd(p.reserved * c.hourly_price)}/hour, {usd(p.reserved * c.hourly_price * c.hours_per_month)}/month "
+                    f"(the running cost above is part of it, not added to it)."
+                )
             doc.bullets(c.notes)
         doc.heading(3, f"Total: {env} ({region})")
         doc.table(TOTAL_HEADERS, _total_rows(group), "lrrrrr")

@@ -55,6 +55,7 @@ class Pool:
     desired_size: int
     capacity: str
     stack: str | None = None
+    reserved: int = 0  # instances of an On-Demand Capacity Reservation the stack creates (billed used or not)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -182,6 +183,7 @@ def _pool_from_metadata(meta: Any, stack: str) -> Pool:
         desired_size=desired,
         capacity=capacity,
         stack=stack,
+        reserved=int(meta.get("reserved") or 0),
     )
 
 

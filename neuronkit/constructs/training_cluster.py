@@ -256,6 +256,7 @@ class TrainingCluster(Construct):
                 "desired_size": desired_size if desired_size is not None else min_size,
                 "capacity": capacity.kind,
                 "az_id": az_id,
+                **({"reserved": capacity.create_count} if capacity.create_count else {}),
             }
         }
         if self.capacity_reservation is not None:

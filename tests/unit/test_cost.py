@@ -484,3 +484,22 @@ def test_no_prices_or_hours_are_written_into_the_code():
     numbers = {str(v) for prices in TABLE.prices.values() for v in prices.values()} | {f"{HOURS:g}"}
     found = sorted(n for n in numbers if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text))
     assert found == []
+
+
+def test_a_created_reservation_is_priced_apart_as_billed_used_or_not() -> None:
+    from neuronkit.cost import cost_report
+    from neuronkit.pools import Pool
+
+    pool = Pool(
+        environment="team", region="us-east-1", pool="pretrain", role="training", instance_types=("trn1.32xlarge",),
+        neuron_types=("trn1.32xlarge",), fallback_types=(), min_size=0, max_size=16, desired_size=0, capacity="odcr",
+        reserved=16,
+    )  # fmt: skip
+    table = pricing.load_prices()
+    hourly = table.require("trn1.32xlarge", "us-east-1")
+    text = cost_report([pool], "markdown", table)
+    expected = f"Reservation: 16 x trn1.32xlarge reserved by the stack, billed whether used or not: ${16 * hourly:,.2f}/hour"
+    assert expected in text
+    # The pool itself runs 0 nodes at desired: the reservation line shows what the rows do not.
+    assert "$0.00" in text
+    assert "Reservation:" not in cost_report([dataclasses.replace(pool, reserved=0)], "markdown", table)

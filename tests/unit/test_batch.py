@@ -275,16 +275,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     app, stacks = pinned_app(lambda a: build_environment(a, env), outdir)  # the AMI lookups, as the CLI does them
     compliance.apply(app)  # a cdk-nag finding fails the synth
     assembly = app.synth()
-    context = {k: app.node.try_get_context(k) for k in _context_keys(app)}
-    return Built(env, stacks, {s.stack_name: s.template for s in assembly.stacks}, outdir, context)
-
-
-def _context_keys(app: Any) -> list[str]:
-    from tests.conftest import missing_lookups
-
-    first = new_app()
-    build_environment(first, parse_environment(copy.deepcopy(BASE), FILE))
-    return missing_lookups(first.synth().directory)
+    # The app's context holds the lookups pinned_app filled in (as the CLI would in cdk.context.json).
+    return Built(env, stacks, {s.stack_name: s.template for s in assembly.stacks}, outdir, app.node.get_all_context())
 
 
 def _lookup_key(built: Built, name: str) -> str:

@@ -157,6 +157,27 @@ def _image_rows(view: EnvironmentView) -> list[list[str]]:
     return rows
 
 
+def _serving_rows(view: EnvironmentView) -> list[list[str]]:
+    """Per type of each model-served fleet: the pinned image, tensor parallelism and compiled-artifact key."""
+    rows = []
+    for s in view.stacks:
+        for _, r in _resources(s, "AWS::AutoScaling::AutoScalingGroup"):
+            meta = ((r.get("Metadata") or {}).get("neuronkit") or {}) if isinstance(r.get("Metadata"), dict) else {}
+            for t, p in (meta.get("profiles") or {}).items():
+                rows.append(
+                    [
+                        str(meta.get("pool")),
+                        str(meta.get("model")),
+                        t,
+                        f"`{p.get('image')}`",
+                        str(p.get("tensor_parallel")),
+                        f"`{p['cache_key']}`" if p.get("cache_key") else DASH,
+                        str(meta.get("listener", DASH)),
+                    ]
+                )
+    return rows
+
+
 def _resources(stack: StackInfo, *types: str) -> list[tuple[str, dict[str, Any]]]:
     return stack.resources(*types)
 
@@ -600,6 +621,12 @@ def render(views: Sequence[EnvironmentView]) -> str:
                         f"\n**Warning:** {row[0]} ({row[1]}) boots a floating AMI re-resolved at every deploy: "
                         "nodes of one pool can run different Neuron drivers."
                     )
+        serving = _serving_rows(v)
+        if serving:
+            out += ["", "#### Serving", ""]
+            out.append(
+                _table(["fleet", "model", "type", "image (pinned)", "TP", "compiled artifacts", "listener"], serving, "lllllll")
+            )
         out += ["", "#### Storage", ""]
         if v.storage:
             out.append(

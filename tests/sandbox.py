@@ -44,9 +44,22 @@ fi
 """
 STUBS: dict[str, str] = {
     "aws": r"""
+# The compiled-model cache: /opt/stubs/cache-complete-after N makes the _COMPLETE marker appear at the
+# N-th look (0: there from the start; absent: never); /opt/stubs/lock-held refuses the conditional put.
+looks=/opt/stubs/complete-looks
 case "$1 $2" in
-  "s3 cp") [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;;
-  "s3 sync") mkdir -p "${@: -1}" && echo weights > "${@: -1}/model.safetensors" ;;
+  "s3api head-object")
+    case "$*" in
+      *_COMPLETE*)
+        [ -f /opt/stubs/cache-complete-after ] || exit 255
+        n=$(( $(cat "${looks}" 2>/dev/null || echo 0) + 1 )); echo "${n}" > "${looks}"
+        [ "${n}" -gt "$(cat /opt/stubs/cache-complete-after)" ] || exit 255 ;;
+      *_LOCK*) echo "$(date -u +%FT%TZ)" ;;
+    esac ;;
+  "s3api put-object") [ -f /opt/stubs/lock-held ] && exit 255 ;;
+  "ecr get-login-password") echo password ;;
+  "s3 cp") case "$*" in *kit*) [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;; esac ;;
+  "s3 sync") case "$*" in s3\ sync\ */compiled\ s3://*) ;; *) mkdir -p "${@: -1}" && echo weights > "${@: -1}/model.safetensors" ;; esac ;;
   "ec2 describe-instances") printf '2026-11-24T10:00:00Z\ti-0123456789abcdef0\t10.0.0.10\t%s\n' "$(cat /opt/stubs/driver 2>/dev/null)" ;;
 esac
 exit 0
@@ -81,6 +94,7 @@ exit 1
 exit 0
 """,
     "lsblk": "exit 0\n",
+    "docker": "exit 0\n",
     "hostname": 'echo "10.0.0.10 "\n',
     "dpkg-query": 'printf "2.30.50.0"\n',
     "rpm": 'printf "2.30.50.0"\n',
@@ -105,6 +119,7 @@ class Scenario:
     driver: str | None = None
     instance_type: str = "trn1.32xlarge"
     fail: list[str] = field(default_factory=list)  # "NAME REGEX" lines
+    stub_files: dict[str, str] = field(default_factory=dict)  # extra files under /opt/stubs (e.g. cache-complete-after)
 
 
 @dataclass
@@ -181,6 +196,8 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
     (stubs / "instance-type").write_text(scenario.instance_type + "\n")
     if scenario.driver is not None:
         (stubs / "driver").write_text(scenario.driver + "\n")
+    for name, text in scenario.stub_files.items():
+        (stubs / name).write_text(text)
     (up / "var" / "log").mkdir(parents=True, exist_ok=True)
     (up / "var" / "log" / "stub-calls").write_text("")
     (up / "opt" / "user-data.sh").write_text(user_data)

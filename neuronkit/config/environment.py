@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from neuronkit import catalog
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
-from neuronkit.config.inference import InferenceFleet, _inference_problems
+from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import PoolRelease, container_problems, dlami_problems, neuron_families, resolve
@@ -158,6 +158,8 @@ def _pool_releases(
         if f.neuron_ami.track != "latest" and not f.neuron_ami.ami_id:
             fam = f.neuron_ami.family or catalog.default_ami_family("neuron")
             problems += dlami_problems(f"inference[{i}].neuron_ami", fam, pool)
+        if f.model is not None and f.images.neuron is None and pool.release is not None:
+            problems += serving_image_problems(f"inference[{i}]", pool.release)
     if top is not None and not any(p.inherited for p in pools.values()) and pools:
         warnings.append("neuron_sdk: every pool names its own release; the top-level one is unused")
     return pools, problems, warnings
@@ -190,6 +192,7 @@ def neuron_warnings(env: Environment) -> list[str]:
         for key, ami in (("neuron_ami", f.neuron_ami), ("gpu_ami", f.gpu_ami)):
             if ami.track == "latest" and not ami.ami_id:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
+        warnings += serving_warnings(f"inference[{i}]", f)
     return warnings
 
 

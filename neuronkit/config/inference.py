@@ -7,7 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from neuronkit import catalog
+from neuronkit import catalog, serving
+from neuronkit.catalog import releases
 from neuronkit.config.base import AZ_ID_RE, CRON_RE, SERVE_COMMAND_MAX, Strict, _offered
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import Workload
@@ -32,6 +33,51 @@ class Serve(Strict):
     gpu_health_check_path: str | None = Field(default=None, description="Only to state it: must equal health_check.path.")
 
 
+class Model(Strict):
+    """The model the fleet serves with the kit's pinned vLLM containers (docs/serving.md)."""
+
+    id: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$",
+        description="The model's name as clients ask for it, e.g. its Hugging Face id meta-llama/Llama-3.1-8B-Instruct.",
+    )
+    s3_prefix: str = Field(description="Its weights (Hugging Face format) under the artifacts bucket, e.g. models/llama-3.1-8b/.")
+    parameters_billion: float = Field(gt=0, le=2000, description="Parameter count in billions, e.g. 70.6 (sizes the fit check).")
+    dtype: Literal["bfloat16", "float16", "float32", "fp8", "int8"] = Field(
+        default="bfloat16", description="Weight type as served (bytes per parameter)."
+    )
+    max_model_len: int = Field(default=4096, ge=128, le=1048576, description="Context length vLLM serves (prompt + output).")
+    max_num_seqs: int = Field(default=8, ge=1, le=1024, description="Sequences vLLM batches at once.")
+
+
+class Profile(Strict):
+    """Per-type overrides of what the kit derives (the tensor-parallel degree defaults to the type's NeuronCores or GPUs)."""
+
+    tensor_parallel: int | None = Field(default=None, ge=1, le=512)
+    max_model_len: int | None = Field(default=None, ge=128, le=1048576)
+    max_num_seqs: int | None = Field(default=None, ge=1, le=1024)
+
+
+class Images(Strict):
+    """Where nodes pull the serving containers from."""
+
+    registry: Literal["pull-through"] | str = Field(
+        default="pull-through",
+        pattern=r"^(pull-through|[0-9]{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(/[a-z0-9._/-]+)?)$",
+        description="pull-through: an ECR pull-through cache of ECR Public the stack creates; or your own ECR "
+        "registry/prefix (ACCOUNT.dkr.ecr.REGION.amazonaws.com/mirror) holding the same repositories and tags.",
+    )
+    neuron: str | None = Field(default=None, description="Override the release matrix's Neuron vLLM container (pinned tag).")
+    gpu: str | None = Field(default=None, description="Override the catalog's GPU vLLM container (pinned tag).")
+
+
+class Tls(Strict):
+    certificate_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[0-9a-f-]{36}$",
+        description="ACM certificate of the listener, e.g. arn:aws:acm:us-east-1:111111111111:certificate/<uuid>.",
+    )
+    port: int = Field(default=443, ge=1, le=65535, description="Listener port for HTTPS (TLS on an NLB).")
+
+
 class ScheduledCapacity(Strict):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,31}$")]
     cron: str = Field(description="Recurrence in cron format, e.g. '0 8 * * 1-5'.")
@@ -54,11 +100,28 @@ class InferenceFleet(Strict):
     internal: bool = True
     port: int = Field(default=8080, ge=1, le=65535)
     health_check: HealthCheck = HealthCheck()
-    health_check_grace_seconds: int = Field(default=900, ge=60, description="Neuron models can take minutes to load.")
+    health_check_grace_seconds: int | None = Field(
+        default=None, ge=60, le=7200, description="Defaults to the boot time derived from the model's size (serve: 900)."
+    )
     warmup_seconds: int = Field(default=600, ge=0, description="Instance warm-up before a node counts for scaling.")
-    model_s3_prefix: str = Field(description="Compiled Neuron artifacts under the artifacts bucket, e.g. models/llama/neuron/.")
-    gpu_model_s3_prefix: str | None = Field(default=None, description="Model for GPU nodes; defaults to model_s3_prefix.")
-    serve: Serve
+    model: Model | None = Field(
+        default=None, description="The model, served by the kit's pinned vLLM containers (or give serve)."
+    )
+    profiles: dict[str, Profile] = Field(
+        default_factory=dict, description="Per-type overrides, e.g. inf2.24xlarge: {max_model_len: 4096}."
+    )
+    images: Images = Images()
+    tls: Tls | None = Field(
+        default=None, description="Terminate TLS on the listener (prod); without it the listener is plain HTTP."
+    )
+    root_volume_gib: int | None = Field(
+        default=None, ge=8, le=16384, description="Defaults to what AMI, image, weights and compiled artifacts need."
+    )
+    model_s3_prefix: str | None = Field(default=None, description="With serve: your server's files under the artifacts bucket.")
+    gpu_model_s3_prefix: str | None = Field(
+        default=None, description="With serve: files for GPU nodes; defaults to model_s3_prefix."
+    )
+    serve: Serve | None = Field(default=None, description="Bring your own server commands instead of model (advanced).")
     requests_per_target: int = Field(default=100, ge=1, description="Target tracking on ALB requests per target per minute.")
     min_healthy_percentage: int = Field(default=90, ge=0, le=100, description="Instance refresh keeps this much in service.")
     scheduled_actions: list[ScheduledCapacity] = Field(default_factory=list)
@@ -108,7 +171,7 @@ def _inference_problems(
                 if problem:
                     add("gpu_ami.family", problem)
                 _offered(add, f"fallback_types[{j}]", t, f.az_ids, region)
-        if f.fallback_types and not f.serve.gpu:
+        if f.serve is not None and f.fallback_types and not f.serve.gpu:
             add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
         if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
             add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
@@ -118,23 +181,26 @@ def _inference_problems(
                 "internet-facing load balancers are not supported (nodes sit in private subnets); "
                 "set internal: true and front the fleet with your own edge (API Gateway, CloudFront)",
             )
-        for key, command in (("serve.neuron", f.serve.neuron), ("serve.gpu", f.serve.gpu or "")):
-            if "'" in command or "\n" in command:
+        if f.model is not None and f.serve is not None:
+            add(
+                "serve", "give either model (the kit's pinned vLLM containers) or serve (your own commands), not both; remove one"
+            )
+        elif f.model is None and f.serve is None:
+            add(
+                "model",
+                "required: the model the fleet serves, e.g. {id: TinyLlama/TinyLlama-1.1B-Chat-v1.0, s3_prefix: models/tinyllama/, parameters_billion: 1.1}",
+            )
+        if f.serve is not None:
+            out.extend(_serve_problems(loc, f))
+        if f.model is not None:
+            out.extend(_model_problems(loc, f, region))
+        elif f.profiles:
+            add("profiles", "per-type profiles need model; with serve, read $TENSOR_PARALLEL in your command instead")
+        for t in f.profiles:
+            if t not in f.neuron_types and t not in f.fallback_types:
                 add(
-                    key,
-                    "may not contain single quotes or newlines (it is written into the node's environment file); "
-                    "use double quotes, or put a start script in the model prefix and run that",
-                )
-            elif len(command) > SERVE_COMMAND_MAX:
-                add(
-                    key,
-                    f"{len(command)} characters is too long (at most {SERVE_COMMAND_MAX}); put a start script in the model prefix",
-                )
-        for key, prefix in (("model_s3_prefix", f.model_s3_prefix), ("gpu_model_s3_prefix", f.gpu_model_s3_prefix or "x/")):
-            if not re.match(r"^[A-Za-z0-9!_.*()/-]+/$", prefix) or prefix.startswith("/"):
-                add(
-                    key,
-                    f"'{prefix}' is not a key prefix of the artifacts bucket; use e.g. models/llama-3-8b/neuron/ (no leading /, ends with /)",
+                    f"profiles.{t}",
+                    f"'{t}' is not one of the fleet's types ({', '.join(f.neuron_types + f.fallback_types)}); remove it",
                 )
         seen_actions: set[str] = set()
         for j, action in enumerate(f.scheduled_actions):
@@ -148,18 +214,7 @@ def _inference_problems(
                 )
             if action.min_size is None and action.max_size is None and action.desired_size is None:
                 add(f"scheduled_actions[{j}]", "sets no size; give min_size, max_size or desired_size")
-        if f.serve.gpu_port is not None and f.serve.gpu_port != f.port:
-            add(
-                "serve.gpu_port",
-                f"GPU nodes would serve on {f.serve.gpu_port} but Neuron nodes on {f.port}; one target group serves both, "
-                "so start both servers on the same port",
-            )
-        if f.serve.gpu_health_check_path is not None and f.serve.gpu_health_check_path != f.health_check.path:
-            add(
-                "serve.gpu_health_check_path",
-                f"'{f.serve.gpu_health_check_path}' differs from health_check.path '{f.health_check.path}'; one target group "
-                "checks both families, so serve the same health path on both",
-            )
+        out.extend(_serve_port_problems(loc, f))
         if f.health_check.port != f.port:
             add(
                 "health_check.port",
@@ -174,4 +229,181 @@ def _inference_problems(
             for j, az in enumerate(f.az_ids):
                 if az not in network.az_ids:
                     add(f"az_ids[{j}]", f"'{az}' is not in network.az_ids; add it there")
+    return out
+
+
+def _serve_problems(loc: str, f: InferenceFleet) -> list[tuple[str, str]]:
+    """Checks of a fleet that brings its own server commands (serve)."""
+    out: list[tuple[str, str]] = []
+    assert f.serve is not None
+
+    def add(key: str, msg: str) -> None:
+        out.append((f"{loc}.{key}", msg))
+
+    if f.model_s3_prefix is None:
+        add("model_s3_prefix", "required with serve: your server's files under the artifacts bucket, e.g. models/my-model/")
+    for key, command in (("serve.neuron", f.serve.neuron), ("serve.gpu", f.serve.gpu or "")):
+        if "'" in command or "\n" in command:
+            add(
+                key,
+                "may not contain single quotes or newlines (it is written into the node's environment file); "
+                "use double quotes, or put a start script in the model prefix and run that",
+            )
+        elif len(command) > SERVE_COMMAND_MAX:
+            add(
+                key,
+                f"{len(command)} characters is too long (at most {SERVE_COMMAND_MAX}); put a start script in the model prefix",
+            )
+    for key, prefix in (("model_s3_prefix", f.model_s3_prefix or "x/"), ("gpu_model_s3_prefix", f.gpu_model_s3_prefix or "x/")):
+        out.extend(_prefix_problem(f"{loc}.{key}", prefix))
+    return out
+
+
+def _serve_port_problems(loc: str, f: InferenceFleet) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if f.serve is None:
+        return out
+
+    def add(key: str, msg: str) -> None:
+        out.append((f"{loc}.{key}", msg))
+
+    if f.serve.gpu_port is not None and f.serve.gpu_port != f.port:
+        add(
+            "serve.gpu_port",
+            f"GPU nodes would serve on {f.serve.gpu_port} but Neuron nodes on {f.port}; one target group serves both, "
+            "so start both servers on the same port",
+        )
+    if f.serve.gpu_health_check_path is not None and f.serve.gpu_health_check_path != f.health_check.path:
+        add(
+            "serve.gpu_health_check_path",
+            f"'{f.serve.gpu_health_check_path}' differs from health_check.path '{f.health_check.path}'; one target group "
+            "checks both families, so serve the same health path on both",
+        )
+    return out
+
+
+def _prefix_problem(key: str, prefix: str) -> list[tuple[str, str]]:
+    if not re.match(r"^[A-Za-z0-9!_.*()/-]+/$", prefix) or prefix.startswith("/"):
+        return [
+            (
+                key,
+                f"'{prefix}' is not a key prefix of the artifacts bucket; use e.g. models/llama-3-8b/neuron/ (no leading /, ends with /)",
+            )
+        ]
+    return []
+
+
+def model_spec(f: InferenceFleet) -> serving.ModelSpec | None:
+    m = f.model
+    if m is None:
+        return None
+    return serving.ModelSpec(
+        id=m.id,
+        s3_prefix=m.s3_prefix,
+        parameters_billion=m.parameters_billion,
+        dtype=m.dtype,
+        max_model_len=m.max_model_len,
+        max_num_seqs=m.max_num_seqs,
+    )
+
+
+def _model_problems(loc: str, f: InferenceFleet, region: str | None) -> list[tuple[str, str]]:
+    """The model fits every type of the fleet (accelerator memory, root volume); tensor-parallel overrides are possible."""
+    out: list[tuple[str, str]] = []
+    model = model_spec(f)
+    assert model is not None and f.model is not None
+    out.extend(_prefix_problem(f"{loc}.model.s3_prefix", f.model.s3_prefix))
+    if f.model_s3_prefix or f.gpu_model_s3_prefix:
+        out.append((f"{loc}.model_s3_prefix", "belongs to serve; with model, the weights are at model.s3_prefix: remove it"))
+    types = catalog.instance_types()
+    largest = ("", 0)  # the type needing the largest root volume above the file's root_volume_gib
+    for key, kind, names in (("neuron_types", "neuron", f.neuron_types), ("fallback_types", "gpu", f.fallback_types)):
+        others = serving.candidates(kind, region, list(f.az_ids))  # type: ignore[arg-type]
+        for j, t in enumerate(names):
+            it = types.get(t)
+            if it is None or serving.accelerator_of(t) != kind:
+                continue  # reported with the type
+            problem = serving.fit_problem(model, t, others)
+            if problem:
+                out.append((f"{loc}.{key}[{j}]", problem))
+                continue
+            need = serving.root_volume_gib(model, t)
+            if f.root_volume_gib is not None and f.root_volume_gib < need and need > largest[1]:
+                largest = (t, need)
+            override = f.profiles.get(t)
+            if (
+                override is not None
+                and override.tensor_parallel is not None
+                and override.tensor_parallel > serving.accelerators(t)
+            ):
+                unit = "NeuronCores" if kind == "neuron" else "GPUs"
+                out.append(
+                    (
+                        f"{loc}.profiles.{t}.tensor_parallel",
+                        f"{override.tensor_parallel} exceeds the {serving.accelerators(t)} {unit} of {t}; use at most {serving.accelerators(t)}",
+                    )
+                )
+    if largest[1]:
+        t, need = largest
+        compiled = " and the compiled artifacts" if serving.accelerator_of(t) == "neuron" else ""
+        out.append(
+            (
+                f"{loc}.root_volume_gib",
+                f"{f.root_volume_gib} GiB cannot hold the AMI, the container image, {model.weights_gib:.0f} GiB of weights{compiled} "
+                f"on {t}; use at least {need} (or leave it out: the kit sizes it per type)",
+            )
+        )
+    if f.images.gpu is None and f.fallback_types and serving.facts()["gpu_image"].endswith(":latest"):
+        out.append((f"{loc}.images.gpu", "the catalog's GPU image is not pinned; name a tag"))
+    for key, image in (("images.neuron", f.images.neuron), ("images.gpu", f.images.gpu)):
+        if image is not None and (":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")):
+            out.append((f"{loc}.{key}", f"'{image}' has no pinned tag; name one, e.g. {serving.facts()['gpu_image']}"))
+        elif (
+            image is not None
+            and f.images.registry == "pull-through"
+            and not image.startswith(serving.facts()["registry"]["upstream"] + "/")
+        ):
+            out.append(
+                (
+                    f"{loc}.{key}",
+                    f"'{image}' is not on {serving.facts()['registry']['upstream']}, the only upstream of the pull-through cache; "
+                    "set images.registry to your own ECR registry holding it",
+                )
+            )
+    return out
+
+
+def serving_image_problems(loc: str, release: releases.Release) -> list[tuple[str, str]]:
+    """A model-served fleet needs its release's Neuron vLLM container, and the catalog must know how to start it."""
+    image = serving.neuron_image(release)
+    if image is None:
+        with_image = [r.version for r in releases.releases() if serving.neuron_image(r) is not None]
+        return [
+            (
+                f"{loc}.neuron_sdk",
+                f"Neuron {release.version} has no vLLM container in the release matrix; use one of {', '.join(with_image)} "
+                "or name a pinned image in images.neuron",
+            )
+        ]
+    if serving.invocation(image) is None:
+        return [(f"{loc}.images.neuron", f"the catalog does not say how to start {image}; add it to catalog/serving.yaml")]
+    return []
+
+
+def serving_warnings(loc: str, f: InferenceFleet) -> list[str]:
+    """Plain-HTTP listeners and grace periods shorter than the model needs: allowed, visibly."""
+    out: list[str] = []
+    if f.tls is None:
+        out.append(
+            f"{loc}.tls: the listener is plain HTTP, so prompts and completions cross the VPC unencrypted; "
+            "set tls.certificate_arn for anything beyond development"
+        )
+    model = model_spec(f)
+    if model is not None and f.health_check_grace_seconds is not None:
+        slowest = max(serving.boot_seconds(model, t) for t in f.neuron_types + f.fallback_types if serving.accelerator_of(t))
+        if f.health_check_grace_seconds < slowest:
+            out.append(
+                f"{loc}.health_check_grace_seconds: {f.health_check_grace_seconds} s is shorter than the {slowest} s a node "
+                f"needs to pull the image and load {model.weights_gib:.0f} GiB of weights; nodes may be replaced while loading"
+            )
     return out

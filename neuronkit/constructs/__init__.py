@@ -10,7 +10,7 @@ from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.budget import BudgetNotification, CostBudget
 from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
 from neuronkit.constructs.idle_scale_down import IdleScaleDown
-from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec
+from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
@@ -42,6 +42,8 @@ __all__ = [
     "Rebalancer",
     "ScheduleSpec",
     "ServeSpec",
+    "ServingSpec",
+    "TlsSpec",
     "ShiftCapacity",
     "TrainingCluster",
     "TrainingStorage",

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from aws_cdk import Aws, CfnAutoScalingRollingUpdate, CfnAutoScalingScheduledAction, CfnUpdatePolicy, Duration, Fn, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit import catalog, userdata
+from neuronkit import catalog, serving, userdata
+from neuronkit.catalog import releases
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
@@ -28,6 +30,8 @@ SERVER_UNIT = "neuronkit-model-server.service"
 
 # CloudFormation waits at most one hour for the signals of a rolling update batch (PauseTime).
 _MAX_PAUSE_SECONDS = 3600
+# A lifecycle hook's heartbeat timeout is at most 7200 s (Auto Scaling API reference, PutLifecycleHook).
+_MAX_HEARTBEAT_SECONDS = 7200
 # Processes AWS recommends suspending during a rolling update, so that health-check replacements,
 # alarms (target tracking) and schedules do not fight the update.
 _SUSPEND_DURING_UPDATE = ["HealthCheck", "ReplaceUnhealthy", "AZRebalance", "AlarmNotification", "ScheduledActions"]
@@ -61,52 +65,76 @@ class ScheduleSpec:
 
 @dataclass(frozen=True)
 class ServeSpec:
-    """Server commands per accelerator family; ``$MODEL_DIR`` and ``$PORT`` are set for them."""
+    """Your own server commands per accelerator family (instead of :class:`ServingSpec`); ``$MODEL_DIR``,
+    ``$PORT``, ``$ACCELERATOR`` and ``$TENSOR_PARALLEL`` (the type's NeuronCores or GPUs) are set for them."""
 
     neuron: str
     gpu: str | None = None
+
+
+@dataclass(frozen=True)
+class ServingSpec:
+    """The model, served by the kit's pinned vLLM containers with a profile per instance type.
+
+    ``neuron_release`` picks the Neuron vLLM container (the release matrix's ``vllm-serving`` container;
+    required with Neuron types unless ``neuron_image`` names one); GPU types run the catalog's pinned GPU
+    vLLM container (or ``gpu_image``). ``registry`` None (the default) creates an ECR pull-through cache
+    rule for ECR Public and pulls through it; or name your own ECR registry/prefix holding the same
+    repositories. ``profiles`` override the derived tensor-parallel degree and vLLM limits per type.
+    """
+
+    model: serving.ModelSpec
+    neuron_release: releases.Release | None = None
+    profiles: Mapping[str, serving.ProfileOverride] = field(default_factory=dict)
+    registry: str | None = None
+    neuron_image: str | None = None
+    gpu_image: str | None = None
+
+
+@dataclass(frozen=True)
+class TlsSpec:
+    """Terminate TLS on the listener with an ACM certificate (HTTPS on an ALB, TLS on an NLB)."""
+
+    certificate_arn: str
+    port: int = 443
 
 
 class InferenceFleet(Construct):
     """An Auto Scaling group of Neuron instances with GPU fallback, behind an internal load balancer.
 
     Placement: one subnet per AZ ID in ``subnet_ids`` (at least two). Load balancer: internal ALB
-    (``load_balancer="alb"``, the default) or NLB (``"nlb"``, for gRPC/TCP servers) listening on
-    ``port`` (defaults to 8080), reachable from ``ingress_cidr`` only (defaults to the VPC's CIDR when
-    the VPC view knows it), its target group checking ``health_check`` (defaults to HTTP ``/health``
-    on the serving port). The group uses ELB health checks after ``health_check_grace_seconds``
-    (defaults to 900: Neuron models take minutes to load) and counts a new node for scaling after
-    ``warmup_seconds`` (defaults to 600). ALB access logs go to ``access_logs_bucket`` when given.
+    (``load_balancer="alb"``, the default) or NLB (``"nlb"``, for gRPC/TCP servers), reachable from
+    ``ingress_cidr`` only (defaults to the VPC's CIDR when the VPC view knows it). The listener is plain
+    HTTP/TCP on ``port`` (defaults to 8080) unless ``tls`` names a certificate (then HTTPS/TLS on
+    ``tls.port``); the target group checks ``health_check`` (defaults to HTTP ``/health`` on the serving
+    port). ALB access logs go to ``access_logs_bucket`` when given.
 
-    Capacity: a mixed instances policy, 100% On-Demand with the ``prioritized`` strategy. Overrides are
-    ``neuron_types`` in the given order, then ``fallback_types`` (GPU); the Neuron types share the
-    group's launch template (Neuron DLAMI, ``neuron_ami`` defaults to the catalog's default Neuron
-    family), each GPU type carries its own launch template (GPU Deep Learning AMI, ``gpu_ami`` defaults
-    to the catalog's default GPU family). Termination policies ``AllocationStrategy`` then ``Default``:
-    scale-in removes GPU instances first. A :class:`Rebalancer` (``rebalance_minutes``, defaults to 30;
+    Serving: with ``serving`` (:class:`ServingSpec`), every type, Neuron and GPU, gets its own launch
+    template carrying its profile (neuronkit/serving.py): the pinned vLLM container pulled through the
+    fleet's ECR cache, the tensor-parallel degree of its NeuronCores or GPUs, and on Neuron the
+    compiled-artifact key under ``compiled/`` of ``artifacts_bucket`` (the first node of a new key compiles
+    and publishes, the others wait). The root volume (unless ``root_volume_gib``) and the boot time the
+    health-check grace period, lifecycle-hook heartbeat and rolling-update pause follow from (unless
+    ``health_check_grace_seconds``) derive from the model's size. With ``serve`` (:class:`ServeSpec`)
+    instead, nodes run your commands on the files under ``model_s3_prefix`` / ``gpu_model_s3_prefix``.
+
+    Capacity: a mixed instances policy, 100% On-Demand with the ``prioritized`` strategy: ``neuron_types``
+    in the given order, then ``fallback_types`` (GPU); termination policies ``AllocationStrategy`` then
+    ``Default`` remove GPU instances first. A :class:`Rebalancer` (``rebalance_minutes``, defaults to 30;
     None disables it) moves a steady fleet back to Neuron; it is created only with fallback types.
 
-    Scaling: target tracking on ``ALBRequestCountPerTarget`` (``requests_per_target`` per minute,
-    defaults to 100) with an ALB; with an NLB, on active TCP flows per in-service instance (the NLB has
-    no per-target request metric; the same target value). Both are accelerator-agnostic, so they keep
-    working while GPU instances serve. ``scheduled_actions`` become scheduled actions.
+    Scaling: target tracking on ``ALBRequestCountPerTarget`` (``requests_per_target`` per minute, defaults
+    to 100) with an ALB, on active TCP flows per in-service instance with an NLB; ``scheduled_actions``
+    become scheduled actions. Updates: CloudFormation's ``AutoScalingRollingUpdate`` keeps
+    ``min_healthy_percentage`` (defaults to 90) in service and waits for each new node's signal
+    (docs/inference.md explains the choice over an instance refresh).
 
-    Updates: a change to any launch template (AMI, model prefix, server command) rolls through the
-    group with CloudFormation's ``AutoScalingRollingUpdate`` policy, keeping ``min_healthy_percentage``
-    (defaults to 90) of the instances in service; each new node signals CloudFormation once its server
-    passes the health check locally, and a batch that does not signal within the grace period (at most
-    one hour) rolls the update back.
-
-    Model delivery: each node fetches ``model_s3_prefix`` (Neuron) or ``gpu_model_s3_prefix`` (GPU,
-    defaults to ``model_s3_prefix``) from ``artifacts_bucket`` to local disk and runs ``serve.neuron``
-    or ``serve.gpu`` as a systemd unit (``neuronkit/userdata/inference-node.sh``); the node role can
-    read only those prefixes.
-
-    Public attributes: ``auto_scaling_group`` (``CfnAutoScalingGroup``), ``group_name``
-    (``ENV-FLEET``), ``pool``, ``load_balancer``, ``load_balancer_full_name``, ``target_group``,
-    ``target_group_full_name``, ``neuron_types``, ``fallback_types``, ``launch_templates`` (instance
-    type -> launch template; the Neuron types share one), ``security_group``, ``load_balancer_security_group``,
-    ``role``, ``rebalancer`` (or None), ``dns_name``.
+    Public attributes: ``auto_scaling_group`` (``CfnAutoScalingGroup``), ``group_name`` (``ENV-FLEET``),
+    ``pool``, ``load_balancer``, ``load_balancer_full_name``, ``target_group``, ``target_group_full_name``,
+    ``listener_port``, ``neuron_types``, ``fallback_types``, ``launch_templates`` (instance type -> launch
+    template), ``profiles`` (instance type -> :class:`ServingProfile`, with ``serving``), ``image_cache``
+    (the pull-through cache rule or None), ``security_group``, ``load_balancer_security_group``, ``role``,
+    ``rebalancer`` (or None), ``dns_name``, ``grace_seconds``.
     """
 
     def __init__(
@@ -121,16 +149,18 @@ class InferenceFleet(Construct):
         subnet_ids: Mapping[str, str],
         max_size: int,
         artifacts_bucket: str,
-        model_s3_prefix: str,
-        serve: ServeSpec,
+        serving: ServingSpec | None = None,
+        serve: ServeSpec | None = None,
+        model_s3_prefix: str | None = None,
         fallback_types: Sequence[str] = (),
         gpu_model_s3_prefix: str | None = None,
         min_size: int = 1,
         desired_size: int | None = None,
         load_balancer: Literal["alb", "nlb"] = "alb",
         port: int = 8080,
+        tls: TlsSpec | None = None,
         health_check: HealthCheckSpec | None = None,
-        health_check_grace_seconds: int = 900,
+        health_check_grace_seconds: int | None = None,
         warmup_seconds: int = 600,
         requests_per_target: int = 100,
         min_healthy_percentage: int = 90,
@@ -156,44 +186,134 @@ class InferenceFleet(Construct):
             min_size=min_size,
             max_size=max_size,
             desired_size=desired_size,
+            serving=serving,
             serve=serve,
+            model_s3_prefix=model_s3_prefix,
             load_balancer=load_balancer,
             port=port,
             health_check=hc,
             min_healthy_percentage=min_healthy_percentage,
         )
-        stack = Stack.of(self)
         self.pool = name
+        self.environment = environment
         self.group_name = f"{environment}-{name}"
         self.neuron_types = list(neuron_types)
         self.fallback_types = list(fallback_types)
-        gpu_prefix = gpu_model_s3_prefix or model_s3_prefix
-        health_port = hc.port or port
+        self.profiles = self._serving_profiles(serving)
+        self.grace_seconds = health_check_grace_seconds or self._derived_grace_seconds()
         subnets = [ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(subnet_ids.values())]
 
-        # --- security groups: clients -> load balancer -> nodes on the serving port ---------------
-        cidr = ingress_cidr or vpc.vpc_cidr_block
+        self._security_groups(vpc, ingress_cidr or vpc.vpc_cidr_block, port, tls)
+        self._load_balancer(vpc, subnets, load_balancer, port, tls, hc, access_logs_bucket)
+        self._node_role(environment, name, metrics_namespace, log_retention_days)
+        self._model_access(artifacts_bucket, serving, model_s3_prefix, gpu_model_s3_prefix)
+        self.image_cache = self._image_cache(serving)
+        group = self._group(min_size, max_size, desired_size, subnet_ids, warmup_seconds, notifications_topic_arn, tags)
+        values = self._boot_values(
+            environment, name, artifacts_bucket, serving, serve, model_s3_prefix, gpu_model_s3_prefix, port, hc
+        )
+        self._launch_templates(group, values, neuron_ami, gpu_ami, root_volume_gib, tags)
+        self._update_policy(group, max_size, min_healthy_percentage)
+        group.cfn_options.metadata = {
+            "neuronkit": {
+                "environment": environment,
+                "region": Stack.of(self).region,
+                "pool": name,
+                "role": "inference",
+                "instance_types": self.neuron_types + self.fallback_types,
+                "neuron_types": self.neuron_types,
+                "fallback_types": self.fallback_types,
+                "min_size": min_size,
+                "max_size": max_size,
+                "desired_size": desired_size if desired_size is not None else min_size,
+                "capacity": "on-demand",
+                "az_ids": list(subnet_ids),
+                "listener": f"{'HTTPS' if tls and load_balancer == 'alb' else 'TLS' if tls else 'HTTP' if load_balancer == 'alb' else 'TCP'}:{self.listener_port}",
+                **(
+                    {
+                        "model": serving.model.id,
+                        "profiles": {
+                            t: {
+                                "image": p.image,
+                                "tensor_parallel": p.tensor_parallel,
+                                **({"cache_key": p.cache_key} if p.cache_key else {}),
+                            }
+                            for t, p in self.profiles.items()
+                        },
+                    }
+                    if serving is not None
+                    else {}
+                ),
+            }
+        }
+        self._scaling(group, load_balancer, requests_per_target, scheduled_actions)
+        self._rebalancer(environment, name, metrics_namespace, rebalance_minutes, group)
+
+    # --- serving profiles and timing ------------------------------------------------------------------
+    def _serving_profiles(self, spec: ServingSpec | None) -> dict[str, serving.ServingProfile]:
+        self._model = spec.model if spec else None
+        self._model_id = spec.model.id if spec else ""
+        if spec is None:
+            return {}
+        out = {}
+        for t in self.neuron_types + self.fallback_types:
+            p = serving.profile(spec.model, t, spec.neuron_release, spec.profiles.get(t))
+            image = spec.neuron_image if p.accelerator == "neuron" else spec.gpu_image
+            if image:
+                how = serving.invocation(image) if p.accelerator == "neuron" else None
+                p = replace(
+                    p,
+                    image=image,
+                    command=tuple(how["command"]) if how else p.command,
+                    env={**(how or {}).get("env", {}), **p.env},
+                )
+            out[t] = p
+        return out
+
+    def _derived_grace_seconds(self) -> int:
+        """The slowest type's boot (pull, download, load) with the catalog's safety factor; 900 s without a model."""
+        if not self.profiles:
+            return 900
+        return min(max(p.boot_seconds for p in self.profiles.values()), _MAX_HEARTBEAT_SECONDS)
+
+    # --- security groups: clients -> load balancer -> nodes on the serving port ------------------------
+    def _security_groups(self, vpc: ec2.IVpc, cidr: str, port: int, tls: TlsSpec | None) -> None:
         self.load_balancer_security_group = ec2.SecurityGroup(
             self, "LoadBalancerSecurityGroup", vpc=vpc, description=f"{self.group_name} load balancer", allow_all_outbound=False
         )
         self.security_group = ec2.SecurityGroup(
             self, "NodeSecurityGroup", vpc=vpc, description=f"{self.group_name} nodes", allow_all_outbound=False
         )
-        self.load_balancer_security_group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), "Clients in the VPC")
+        self.listener_port = tls.port if tls else port
+        self.load_balancer_security_group.add_ingress_rule(
+            ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Clients in the VPC"
+        )
         self.load_balancer_security_group.add_egress_rule(
             self.security_group, ec2.Port.tcp(port), "Requests and health checks to the nodes"
         )
         self.security_group.add_ingress_rule(
             self.load_balancer_security_group, ec2.Port.tcp(port), "Requests and health checks from the load balancer"
         )
-        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 (the model), AWS APIs")
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 (the model), ECR, AWS APIs")
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP package mirrors (apt)")
 
-        # --- load balancer, listener and target group ---------------------------------------------
+    # --- load balancer, listener and target group -----------------------------------------------------
+    def _load_balancer(
+        self,
+        vpc: ec2.IVpc,
+        subnets: list[ec2.ISubnet],
+        kind: str,
+        port: int,
+        tls: TlsSpec | None,
+        hc: HealthCheckSpec,
+        access_logs_bucket: s3.IBucket | None,
+    ) -> None:
         placement = ec2.SubnetSelection(subnets=subnets)
+        health_port = str(hc.port or port)
+        certificates = [elbv2.ListenerCertificate.from_arn(tls.certificate_arn)] if tls else None
         self.target_group: elbv2.ApplicationTargetGroup | elbv2.NetworkTargetGroup
         self.load_balancer: elbv2.ApplicationLoadBalancer | elbv2.NetworkLoadBalancer
-        if load_balancer == "alb":
+        if kind == "alb":
             alb = elbv2.ApplicationLoadBalancer(
                 self,
                 "LoadBalancer",
@@ -214,7 +334,7 @@ class InferenceFleet(Construct):
                 target_type=elbv2.TargetType.INSTANCE,
                 health_check=elbv2.HealthCheck(
                     path=hc.path,
-                    port=str(health_port),
+                    port=health_port,
                     protocol=elbv2.Protocol.HTTP,
                     interval=Duration.seconds(hc.interval_seconds),
                     healthy_threshold_count=hc.healthy_threshold,
@@ -222,8 +342,13 @@ class InferenceFleet(Construct):
                 ),
             )
             # open=False: the security group above admits the VPC only (the L2 default opens 0.0.0.0/0).
-            alb.add_listener(
-                "Listener", port=port, protocol=elbv2.ApplicationProtocol.HTTP, default_target_groups=[atg], open=False
+            listener: elbv2.ApplicationListener | elbv2.NetworkListener = alb.add_listener(
+                "Listener",
+                port=self.listener_port,
+                protocol=elbv2.ApplicationProtocol.HTTPS if tls else elbv2.ApplicationProtocol.HTTP,
+                certificates=certificates,
+                default_target_groups=[atg],
+                open=False,
             )
             self.load_balancer, self.target_group = alb, atg
         else:
@@ -236,11 +361,14 @@ class InferenceFleet(Construct):
                 security_groups=[self.load_balancer_security_group],
                 cross_zone_enabled=True,
             )
-            acknowledge(
-                nlb,
-                "AwsSolutions-ELB2",
-                "An NLB writes access logs only for TLS listeners; this TCP listener's flows are in the VPC flow logs",
-            )
+            if tls is None:
+                acknowledge(
+                    nlb,
+                    "AwsSolutions-ELB2",
+                    "An NLB writes access logs only for TLS listeners; this TCP listener's flows are in the VPC flow logs",
+                )
+            elif access_logs_bucket is not None:
+                nlb.log_access_logs(access_logs_bucket, prefix=f"elb/{self.group_name}")
             ntg = elbv2.NetworkTargetGroup(
                 self,
                 "Targets",
@@ -250,20 +378,32 @@ class InferenceFleet(Construct):
                 target_type=elbv2.TargetType.INSTANCE,
                 health_check=elbv2.HealthCheck(
                     path=hc.path if hc.protocol == "HTTP" else None,
-                    port=str(health_port),
+                    port=health_port,
                     protocol=elbv2.Protocol.HTTP if hc.protocol == "HTTP" else elbv2.Protocol.TCP,
                     interval=Duration.seconds(hc.interval_seconds),
                     healthy_threshold_count=hc.healthy_threshold,
                     unhealthy_threshold_count=hc.unhealthy_threshold,
                 ),
             )
-            nlb.add_listener("Listener", port=port, protocol=elbv2.Protocol.TCP, default_target_groups=[ntg])
+            listener = nlb.add_listener(
+                "Listener",
+                port=self.listener_port,
+                protocol=elbv2.Protocol.TLS if tls else elbv2.Protocol.TCP,
+                certificates=certificates,
+                default_target_groups=[ntg],
+            )
             self.load_balancer, self.target_group = nlb, ntg
+        if tls:
+            # The catalog's TLS policy (TLS 1.3 and 1.2), set on the L1: the L2 enum names it differently.
+            cfn = listener.node.default_child
+            assert isinstance(cfn, elbv2.CfnListener)
+            cfn.add_property_override("SslPolicy", serving.facts()["tls_policy"])
         self.load_balancer_full_name = self.load_balancer.load_balancer_full_name
         self.target_group_full_name = self.target_group.target_group_full_name
         self.dns_name = self.load_balancer.load_balancer_dns_name
 
-        # --- node role: Session Manager, CloudWatch agent, the model prefixes, its own group -------
+    # --- node role: Session Manager, CloudWatch agent, the model prefixes, its own group --------------
+    def _node_role(self, environment: str, name: str, namespace: str, log_retention_days: int) -> None:
         # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
         # fleet's log groups (not the broad CloudWatchAgentServerPolicy).
         self.role = node_role(self, "NodeRole", description=f"{self.group_name} inference nodes")
@@ -273,16 +413,111 @@ class InferenceFleet(Construct):
             environment=environment,
             pool=name,
             role=self.role,
-            spec=ObservabilitySpec(namespace=metrics_namespace, log_retention_days=log_retention_days),
+            spec=ObservabilitySpec(namespace=namespace, log_retention_days=log_retention_days),
             server_log_units=(SERVER_UNIT,),
         )
-        self.grant_model_read(artifacts_bucket, sorted({model_s3_prefix, gpu_prefix}))
         grant_node_lifecycle(self.role, self, self.group_name)
         self.role.add_to_policy(
             iam.PolicyStatement(sid="SignalRollingUpdate", actions=["cloudformation:SignalResource"], resources=[Aws.STACK_ID])
         )
 
-        # --- the group (its launch templates are attached below, once its logical ID is known) ----
+    def _model_access(self, bucket: str, spec: ServingSpec | None, model_prefix: str | None, gpu_prefix: str | None) -> None:
+        if spec is None:
+            assert model_prefix is not None
+            self.grant_model_read(bucket, sorted({model_prefix, gpu_prefix or model_prefix}))
+            return
+        self.grant_model_read(bucket, [spec.model.s3_prefix])
+        if any(p.cache_key for p in self.profiles.values()):
+            # The compiled-model cache of this model: nodes read it, and the first node of a new key writes
+            # it and its lock object (deleting the lock when done).
+            cache = f"arn:{Aws.PARTITION}:s3:::{bucket}/{serving.facts()['compiled_cache']['prefix']}{spec.model.slug}/*"
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="CompiledModelCache", actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[cache]
+                )
+            )
+            self.role.add_to_policy(
+                iam.PolicyStatement(
+                    sid="ListCompiledModelCache",
+                    actions=["s3:ListBucket"],
+                    resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}"],
+                    conditions={
+                        "StringLike": {"s3:prefix": [f"{serving.facts()['compiled_cache']['prefix']}{spec.model.slug}/*"]}
+                    },
+                )
+            )
+            acknowledge(
+                self.role,
+                f"AwsSolutions-IAM5[Resource::{cache.replace(Aws.PARTITION, '<AWS::Partition>')}]",
+                "the compiled artifacts of this fleet's model, keyed by release, type and parallelism below this prefix",
+            )
+
+    # --- container images: an ECR pull-through cache of ECR Public (or the file's registry) -----------
+    def _image_cache(self, spec: ServingSpec | None) -> ecr.CfnPullThroughCacheRule | None:
+        if spec is None:
+            return None
+        if spec.registry is not None:
+            registry, _, prefix = spec.registry.partition("/")
+            account, region = registry.split(".")[0], registry.split(".")[3]
+            self._registry, self._registry_prefix = registry, prefix
+            repositories = f"arn:{Aws.PARTITION}:ecr:{region}:{account}:repository/{prefix + '/' if prefix else ''}*"
+            rule = None
+            actions = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]
+        else:
+            # Repository prefixes are 2-30 characters; one rule per fleet, named after it.
+            prefix = f"{self.environment}-{self.pool}"[:30].strip("-")
+            rule = ecr.CfnPullThroughCacheRule(
+                self, "ImageCache", ecr_repository_prefix=prefix, upstream_registry_url=serving.facts()["registry"]["upstream"]
+            )
+            self._registry = f"{Aws.ACCOUNT_ID}.dkr.ecr.{Aws.REGION}.{Aws.URL_SUFFIX}"
+            self._registry_prefix = prefix
+            repositories = f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:{Aws.ACCOUNT_ID}:repository/{prefix}/*"
+            # The first pull of an image through the rule creates its repository and imports the image.
+            actions = [
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchImportUpstreamImage",
+                "ecr:CreateRepository",
+            ]
+        self.role.add_to_policy(iam.PolicyStatement(sid="PullServingImages", actions=actions, resources=[repositories]))
+        self.role.add_to_policy(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken has no resource-level permissions (ECR user guide, registry authentication)",
+        )
+        rendered = (
+            repositories.replace(Aws.PARTITION, "<AWS::Partition>")
+            .replace(Aws.REGION, "<AWS::Region>")
+            .replace(Aws.ACCOUNT_ID, "<AWS::AccountId>")
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{rendered}]",
+            "the serving images' repositories under the fleet's prefix only",
+        )
+        return rule
+
+    def image_uri(self, image: str) -> str:
+        """Where nodes pull ``image`` from: the pull-through cache (or the file's registry) path of it."""
+        return (
+            serving.pull_through_uri(image, self._registry, self._registry_prefix)
+            if self._registry_prefix
+            else f"{self._registry}/{image.split('/', 1)[1]}"
+        )
+
+    # --- the group (its launch templates are attached below, once its logical ID is known) -----------
+    def _group(
+        self,
+        min_size: int,
+        max_size: int,
+        desired_size: int | None,
+        subnet_ids: Mapping[str, str],
+        warmup_seconds: int,
+        topic_arn: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> autoscaling.CfnAutoScalingGroup:
         group = autoscaling.CfnAutoScalingGroup(
             self,
             "Group",
@@ -293,18 +528,20 @@ class InferenceFleet(Construct):
             vpc_zone_identifier=list(subnet_ids.values()),
             target_group_arns=[self.target_group.target_group_arn],
             health_check_type="ELB",
-            health_check_grace_period=health_check_grace_seconds,
-            # The boot (model download and load included) must answer the hook within the grace period and
-            # the local health wait; a silent node is abandoned when the heartbeat runs out.
-            lifecycle_hook_specification_list=[launch_hook(min(health_check_grace_seconds + 600, 7200))],
+            # The node answers its launch hook only once its server passes the health check locally, and the
+            # grace period starts after the hook: it covers the first ELB checks of a node already serving.
+            health_check_grace_period=self.grace_seconds,
+            # The boot (image pull, model download and load) must answer the hook within the heartbeat; a
+            # node still compiling records heartbeats; a silent node is abandoned when the heartbeat runs out.
+            lifecycle_hook_specification_list=[launch_hook(min(self.grace_seconds + 600, _MAX_HEARTBEAT_SECONDS))],
             default_instance_warmup=warmup_seconds,
             termination_policies=TERMINATION_POLICIES,
             new_instances_protected_from_scale_in=False,
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
-            notification_configurations=notifications(notifications_topic_arn),
+            notification_configurations=notifications(topic_arn),
             tags=[
                 autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
-                for k, v in sorted({**(tags or {}), "neuronkit:pool": name}.items())
+                for k, v in sorted({**(tags or {}), "neuronkit:pool": self.pool}.items())
             ],
         )
         self.auto_scaling_group = group
@@ -314,83 +551,110 @@ class InferenceFleet(Construct):
             "cdk-nag's EC26 reads only the group's LaunchTemplate, not a MixedInstancesPolicy, and errors; every "
             "launch template of this group encrypts its root volume (tests/unit/test_inference_fleet.py checks each)",
         )
-        # The grace period bounds how long a node may take to boot, fetch and load the model.
-        health_wait = health_check_grace_seconds
-        values: dict[str, str | int] = {
+        return group
+
+    def _boot_values(
+        self,
+        environment: str,
+        name: str,
+        bucket: str,
+        spec: ServingSpec | None,
+        serve: ServeSpec | None,
+        model_prefix: str | None,
+        gpu_prefix: str | None,
+        port: int,
+        hc: HealthCheckSpec,
+    ) -> dict[str, str | int]:
+        """node.env values every type of the fleet shares (per-type values are added per launch template)."""
+        return {
             "ENVIRONMENT": environment,
             "FLEET": name,
             "REGION": Aws.REGION,
             "ASG_NAME": self.group_name,
-            "ARTIFACTS_BUCKET": artifacts_bucket,
-            "NEURON_MODEL_PREFIX": model_s3_prefix,
-            "GPU_MODEL_PREFIX": gpu_prefix,
-            "SERVE_NEURON": serve.neuron,
-            "SERVE_GPU": serve.gpu or "",
+            "ARTIFACTS_BUCKET": bucket,
+            "SERVE_MODE": "container" if spec is not None else "command",
+            "NEURON_MODEL_PREFIX": spec.model.s3_prefix if spec else model_prefix or "",
+            "GPU_MODEL_PREFIX": spec.model.s3_prefix if spec else gpu_prefix or model_prefix or "",
+            "SERVE_NEURON": serve.neuron if serve else "",
+            "SERVE_GPU": (serve.gpu or "") if serve else "",
             "PORT": port,
             "HEALTH_PATH": hc.path,
             "HEALTH_PROTOCOL": hc.protocol,
-            "HEALTH_WAIT_SECONDS": health_wait,
+            "HEALTH_WAIT_SECONDS": self.grace_seconds,
             "STACK_NAME": Aws.STACK_NAME,
-            "SIGNAL_RESOURCE": stack.get_logical_id(group),
+            "SIGNAL_RESOURCE": Stack.of(self).get_logical_id(self.auto_scaling_group),
             "LIFECYCLE_HOOK": lifecycle_values()["LIFECYCLE_HOOK"],
+            "NEURON_CAPABILITIES": " ".join(serving.facts()["neuron_capabilities"]),
+            "CACHE_LOCK_TIMEOUT": serving.facts()["compiled_cache"]["lock_timeout_seconds"],
+            "CACHE_POLL_SECONDS": serving.facts()["compiled_cache"]["wait_poll_seconds"],
         }
 
-        def script(accelerator: Literal["neuron", "gpu"]) -> str:
-            # Each launch template boots one family, so its observability (neuron-monitor or the GPU
-            # metrics of the CloudWatch agent) is fixed per template; inference-node.sh still detects it.
-            return userdata.render(
-                ["observability.sh", "inference-node.sh"],
-                {**self.observability.userdata_values(accelerator=accelerator), **values},
-            )
+    def _type_values(self, instance_type: str, spec_port: int) -> dict[str, str | int]:
+        """node.env values of one type: its accelerator count and, with a model, its serving profile."""
+        p = self.profiles.get(instance_type)
+        values: dict[str, str | int] = {"TENSOR_PARALLEL": serving.accelerators(instance_type)}
+        if p is None:
+            return {**values, "SERVE_IMAGE": "", "SERVE_COMMAND_ARGS": "", "SERVE_ENV": "", "CACHE_PREFIX": "", "MODEL_ID": ""}
+        return {
+            "TENSOR_PARALLEL": p.tensor_parallel,
+            "MODEL_ID": self._model_id,
+            "SERVE_IMAGE": self.image_uri(p.image),
+            "SERVE_COMMAND_ARGS": " ".join([*p.command, "/model", *p.arguments(self._model, spec_port)]) if self._model else "",
+            "SERVE_ENV": " ".join(f"{k}={v}" for k, v in sorted(p.env.items())),
+            "CACHE_PREFIX": p.cache_key or "",
+        }
 
-        lt_tags = {**(tags or {}), "neuronkit:pool": name}
-        neuron_lt = AcceleratorLaunchTemplate(
-            self,
-            "NeuronLaunchTemplate",
-            instance_type=self.neuron_types[0],
-            ami=neuron_ami or AmiSpec.default_for(self.neuron_types[0], "vllm-serving"),
-            security_group_ids=[self.security_group.security_group_id],
-            user_data=script("neuron"),
-            role=self.role,
-            root_volume_gib=root_volume_gib,
-            tags=lt_tags,
-            efa=False,  # inference nodes run no collectives across nodes
-        )
-        self.launch_templates: dict[str, AcceleratorLaunchTemplate] = dict.fromkeys(self.neuron_types, neuron_lt)
-        overrides = [autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(instance_type=t) for t in self.neuron_types]
-        for t in self.fallback_types:
-            # Each GPU override carries its own launch template: the GPU AMI boots it, and the same
-            # boot script detects the GPU and starts serve.gpu.
-            gpu_lt = AcceleratorLaunchTemplate(
-                self,
-                f"GpuLaunchTemplate-{t.replace('.', '-')}",
-                instance_type=t,
-                ami=gpu_ami or AmiSpec.default_for(t),
-                security_group_ids=[self.security_group.security_group_id],
-                user_data=script("gpu"),
-                role=self.role,
-                root_volume_gib=root_volume_gib,
-                tags=lt_tags,
-                efa=False,
+    # --- launch templates: one per type, each carrying its profile ------------------------------------
+    def _launch_templates(
+        self,
+        group: autoscaling.CfnAutoScalingGroup,
+        values: dict[str, str | int],
+        neuron_ami: AmiSpec | None,
+        gpu_ami: AmiSpec | None,
+        root_volume_gib: int | None,
+        tags: Mapping[str, str] | None,
+    ) -> None:
+        lt_tags = {**(tags or {}), "neuronkit:pool": self.pool}
+        port = int(values["PORT"])
+        self.launch_templates: dict[str, AcceleratorLaunchTemplate] = {}
+        overrides = []
+        for t in self.neuron_types + self.fallback_types:
+            accelerator: Literal["neuron", "gpu"] = "neuron" if t in self.neuron_types else "gpu"
+            p = self.profiles.get(t)
+            user_data = userdata.render(
+                ["observability.sh", "inference-node.sh"],
+                {**self.observability.userdata_values(accelerator=accelerator), **values, **self._type_values(t, port)},
             )
-            self.launch_templates[t] = gpu_lt
+            ami = (
+                (neuron_ami or AmiSpec.default_for(t, "vllm-serving"))
+                if accelerator == "neuron"
+                else (gpu_ami or AmiSpec.default_for(t))
+            )
+            lt = AcceleratorLaunchTemplate(
+                self,
+                f"{'Neuron' if accelerator == 'neuron' else 'Gpu'}LaunchTemplate-{t.replace('.', '-')}",
+                instance_type=t,
+                ami=ami,
+                security_group_ids=[self.security_group.security_group_id],
+                user_data=user_data,
+                role=self.role,
+                root_volume_gib=root_volume_gib or (p.root_volume_gib if p else None),
+                tags=lt_tags,
+                efa=False,  # inference nodes run no collectives across nodes
+            )
+            self.launch_templates[t] = lt
             overrides.append(
                 autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(
                     instance_type=t,
-                    launch_template_specification=autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(
-                        launch_template_id=gpu_lt.launch_template.ref,
-                        version=gpu_lt.launch_template.attr_latest_version_number,
-                    ),
+                    launch_template_specification=_version_of(lt),
                 )
             )
+        first = self.launch_templates[self.neuron_types[0]]
         group.mixed_instances_policy = autoscaling.CfnAutoScalingGroup.MixedInstancesPolicyProperty(
             launch_template=autoscaling.CfnAutoScalingGroup.LaunchTemplateProperty(
-                launch_template_specification=autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(
-                    launch_template_id=neuron_lt.launch_template.ref,
-                    # The version current at deploy time: a template change is a group change, which
-                    # the rolling update below carries to every node.
-                    version=neuron_lt.launch_template.attr_latest_version_number,
-                ),
+                # The version current at deploy time: a template change is a group change, which the rolling
+                # update carries to every node. Each override names its own type's template.
+                launch_template_specification=_version_of(first),
                 overrides=overrides,
             ),
             instances_distribution=autoscaling.CfnAutoScalingGroup.InstancesDistributionProperty(
@@ -400,13 +664,11 @@ class InferenceFleet(Construct):
             ),
         )
 
-        # --- updates: CloudFormation's rolling update, waiting for each new node's signal ----------
-        # Chosen over an instance refresh: CloudFormation has no update policy that starts one (it
-        # would take a custom resource, and the stack would finish before the refresh does, so a bad
-        # AMI or model would not roll back), and an instance refresh with skip-matching would keep GPU
-        # fallback nodes because they match an override. The rolling update replaces every node,
-        # waits until each new one serves its health check (cfn signal), and rolls the stack back
-        # when a batch fails; replacements launch by priority, so an update also returns to Neuron.
+    # --- updates: CloudFormation's rolling update, waiting for each new node's signal -----------------
+    def _update_policy(self, group: autoscaling.CfnAutoScalingGroup, max_size: int, min_healthy_percentage: int) -> None:
+        # Chosen over an instance refresh (docs/inference.md): the rolling update replaces every node, waits
+        # until each new one serves (cfn signal), rolls the stack back when a batch fails, and launches by
+        # priority, so an update also returns to Neuron.
         batch = max(1, math.floor(max_size * (100 - min_healthy_percentage) / 100))
         group.cfn_options.update_policy = CfnUpdatePolicy(
             auto_scaling_rolling_update=CfnAutoScalingRollingUpdate(
@@ -414,30 +676,21 @@ class InferenceFleet(Construct):
                 max_batch_size=batch,
                 wait_on_resource_signals=True,
                 min_successful_instances_percent=100,
-                pause_time=Duration.seconds(min(health_check_grace_seconds, _MAX_PAUSE_SECONDS)).to_iso_string(),
+                pause_time=Duration.seconds(min(self.grace_seconds, _MAX_PAUSE_SECONDS)).to_iso_string(),
                 suspend_processes=_SUSPEND_DURING_UPDATE,
             ),
             # Deploys keep the sizes that target tracking and the schedules set.
             auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True),
         )
-        group.cfn_options.metadata = {
-            "neuronkit": {
-                "environment": environment,
-                "region": stack.region,
-                "pool": name,
-                "role": "inference",
-                "instance_types": self.neuron_types + self.fallback_types,
-                "neuron_types": self.neuron_types,
-                "fallback_types": self.fallback_types,
-                "min_size": min_size,
-                "max_size": max_size,
-                "desired_size": desired_size if desired_size is not None else min_size,
-                "capacity": "on-demand",
-                "az_ids": list(subnet_ids),
-            }
-        }
 
-        # --- scaling -------------------------------------------------------------------------------
+    # --- scaling --------------------------------------------------------------------------------------
+    def _scaling(
+        self,
+        group: autoscaling.CfnAutoScalingGroup,
+        load_balancer: str,
+        requests_per_target: int,
+        scheduled_actions: Sequence[ScheduleSpec],
+    ) -> None:
         if load_balancer == "alb":
             tracking = autoscaling.CfnScalingPolicy.TargetTrackingConfigurationProperty(
                 predefined_metric_specification=autoscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
@@ -479,8 +732,11 @@ class InferenceFleet(Construct):
                 desired_capacity=action.desired_size,
             )
 
+    def _rebalancer(
+        self, environment: str, name: str, namespace: str, every_minutes: int | None, group: autoscaling.CfnAutoScalingGroup
+    ) -> None:
         self.rebalancer: Rebalancer | None = None
-        if self.fallback_types and rebalance_minutes is not None:
+        if self.fallback_types and every_minutes is not None:
             self.rebalancer = Rebalancer(
                 self,
                 "Rebalancer",
@@ -489,8 +745,8 @@ class InferenceFleet(Construct):
                 group_name=self.group_name,
                 neuron_types=self.neuron_types,
                 fallback_types=self.fallback_types,
-                namespace=metrics_namespace,
-                every_minutes=rebalance_minutes,
+                namespace=namespace,
+                every_minutes=every_minutes,
             )
             # The schedule starts once the group exists (the function itself needs nothing of it at deploy).
             self.rebalancer.rule.node.add_dependency(group)
@@ -524,13 +780,21 @@ class InferenceFleet(Construct):
         min_size: int,
         max_size: int,
         desired_size: int | None,
-        serve: ServeSpec,
+        serving: ServingSpec | None,
+        serve: ServeSpec | None,
+        model_s3_prefix: str | None,
         load_balancer: str,
         port: int,
         health_check: HealthCheckSpec,
         min_healthy_percentage: int,
     ) -> None:
         types = catalog.instance_types()
+        if (serving is None) == (serve is None):
+            raise ValueError(f"{name}: give serving (the kit's vLLM containers) or serve (your own commands), one of them")
+        if serve is not None and not model_s3_prefix:
+            raise ValueError(f"{name}: model_s3_prefix is required with serve")
+        if serving is not None and neuron_types and serving.neuron_release is None and serving.neuron_image is None:
+            raise ValueError(f"{name}: serving.neuron_release (or neuron_image) is required with Neuron types")
         if not neuron_types:
             raise ValueError(f"{name}: neuron_types: give at least one Inferentia or Trainium type")
         for t in neuron_types:
@@ -539,7 +803,7 @@ class InferenceFleet(Construct):
         for t in fallback_types:
             if t not in types or types[t].gpus == 0:
                 raise ValueError(f"{name}: fallback_types: '{t}' has no GPU; fallback types must be GPU types")
-        if fallback_types and not serve.gpu:
+        if fallback_types and serve is not None and not serve.gpu:
             raise ValueError(f"{name}: serve.gpu is required with fallback_types (the server command on GPU nodes)")
         if len(subnet_ids) < 2:
             raise ValueError(f"{name}: subnet_ids: a fleet spans at least two AZ IDs, got {len(subnet_ids)}")
@@ -569,4 +833,10 @@ def _query(
             stat="Average",
         ),
         return_data=False,
+    )
+
+
+def _version_of(lt: AcceleratorLaunchTemplate) -> autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty:
+    return autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(
+        launch_template_id=lt.launch_template.ref, version=lt.launch_template.attr_latest_version_number
     )

@@ -299,6 +299,25 @@ def _target_group_attributes() -> bool:
     return True
 
 
+def _listener_certificates_of_the_account() -> bool:
+    import moto.elbv2.models as elbv2_models
+
+    name = "listener-certificates-of-the-account"
+    if is_installed(elbv2_models, "register_certificate", name):
+        return False
+    original = elbv2_models.register_certificate
+
+    def register_certificate(account_id: str, region: str, arn_certificate: str, arn_user: str) -> None:
+        from moto.acm.models import acm_backends
+
+        if arn_certificate in acm_backends[account_id][region]._certificates:
+            original(account_id, region, arn_certificate, arn_user)
+        # else: the file's ACM certificate lives in the user's account, which moto's ACM has never seen.
+
+    _install(elbv2_models, "register_certificate", register_certificate, name)
+    return True
+
+
 def _batch_job_definition_from_cloudformation() -> bool:
     from moto.batch import models as batch_models
     from moto.batch.utils import lowercase_first_key
@@ -575,6 +594,14 @@ WORKAROUNDS: tuple[Workaround, ...] = (
             "tests/moto/test_rehearse.py::test_every_stack_reaches_create_complete_in_its_own_account",
         ),
         _target_group_attributes,
+    ),
+    Workaround(
+        "listener-certificates-of-the-account",
+        "an HTTPS/TLS listener is refused (CertificateNotFound) unless moto's ACM holds the certificate, and moto's "
+        "ACM cannot import one under a given ARN; the file names the user's own ACM certificate. Installed: the "
+        "listener keeps certificates moto's ACM does not know (known ones are registered as before).",
+        ("tests/moto/test_rehearse.py::test_every_stack_reaches_create_complete_in_its_own_account",),
+        _listener_certificates_of_the_account,
     ),
     Workaround(
         "network-teardown",

@@ -6,9 +6,11 @@ from typing import Any
 
 from constructs import Construct
 
+from neuronkit import serving
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
-from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec
+from neuronkit.config.inference import model_spec
+from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
@@ -50,11 +52,14 @@ class InferenceStack(NeuronkitStack):
             max_size=f.max_size,
             desired_size=f.desired_size,
             artifacts_bucket=bucket_names(config)["artifacts"],
+            serving=_serving(config, f),
+            serve=ServeSpec(neuron=f.serve.neuron, gpu=f.serve.gpu) if f.serve else None,
             model_s3_prefix=f.model_s3_prefix,
             gpu_model_s3_prefix=f.gpu_model_s3_prefix,
-            serve=ServeSpec(neuron=f.serve.neuron, gpu=f.serve.gpu),
             load_balancer=f.load_balancer,
             port=f.port,
+            tls=TlsSpec(certificate_arn=f.tls.certificate_arn, port=f.tls.port) if f.tls else None,
+            root_volume_gib=f.root_volume_gib,
             health_check=HealthCheckSpec(**hc.model_dump()),  # same fields as the file's health_check
             health_check_grace_seconds=f.health_check_grace_seconds,
             warmup_seconds=f.warmup_seconds,
@@ -74,3 +79,23 @@ class InferenceStack(NeuronkitStack):
             log_retention_days=config.monitoring.log_retention_days,
             tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
         )
+
+
+def _serving(config: Environment, f: FleetConfig) -> ServingSpec | None:
+    model = model_spec(f)
+    if model is None:
+        return None
+    pool = pool_releases(config).get(f.name)
+    return ServingSpec(
+        model=model,
+        neuron_release=pool.release if pool else None,
+        profiles={
+            t: serving.ProfileOverride(
+                tensor_parallel=o.tensor_parallel, max_model_len=o.max_model_len, max_num_seqs=o.max_num_seqs
+            )
+            for t, o in f.profiles.items()
+        },
+        registry=None if f.images.registry == "pull-through" else f.images.registry,
+        neuron_image=f.images.neuron,
+        gpu_image=f.images.gpu,
+    )

@@ -3,12 +3,15 @@
 # root, from cloud-init.
 # requires: ENVIRONMENT FLEET REGION ASG_NAME ARTIFACTS_BUCKET NEURON_MODEL_PREFIX GPU_MODEL_PREFIX
 # requires: SERVE_NEURON SERVE_GPU PORT HEALTH_PATH HEALTH_PROTOCOL HEALTH_WAIT_SECONDS STACK_NAME SIGNAL_RESOURCE
-# requires: LIFECYCLE_HOOK
-# One group mixes families (Neuron types first, GPU types when Neuron capacity is short), so the node
-# finds its accelerator at boot from its instance type, checks the devices are there, fetches the
-# model for that family from S3 to local disk, starts the family's server command as a systemd unit,
-# waits until it answers the health check, completes the group's launch hook with CONTINUE (the node
-# enters service only then) and signals CloudFormation (rolling updates wait on it). Any failure, an
+# requires: LIFECYCLE_HOOK SERVE_MODE TENSOR_PARALLEL MODEL_ID SERVE_IMAGE SERVE_COMMAND_ARGS SERVE_ENV CACHE_PREFIX
+# requires: NEURON_CAPABILITIES CACHE_LOCK_TIMEOUT CACHE_POLL_SECONDS
+# One group mixes families (Neuron types first, GPU types when Neuron capacity is short); each type has
+# its own launch template and serving profile. The node checks its devices, fetches the model from S3 to
+# local disk and starts the server as a systemd unit: with SERVE_MODE=container the pinned vLLM container
+# of its profile (kit/neuronkit-serve: pull through the fleet's ECR cache, compiled artifacts from the
+# shared cache, or compiled here once and published), else the file's own command. It waits until the
+# server answers the health check, completes the group's launch hook with CONTINUE (the node enters
+# service only then) and signals CloudFormation (rolling updates wait on it). Any failure, an
 # unexpected one included (ERR trap), completes the hook with ABANDON and signals FAILURE: the group
 # replaces the node. docs/node-lifecycle.md.
 set -Eeuo pipefail
@@ -24,6 +27,10 @@ imds() {
 }
 INSTANCE_ID=$(imds instance-id)
 INSTANCE_TYPE=$(imds instance-type)
+install -d -m 0755 /run/neuronkit
+echo "${INSTANCE_ID}" > /run/neuronkit/instance-id
+SERVE=/opt/neuronkit/kit/neuronkit-serve
+COMPILE_HERE=0
 log() { echo "neuronkit[${FLEET}] $(date -u +%FT%TZ) $*"; }
 
 # Tell a waiting rolling update how this node did; outside an update there is nothing to signal.
@@ -63,7 +70,7 @@ detect_accelerator() {
       nvidia-smi -L >/dev/null 2>&1 || fail_node "${INSTANCE_TYPE} shows no GPU (nvidia-smi failed)"
       ;;
   esac
-  [ -n "${SERVE_COMMAND}" ] || fail_node "no server command for ${ACCELERATOR} nodes (serve.${ACCELERATOR})"
+  [ "${SERVE_MODE}" = container ] || [ -n "${SERVE_COMMAND}" ] || fail_node "no server command for ${ACCELERATOR} nodes (serve.${ACCELERATOR})"
   log "${INSTANCE_TYPE}: ${ACCELERATOR} node"
 }
 
@@ -102,13 +109,29 @@ fetch_model() {
   fail_node "could not download ${source}"
 }
 
-# --- the server: the family's command as a systemd unit, restarted when it exits -----------------
+# --- the container: image pulled, compiled artifacts fetched (or this node compiles them) ----------
+prepare_container() {
+  bash "${SERVE}" pull || fail_node "could not pull ${SERVE_IMAGE}"
+  local status=0
+  bash "${SERVE}" cache-fetch || status=$?
+  case "${status}" in
+    0) ;;
+    10) COMPILE_HERE=1 ;;
+    *) fail_node "could not fetch the compiled artifacts ${CACHE_PREFIX}" ;;
+  esac
+}
+
+# --- the server: a systemd unit running the container (or the file's command), restarted when it exits
 start_server() {
   cat > /etc/neuronkit/serve.env <<ENV
 ACCELERATOR=${ACCELERATOR}
 MODEL_DIR=${MODEL_DIR}
 PORT=${PORT}
+TENSOR_PARALLEL=${TENSOR_PARALLEL}
 ENV
+  if [ "${SERVE_MODE}" = container ]; then
+    SERVE_COMMAND="bash ${SERVE} run"
+  fi
   printf '%s\n' "${SERVE_COMMAND}" > /etc/neuronkit/serve.command
   cat > /usr/local/bin/neuronkit-serve <<'SCRIPT'
 #!/bin/bash
@@ -147,12 +170,23 @@ healthy() {
 
 # --- ready: the load balancer's health check passes locally, then a waiting update may go on ------
 wait_until_healthy() {
-  local deadline=$((SECONDS + HEALTH_WAIT_SECONDS))
+  local wait=${HEALTH_WAIT_SECONDS} beat=0
+  # A node compiling a new key may take up to the lock timeout; it keeps its launch hook alive meanwhile.
+  [ "${COMPILE_HERE}" = 1 ] && wait=${CACHE_LOCK_TIMEOUT}
+  local deadline=$((SECONDS + wait))
   until healthy; do
-    [ "${SECONDS}" -lt "${deadline}" ] || fail_node "the server did not pass its health check within ${HEALTH_WAIT_SECONDS} s"
+    [ "${SECONDS}" -lt "${deadline}" ] || fail_node "the server did not pass its health check within ${wait} s"
+    if [ $((SECONDS - beat)) -ge 300 ]; then
+      aws autoscaling record-lifecycle-action-heartbeat --region "${REGION}" --auto-scaling-group-name "${ASG_NAME}" \
+        --lifecycle-hook-name "${LIFECYCLE_HOOK}" --instance-id "${INSTANCE_ID}" >/dev/null || log "heartbeat not recorded"
+      beat=${SECONDS}
+    fi
     sleep 10
   done
   log "server healthy on port ${PORT}"
+  if [ "${COMPILE_HERE}" = 1 ]; then
+    bash "${SERVE}" cache-publish || fail_node "could not publish the compiled artifacts ${CACHE_PREFIX}"
+  fi
   complete_hook CONTINUE
   signal SUCCESS
 }
@@ -161,6 +195,7 @@ log "booting ${INSTANCE_ID} (${INSTANCE_TYPE}) in ${ASG_NAME}"
 detect_accelerator
 model_directory
 fetch_model
+[ "${SERVE_MODE}" = container ] && prepare_container
 start_server
 wait_until_healthy
 log "node ready"

@@ -238,3 +238,66 @@ def test_every_fleet_has_an_outage_alarm(synth: Synth, env: str) -> None:
     for group in fleets:
         pool = group["Metadata"]["neuronkit"]["pool"]
         assert f"{env}-{pool}-no-healthy-hosts" in names
+
+
+def _pull_through_prefixes(synth: Synth) -> dict[str, str]:
+    return {s: r["Properties"]["EcrRepositoryPrefix"] for s, _, r in _resources(synth, "AWS::ECR::PullThroughCacheRule")}
+
+
+def test_nodes_pulling_through_a_cache_may_create_and_import_its_repositories(synth: Synth) -> None:
+    """The first pull of an image through a pull-through cache rule creates the repository and imports the
+    image as the pulling principal: it needs ecr:CreateRepository and ecr:BatchImportUpstreamImage, or the
+    pull fails. https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache-iam.html"""
+    prefixes = _pull_through_prefixes(synth)
+    assert prefixes, "the example fleets pull through a cache"
+    for stack, prefix in prefixes.items():
+        # Prefixes are 2-30 characters of lower-case letters, digits, and . _ - / separators.
+        assert 2 <= len(prefix) <= 30 and re.fullmatch(r"[a-z0-9]+(?:[._/-][a-z0-9]+)*", prefix), prefix
+        granted = [
+            st
+            for s, _, p in _resources(synth, "AWS::IAM::Policy")
+            if s == stack
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+            if f"repository/{prefix}/*" in json.dumps(st.get("Resource"))
+        ]
+        actions = {a for st in granted for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"])}
+        assert {
+            "ecr:BatchImportUpstreamImage",
+            "ecr:CreateRepository",
+            "ecr:BatchGetImage",
+            "ecr:GetDownloadUrlForLayer",
+        } <= actions
+
+
+def test_launch_hook_heartbeats_stay_within_the_api_limit(synth: Synth) -> None:
+    """A lifecycle hook's HeartbeatTimeout lies between 30 and 7200 seconds.
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_PutLifecycleHook.html"""
+    for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup"):
+        for hook in group["Properties"].get("LifecycleHookSpecificationList", []):
+            assert 30 <= hook["HeartbeatTimeout"] <= 7200, (stack, lid)
+
+
+def test_rolling_update_pauses_stay_within_an_hour(synth: Synth) -> None:
+    """CloudFormation's AutoScalingRollingUpdate PauseTime is at most one hour (PT1H).
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-attribute-updatepolicy.html"""
+    for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup"):
+        pause = group.get("UpdatePolicy", {}).get("AutoScalingRollingUpdate", {}).get("PauseTime")
+        if pause:
+            m = re.fullmatch(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", pause)
+            assert m, pause
+            h, mi, se = (int(x or 0) for x in m.groups())
+            assert h * 3600 + mi * 60 + se <= 3600, (stack, lid, pause)
+
+
+def test_tls_listeners_name_a_certificate_and_a_tls13_policy(synth: Synth) -> None:
+    """An HTTPS/TLS listener needs a certificate; ELBSecurityPolicy-TLS13-1-2-2021-06 is the recommended policy.
+    https://docs.aws.amazon.com/elasticloadbalancing/latest/application/describe-ssl-policies.html"""
+    tls = [
+        (s, r)
+        for s, _, r in _resources(synth, "AWS::ElasticLoadBalancingV2::Listener")
+        if r["Properties"]["Protocol"] in ("HTTPS", "TLS")
+    ]
+    assert any(s == "prod-inference" for s, _ in tls), "prod terminates TLS"
+    for stack, r in tls:
+        assert r["Properties"]["Certificates"][0]["CertificateArn"].startswith("arn:aws:acm:"), stack
+        assert r["Properties"]["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06", stack

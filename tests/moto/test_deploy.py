@@ -30,6 +30,7 @@ from tests.conftest import ROOT, Synth
 
 # Resource types moto's CloudFormation skips, and the assertion test that covers each one.
 SKIPPED_COVERED_BY = {
+    "AWS::ECR::PullThroughCacheRule": "tests/unit/test_inference_fleet.py::test_images_come_through_the_fleets_pull_through_cache",
     "AWS::FSx::FileSystem": "tests/unit/test_storage.py::test_prod_lustre_is_persistent_2_15_with_throughput_and_kms",
     "AWS::FSx::DataRepositoryAssociation": "tests/unit/test_storage.py::test_data_repository_associations",
     "AWS::EC2::PlacementGroup": "tests/unit/test_training_cluster.py::test_prod_cluster_uses_a_cluster_placement_group",

@@ -24,8 +24,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from neuronkit import catalog
+from neuronkit import catalog, serving
 from neuronkit.config import Environment, load_all, pool_releases
+from neuronkit.config.inference import model_spec
 from neuronkit.lambdas.rebalancer import handler as rebalancer
 from neuronkit.rehearsal import moto_workarounds
 from neuronkit.rehearsal.assembly import pinned_image_ids
@@ -38,6 +39,7 @@ SKIPPED_COVERED_BY = {
     "AWS::Lambda::EventInvokeConfig": "tests/unit/test_inference_fleet.py::test_rebalancer_runs_on_the_files_schedule_with_least_privilege",
     "AWS::EC2::SecurityGroupEgress": "tests/unit/test_inference_fleet.py::test_load_balancer_is_internal_and_admits_the_vpc_only",
     "AWS::SNS::TopicPolicy": "tests/compliance/test_cdk_nag.py::test_whole_app_passes_aws_solutions_checks",
+    "AWS::ECR::PullThroughCacheRule": "tests/unit/test_inference_fleet.py::test_images_come_through_the_fleets_pull_through_cache",
 }
 # Skipped in the stacks the inference stack imports from; tests/moto/test_deploy.py covers them.
 IMPORTED_STACKS_SKIP = {
@@ -168,7 +170,12 @@ def test_group_reads_back_with_its_prioritized_overrides(deployed: Deployment) -
     policy = group["MixedInstancesPolicy"]
     assert [o["InstanceType"] for o in policy["LaunchTemplate"]["Overrides"]] == fleet.neuron_types + fleet.fallback_types
     assert policy["InstancesDistribution"]["OnDemandAllocationStrategy"] == "prioritized"
-    assert group["HealthCheckType"] == "ELB" and group["HealthCheckGracePeriod"] == fleet.health_check_grace_seconds
+    # The grace period derives from the model's size (the slowest type's boot) unless the file sets one.
+    model = model_spec(fleet)
+    grace = fleet.health_check_grace_seconds or (
+        max(serving.boot_seconds(model, t) for t in fleet.neuron_types + fleet.fallback_types) if model else 900
+    )
+    assert group["HealthCheckType"] == "ELB" and group["HealthCheckGracePeriod"] == grace
     assert group["TerminationPolicies"][0] == "AllocationStrategy"
 
 
@@ -224,7 +231,11 @@ def test_load_balancer_is_internal_and_its_target_group_checks_the_files_path(de
     (tg,) = elbv2.describe_target_groups(LoadBalancerArn=lb["LoadBalancerArn"])["TargetGroups"]
     assert (tg["Port"], tg["HealthCheckPath"], tg["HealthCheckProtocol"]) == (fleet.port, fleet.health_check.path, "HTTP")
     (listener,) = elbv2.describe_listeners(LoadBalancerArn=lb["LoadBalancerArn"])["Listeners"]
-    assert listener["Port"] == fleet.port
+    if fleet.tls is not None:  # prod: HTTPS with the file's certificate; nodes still serve HTTP on fleet.port
+        assert (listener["Port"], listener["Protocol"]) == (fleet.tls.port, "HTTPS")
+        assert listener["Certificates"][0]["CertificateArn"] == fleet.tls.certificate_arn
+    else:
+        assert (listener["Port"], listener["Protocol"]) == (fleet.port, "HTTP")
     # The group registers its instances with the target group.
     name = f"{deployed.env.name}-{fleet.name}"
     (group,) = deployed.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
@@ -264,8 +275,13 @@ def test_node_role_reads_the_model_prefixes_only(deployed: Deployment) -> None:
     document = iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
     statements = {s["Sid"]: s for s in document["Statement"]}
     observability = {"PublishMetrics", "ShipLogs", "ReadNodeKit"}  # NodeObservability: namespace, log groups, kit
-    assert set(statements) == {"ListModel", "ReadModel", "OwnGroup", "TagSelf", "SignalRollingUpdate"} | observability
+    serving_sids = {"CompiledModelCache", "ListCompiledModelCache", "PullServingImages", "EcrLogin"} if fleet.model else set()
+    assert (
+        set(statements) == {"ListModel", "ReadModel", "OwnGroup", "TagSelf", "SignalRollingUpdate"} | observability | serving_sids
+    )
     read = statements["ReadModel"]["Resource"]
-    prefixes = {fleet.model_s3_prefix, fleet.gpu_model_s3_prefix or fleet.model_s3_prefix}
+    prefixes = (
+        {fleet.model.s3_prefix} if fleet.model else {fleet.model_s3_prefix, fleet.gpu_model_s3_prefix or fleet.model_s3_prefix}
+    )
     bucket = f"{deployed.env.name}-artifacts-{deployed.env.account}-{deployed.env.region}"
     assert sorted(read if isinstance(read, list) else [read]) == sorted(f"arn:aws:s3:::{bucket}/{p}*" for p in prefixes)

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from neuronkit import catalog
+from neuronkit import catalog, serving
 from neuronkit.catalog import releases
 from neuronkit.constructs import AmiSpec, BatchTrainingCluster, InferenceFleet, ServeSpec, TrainingCluster
+from neuronkit.constructs.inference_fleet import ServingSpec
 from neuronkit.constructs.storage import StorageAccess
 from tests.sandbox import INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, one, resources, template
@@ -208,3 +209,127 @@ def test_a_broken_inference_node_abandons_and_signals_failure(
     run = run_user_data(inference_user_data, scenario, tmp_path)
     assert fleet_hook_results(run) == ["ABANDON"], f"{case}: {run.output[-3000:]}"
     assert any("--status FAILURE" in c for c in run.called("aws cloudformation signal-resource")), case
+
+
+# --------------------------------------------------------------------------------------------
+# serving containers: the pinned image through the cache, the compiled-model cache (kit/neuronkit-serve)
+# --------------------------------------------------------------------------------------------
+TINY = serving.ModelSpec(id="TinyLlama/TinyLlama-1.1B-Chat-v1.0", s3_prefix="models/tiny/", parameters_billion=1.1)
+
+
+@pytest.fixture(scope="module")
+def container_user_data() -> dict[str, str]:
+    """User data per instance type of a fleet served by the kit's containers."""
+    stack = bare_stack()
+    vpc = imported_vpc(stack)
+    InferenceFleet(
+        stack, "Chat", environment="team", name="chat", neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], vpc=vpc,
+        subnet_ids={"use1-az6": SUBNET_ID, "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"}, max_size=2,
+        artifacts_bucket="team-artifacts-123456789012-us-east-1",
+        serving=ServingSpec(model=TINY, neuron_release=releases.release("2.28.1")),
+        neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        gpu_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef1"),
+    )  # fmt: skip
+    data = template(stack)
+    out = {}
+    for lt in resources(data, "AWS::EC2::LaunchTemplate").values():
+        d = lt["Properties"]["LaunchTemplateData"]
+        out[d["InstanceType"]] = resolve(d["UserData"])
+    return out
+
+
+def test_a_cache_hit_pulls_the_pinned_image_downloads_the_artifacts_and_serves(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    run = run_user_data(
+        container_user_data["inf2.xlarge"],
+        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "0"}),
+        tmp_path,
+    )
+    assert fleet_hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    image = releases.release("2.28.1").container("vllm-serving")
+    assert image is not None
+    (pull,) = run.called("docker pull")
+    assert pull.endswith("/team-chat/" + image.removeprefix("public.ecr.aws/")) and ".dkr.ecr.us-east-1.amazonaws.com/" in pull
+    assert run.called("docker login --username AWS --password-stdin 123456789012.dkr.ecr.us-east-1.amazonaws.com")
+    # The artifacts of its key came down; nothing was compiled or published, no lock was taken.
+    assert any("/opt/neuronkit/compiled" in c and c.startswith("aws s3 sync") for c in run.calls)
+    assert not run.called("aws s3api put-object") and not any("_COMPLETE" in c for c in run.called("aws s3 cp"))
+    # The unit runs the container through the kit's script; serve.env tells it the model directory.
+    assert "neuronkit-serve run" in run.file("/etc/neuronkit/serve.command")
+    assert "MODEL_DIR=/opt/neuronkit/model" in run.file("/etc/neuronkit/serve.env")
+
+
+def test_the_first_node_of_a_new_key_compiles_once_and_publishes(container_user_data: dict[str, str], tmp_path: Path) -> None:
+    run = run_user_data(container_user_data["inf2.xlarge"], Scenario(neuron_devices=1, instance_type="inf2.xlarge"), tmp_path)
+    assert fleet_hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    (lock,) = run.called("aws s3api put-object")
+    assert "_LOCK" in lock and "--if-none-match *" in lock
+    # Published after the server answered: the artifacts, then _COMPLETE, then the lock released.
+    order = [c for c in run.calls if "_COMPLETE" in c or "delete-object" in c or "/opt/neuronkit/compiled s3://" in c]
+    assert [("sync" in c, "_COMPLETE" in c, "delete-object" in c) for c in order if "head-object" not in c] == [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+    ]
+    assert run.calls.index(next(c for c in run.calls if c.startswith("curl -fsS -o /dev/null"))) < run.calls.index(order[-1])
+
+
+def test_other_nodes_wait_for_the_compiling_one_with_heartbeats(container_user_data: dict[str, str], tmp_path: Path) -> None:
+    run = run_user_data(
+        container_user_data["inf2.xlarge"],
+        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "2", "lock-held": ""}),
+        tmp_path,
+    )
+    assert fleet_hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    assert len(run.called("aws autoscaling record-lifecycle-action-heartbeat")) >= 2
+    assert not any(c.startswith("aws s3 sync") and "/opt/neuronkit/compiled s3://" in c for c in run.calls)  # never published
+
+
+def test_the_gpu_fallback_runs_the_catalogs_image_with_its_gpus(container_user_data: dict[str, str], tmp_path: Path) -> None:
+    run = run_user_data(container_user_data["g5.xlarge"], Scenario(instance_type="g5.xlarge"), tmp_path)
+    assert fleet_hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    (pull,) = run.called("docker pull")
+    assert pull.endswith(serving.facts()["gpu_image"].removeprefix("public.ecr.aws/"))
+    assert not run.called("aws s3api put-object")  # GPU nodes compile nothing
+
+
+@pytest.mark.parametrize(
+    ("case", "scenario"),
+    [
+        ("image pull fails", Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=["docker pull"])),
+        ("registry login fails", Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=["docker login"])),
+        (
+            "publishing the compiled artifacts fails",
+            Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=[r"aws s3 sync .*/opt/neuronkit/compiled s3://"]),
+        ),
+    ],
+)
+def test_a_container_node_that_cannot_serve_abandons(
+    container_user_data: dict[str, str], tmp_path: Path, case: str, scenario: Scenario
+) -> None:
+    run = run_user_data(container_user_data["inf2.xlarge"], scenario, tmp_path)
+    assert fleet_hook_results(run) == ["ABANDON"], f"{case}: {run.output[-3000:]}"
+
+
+def test_the_container_command_passes_devices_capabilities_and_the_profile(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    # Run the unit's command itself after a healthy boot: the docker stub records the container's arguments.
+    head, tail = container_user_data["inf2.xlarge"].rsplit('exit "${status}"', 1)
+    text = head + 'bash /opt/neuronkit/kit/neuronkit-serve run || status=$?\nexit "${status}"' + tail
+    run = run_user_data(
+        text, Scenario(neuron_devices=2, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "0"}), tmp_path
+    )
+    (docker_run,) = run.called("docker run")
+    assert "--device /dev/neuron0 --device /dev/neuron1" in docker_run
+    assert "--cap-add SYS_ADMIN --cap-add IPC_LOCK" in docker_run
+    assert (
+        "-e NEURON_COMPILED_ARTIFACTS=/compiled" in docker_run
+        and "-e VLLM_NEURON_FRAMEWORK=neuronx-distributed-inference" in docker_run
+    )
+    assert "-v /opt/neuronkit/model:/model:ro" in docker_run and "-v /opt/neuronkit/compiled:/compiled" in docker_run
+    tp = catalog.get("inf2.xlarge").neuron_cores
+    assert (
+        f"--tensor-parallel-size {tp} " in docker_run and "--served-model-name TinyLlama/TinyLlama-1.1B-Chat-v1.0" in docker_run
+    )

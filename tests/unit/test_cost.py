@@ -124,14 +124,16 @@ def test_prod_inference_fleet_is_priced_on_its_first_neuron_type_with_fallback_p
     code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
     assert code == 0
     inf2, g5 = price("inf2.48xlarge"), price("g5.48xlarge")
-    section = out[out.index("### chat: inference, inf2.48xlarge, inf2.24xlarge, g6e.12xlarge, g5.12xlarge, capacity on-demand") :]
+    section = out[
+        out.index("### chat: inference, inf2.48xlarge, inf2.24xlarge, g6e.12xlarge, p4d.24xlarge, capacity on-demand") :
+    ]
     section = section[: section.index("\n### ")]
     # prod.yaml: chat fleet min 2, desired 4, max 12; the group launches inf2.48xlarge first.
     for level, n in (("min", 2), ("desired", 4), ("max", 12)):
         own, other = n * inf2 * HOURS, n * g5 * HOURS
         assert f"| {level} | {n} | {money(n * inf2)} | {money(own)} | {money(other)} | {money(other - own)} |" in section
     assert f"inf2.24xlarge (${price('inf2.24xlarge')}/hour), g6e.12xlarge (${price('g6e.12xlarge')}/hour)" in section
-    worst = 4 * max(price("g6e.12xlarge"), price("g5.12xlarge")) * HOURS
+    worst = 4 * max(price("g6e.12xlarge"), price("p4d.24xlarge")) * HOURS
     assert (
         f"GPU fallback: if no Neuron capacity can be had, at desired capacity the fleet would cost up to {money(worst)} a month"
         in section
@@ -225,9 +227,9 @@ def test_prod_pools_are_the_cluster_its_gpu_pool_and_the_fleet():
             region="us-east-1",
             pool="chat",
             role="inference",
-            instance_types=("inf2.48xlarge", "inf2.24xlarge", "g6e.12xlarge", "g5.12xlarge"),
+            instance_types=("inf2.48xlarge", "inf2.24xlarge", "g6e.12xlarge", "p4d.24xlarge"),
             neuron_types=("inf2.48xlarge", "inf2.24xlarge"),
-            fallback_types=("g6e.12xlarge", "g5.12xlarge"),
+            fallback_types=("g6e.12xlarge", "p4d.24xlarge"),
             min_size=2,
             max_size=12,
             desired_size=4,

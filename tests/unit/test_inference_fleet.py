@@ -18,9 +18,10 @@ import pytest
 from aws_cdk import Stack, Token
 from aws_cdk import aws_autoscaling as autoscaling
 
-from neuronkit import catalog, compliance, userdata
+from neuronkit import catalog, compliance, serving, userdata
 from neuronkit.catalog import releases
 from neuronkit.config import load_environment
+from neuronkit.config.inference import model_spec as inference_model_spec
 from neuronkit.constructs.inference_fleet import TERMINATION_POLICIES, InferenceFleet
 from neuronkit.stacks import build_environment
 from neuronkit.userdata import SHELLCHECK_ARGS
@@ -29,6 +30,21 @@ from tests.templates import pinned_image
 
 PROD = load_environment(ROOT / "environments" / "prod.yaml")
 CHAT = PROD.inference[0]
+_CHAT_MODEL = inference_model_spec(CHAT)
+assert _CHAT_MODEL is not None
+# The grace period the kit derives from the model's size (the slowest type's boot).
+GRACE = max(serving.boot_seconds(_CHAT_MODEL, t) for t in CHAT.neuron_types + CHAT.fallback_types)
+
+
+def fleet_profile(t: str) -> dict[str, Any]:
+    assert _CHAT_MODEL is not None
+    o = CHAT.profiles.get(t)
+    p = serving.profile(
+        _CHAT_MODEL, t, releases.release("2.28.1"), serving.ProfileOverride(max_model_len=o.max_model_len) if o else None
+    )
+    return {"image": p.image, "tensor_parallel": p.tensor_parallel, **({"cache_key": p.cache_key} if p.cache_key else {})}
+
+
 NLB_FILE = ROOT / "tests" / "fixtures" / "inference-nlb.yaml"
 NLB_ENV = load_environment(NLB_FILE)
 ASG = "AWS::AutoScaling::AutoScalingGroup"
@@ -88,12 +104,13 @@ def test_overrides_are_the_neuron_types_in_file_order_then_the_gpu_fallback(prod
     policy = _group(prod, "prod-chat")["Properties"]["MixedInstancesPolicy"]
     overrides = policy["LaunchTemplate"]["Overrides"]
     assert [o["InstanceType"] for o in overrides] == CHAT.neuron_types + CHAT.fallback_types
-    # The Neuron types use the group's launch template; each GPU type carries its own.
-    neuron, gpu = overrides[: len(CHAT.neuron_types)], overrides[len(CHAT.neuron_types) :]
-    assert all("LaunchTemplateSpecification" not in o for o in neuron)
-    gpu_templates = [o["LaunchTemplateSpecification"]["LaunchTemplateId"]["Ref"] for o in gpu]
+    # Every type carries its own launch template (its serving profile); the group's default is the first Neuron type's.
+    templates = [o["LaunchTemplateSpecification"]["LaunchTemplateId"]["Ref"] for o in overrides]
+    assert len(set(templates)) == len(templates) == len(CHAT.neuron_types) + len(CHAT.fallback_types)
     main = policy["LaunchTemplate"]["LaunchTemplateSpecification"]["LaunchTemplateId"]["Ref"]
-    assert len(set(gpu_templates)) == len(gpu_templates) and main not in gpu_templates
+    assert main == templates[0]
+    for override in overrides:
+        assert _launch_template(prod, override["LaunchTemplateSpecification"])["InstanceType"] == override["InstanceType"]
 
 
 def test_neuron_template_boots_the_neuron_dlami_and_each_gpu_override_the_gpu_dlami(prod: dict[str, Any]) -> None:
@@ -125,7 +142,7 @@ def test_every_launch_template_is_encrypted_imdsv2_without_efa(prod: dict[str, A
         *_of_type(prod, "AWS::EC2::LaunchTemplate").values(),
         *_of_type(nlb.template, "AWS::EC2::LaunchTemplate").values(),
     ]
-    assert len(templates) == 1 + len(CHAT.fallback_types) + 2 + 1  # prod chat; fixture grpc (+g6) and solo
+    assert len(templates) == len(CHAT.neuron_types) + len(CHAT.fallback_types) + 2 + 1  # prod chat; fixture grpc (+g6) and solo
     for lt in templates:
         data = lt["Properties"]["LaunchTemplateData"]
         assert all(m["Ebs"]["Encrypted"] is True for m in data["BlockDeviceMappings"])
@@ -161,7 +178,7 @@ def test_a_template_change_rolls_through_the_group_keeping_the_files_healthy_sha
     assert rolling["MinActiveInstancesPercent"] == CHAT.min_healthy_percentage == 75
     assert rolling["MaxBatchSize"] == 3  # a quarter of max_size 12
     assert rolling["WaitOnResourceSignals"] is True and rolling["MinSuccessfulInstancesPercent"] == 100
-    assert rolling["PauseTime"] == "PT20M"  # the file's 1200 s grace period
+    assert rolling["PauseTime"] == f"PT{GRACE // 60}M"  # the grace period derived from the model's size
     assert {"HealthCheck", "ReplaceUnhealthy", "AlarmNotification", "ScheduledActions"} <= set(rolling["SuspendProcesses"])
     # Deploys keep the sizes target tracking and schedules set.
     assert group["UpdatePolicy"]["AutoScalingScheduledAction"] == {"IgnoreUnmodifiedGroupSizeProperties": True}
@@ -172,7 +189,7 @@ def test_nodes_signal_the_rolling_update_once_healthy(prod: dict[str, Any]) -> N
     for lt in _of_type(prod, "AWS::EC2::LaunchTemplate").values():
         text = _user_data(lt["Properties"]["LaunchTemplateData"])
         assert f"SIGNAL_RESOURCE='{logical_id}'" in text
-        assert '"Ref": "AWS::StackName"' in text and "HEALTH_WAIT_SECONDS='1200'" in text
+        assert '"Ref": "AWS::StackName"' in text and f"HEALTH_WAIT_SECONDS='{GRACE}'" in text
     statements = _policy(prod, "FleetchatNodeRole")
     assert statements["SignalRollingUpdate"]["Action"] == "cloudformation:SignalResource"
     assert statements["SignalRollingUpdate"]["Resource"] == {"Ref": "AWS::StackId"}
@@ -189,7 +206,10 @@ def test_rolling_update_pause_is_capped_at_cloudformations_hour(nlb: Extra) -> N
 # --------------------------------------------------------------------------------------------
 def test_group_uses_elb_health_checks_with_the_files_grace_and_warmup(prod: dict[str, Any], nlb: Extra) -> None:
     props = _group(prod, "prod-chat")["Properties"]
-    assert (props["HealthCheckType"], props["HealthCheckGracePeriod"], props["DefaultInstanceWarmup"]) == ("ELB", 1200, 600)
+    assert (props["HealthCheckType"], props["HealthCheckGracePeriod"], props["DefaultInstanceWarmup"]) == ("ELB", GRACE, 600)
+    # The launch hook outlasts the boot; a node that compiles records heartbeats.
+    (hook,) = props["LifecycleHookSpecificationList"]
+    assert hook["HeartbeatTimeout"] == GRACE + 600
     (target_group,) = _of_type(prod, "AWS::ElasticLoadBalancingV2::TargetGroup")
     assert props["TargetGroupARNs"] == [{"Ref": target_group}]
     assert (props["MinSize"], props["DesiredCapacity"], props["MaxSize"]) == ("2", "4", "12")
@@ -229,12 +249,16 @@ def test_load_balancer_is_internal_and_admits_the_vpc_only(prod: dict[str, Any])
     (lb,) = _of_type(prod, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
     assert lb["Properties"]["Scheme"] == "internal" and lb["Properties"]["Type"] == "application"
     assert len(lb["Properties"]["Subnets"]) == 2
+    # prod terminates TLS with the file's certificate and the catalog's TLS 1.3/1.2 policy; nodes serve HTTP inside.
     (listener,) = _of_type(prod, "AWS::ElasticLoadBalancingV2::Listener").values()
-    assert (listener["Properties"]["Port"], listener["Properties"]["Protocol"]) == (CHAT.port, "HTTP")
+    assert CHAT.tls is not None
+    assert (listener["Properties"]["Port"], listener["Properties"]["Protocol"]) == (CHAT.tls.port, "HTTPS")
+    assert listener["Properties"]["Certificates"] == [{"CertificateArn": CHAT.tls.certificate_arn}]
+    assert listener["Properties"]["SslPolicy"] == serving.facts()["tls_policy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
     groups = _of_type(prod, "AWS::EC2::SecurityGroup")
     lb_group = groups[lb["Properties"]["SecurityGroups"][0]["Fn::GetAtt"][0]]["Properties"]
     assert lb_group["SecurityGroupIngress"] == [
-        {"CidrIp": PROD.network.cidr, "Description": "Clients in the VPC", "FromPort": 8080, "IpProtocol": "tcp", "ToPort": 8080}
+        {"CidrIp": PROD.network.cidr, "Description": "Clients in the VPC", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
     ]
     # Nodes admit the serving port from the load balancer's group only.
     (ingress,) = _of_type(prod, "AWS::EC2::SecurityGroupIngress").values()
@@ -313,25 +337,42 @@ def test_scheduled_actions_come_from_the_file(nlb: Extra) -> None:
 # --------------------------------------------------------------------------------------------
 # model delivery and permissions
 # --------------------------------------------------------------------------------------------
-def test_node_role_reads_only_the_model_prefixes_of_the_artifacts_bucket(prod: dict[str, Any]) -> None:
+def test_node_role_reads_the_model_and_its_compiled_cache_only(prod: dict[str, Any]) -> None:
     statements = _policy(prod, "FleetchatNodeRole")
     bucket = f"prod-artifacts-{PROD.account}-{PROD.region}"
+    assert CHAT.model is not None
     read = statements["ReadModel"]
     assert read["Action"] == "s3:GetObject"
-    resources = sorted(json.dumps(r) for r in read["Resource"])
-    assert len(resources) == 2
-    assert f":s3:::{bucket}/{CHAT.gpu_model_s3_prefix}*" in resources[0]
-    assert f":s3:::{bucket}/{CHAT.model_s3_prefix}*" in resources[1]
+    assert f':s3:::{bucket}/{CHAT.model.s3_prefix}*"' in json.dumps(read["Resource"])
     listing = statements["ListModel"]
     assert listing["Action"] == "s3:ListBucket" and f":s3:::{bucket}" in json.dumps(listing["Resource"])
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{CHAT.gpu_model_s3_prefix}*", f"{CHAT.model_s3_prefix}*"]}}
-    text = json.dumps(statements)
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"{CHAT.model.s3_prefix}*"]}}
+    # The compiled-model cache: read, publish and unlock under compiled/<model>/ only.
+    cache = statements["CompiledModelCache"]
+    assert set(cache["Action"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    assert json.dumps(cache["Resource"]).endswith(f':s3:::{bucket}/compiled/meta-llama-llama-3.1-70b-instruct/*"]]}}')
+    others = {k: v for k, v in statements.items() if k != "CompiledModelCache"}
+    text = json.dumps(others)
     for other in ("datasets", "checkpoints", "s3:PutObject", "s3:*", "s3:DeleteObject"):
         assert other not in text
+    # Images through the fleet's pull-through cache only (importing on first pull creates the repository).
+    pull = statements["PullServingImages"]
+    assert "ecr:BatchImportUpstreamImage" in pull["Action"] and "ecr:CreateRepository" in pull["Action"]
+    assert json.dumps(pull["Resource"]).endswith(':repository/prod-chat/*"]]}')
+    assert statements["EcrLogin"] == {
+        "Action": "ecr:GetAuthorizationToken",
+        "Effect": "Allow",
+        "Resource": "*",
+        "Sid": "EcrLogin",
+    }
     # Plus NodeObservability's: metrics into the namespace, the fleet's two log groups, the node kit.
     assert set(statements) == {
         "ListModel",
         "ReadModel",
+        "CompiledModelCache",
+        "ListCompiledModelCache",
+        "PullServingImages",
+        "EcrLogin",
         "OwnGroup",
         "TagSelf",
         "SignalRollingUpdate",
@@ -363,25 +404,53 @@ def test_inference_nodes_run_observability_for_their_family(prod: dict[str, Any]
     assert any(not gpu for gpu in accelerators.values()) and any(accelerators.values())
 
 
-def test_user_data_fetches_the_model_and_starts_the_server_of_the_nodes_family(prod: dict[str, Any]) -> None:
-    (data,) = [
-        lt["Properties"]["LaunchTemplateData"]
-        for lt in _of_type(prod, "AWS::EC2::LaunchTemplate").values()
-        if lt["Properties"]["LaunchTemplateData"]["InstanceType"] == CHAT.neuron_types[0]
-    ]
-    text = _user_data(data)
-    assert f"NEURON_MODEL_PREFIX='{CHAT.model_s3_prefix}'" in text and f"GPU_MODEL_PREFIX='{CHAT.gpu_model_s3_prefix}'" in text
-    assert f"SERVE_NEURON='{CHAT.serve.neuron}'" in text.replace("\\", "")
-    assert f"SERVE_GPU='{CHAT.serve.gpu}'" in text.replace("\\", "")
-    assert f"ARTIFACTS_BUCKET='prod-artifacts-{PROD.account}-{PROD.region}'" in text
-    for step in (
-        "detect_accelerator",
-        "aws s3 sync",
-        "neuronkit-model-server.service",
-        "systemctl enable --now",
-        "signal SUCCESS",
-    ):
-        assert step in text, step
+def test_each_type_serves_its_own_profile_from_a_pinned_image(prod: dict[str, Any]) -> None:
+    assert CHAT.model is not None
+    release = releases.release("2.28.1")
+    for lt in _of_type(prod, "AWS::EC2::LaunchTemplate").values():
+        data = lt["Properties"]["LaunchTemplateData"]
+        t = data["InstanceType"]
+        text = _user_data(data).replace("\\", "")
+        it = catalog.get(t)
+        tp = it.neuron_cores if it.is_neuron else it.gpus
+        assert f"TENSOR_PARALLEL='{tp}'" in text and f"--tensor-parallel-size {tp} " in text
+        assert f"ARTIFACTS_BUCKET='prod-artifacts-{PROD.account}-{PROD.region}'" in text
+        assert f"NEURON_MODEL_PREFIX='{CHAT.model.s3_prefix}'" in text and "SERVE_MODE='container'" in text
+        # The pinned tag, pulled through the fleet's ECR cache (prefix prod-chat), never `latest`.
+        image = release.container("vllm-serving") if it.is_neuron else serving.facts()["gpu_image"]
+        assert image and ":latest" not in image
+        assert image.split("public.ecr.aws/", 1)[1] in text and "/prod-chat/" in text
+        length = (CHAT.profiles[t].max_model_len if t in CHAT.profiles else None) or CHAT.model.max_model_len
+        assert f"--max-model-len {length} " in text
+        if it.is_neuron:
+            key = (
+                f"compiled/meta-llama-llama-3.1-70b-instruct/sdk2.28.1-neuronxcc{release.compiler}/{t}/tp{tp}-len{length}-seqs8/"
+            )
+            assert f"CACHE_PREFIX='{key}'" in text
+            assert "VLLM_NEURON_FRAMEWORK=neuronx-distributed-inference" in text
+        else:
+            assert "CACHE_PREFIX=''" in text
+        # The root volume holds AMI, image, weights (and compiled artifacts) unless the type has NVMe for the weights.
+        size = data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"]
+        assert size == serving.root_volume_gib(inference_model_spec(CHAT), t)
+        assert size >= (450 if it.is_neuron else 200)
+        for step in (
+            "detect_accelerator",
+            "aws s3 sync",
+            "neuronkit-model-server.service",
+            "prepare_container",
+            "signal SUCCESS",
+        ):
+            assert step in text, step
+
+
+def test_images_come_through_the_fleets_pull_through_cache(prod: dict[str, Any]) -> None:
+    (rule,) = _of_type(prod, "AWS::ECR::PullThroughCacheRule").values()
+    # ECR Public needs no upstream credentials; the prefix is the fleet's, 2-30 characters.
+    assert rule["Properties"] == {"EcrRepositoryPrefix": "prod-chat", "UpstreamRegistryUrl": "public.ecr.aws"}
+    for lt in _of_type(prod, "AWS::EC2::LaunchTemplate").values():
+        text = _user_data(lt["Properties"]["LaunchTemplateData"])
+        assert ".dkr.ecr." in text and "/prod-chat/" in text and "public.ecr.aws/" not in text.split("SERVE_IMAGE=")[1][:200]
 
 
 def test_rendered_inference_script_is_shellcheck_clean(tmp_path: Path) -> None:
@@ -412,6 +481,9 @@ def test_metadata_describes_the_fleet(prod: dict[str, Any]) -> None:
         "desired_size": 4,
         "capacity": "on-demand",
         "az_ids": CHAT.az_ids,
+        "listener": "HTTPS:443",
+        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "profiles": {t: fleet_profile(t) for t in CHAT.neuron_types + CHAT.fallback_types},
     }
 
 
@@ -441,7 +513,8 @@ def test_fleet_without_fallback_has_no_gpu_template_and_no_rebalancer(nlb: Extra
     solo = nlb.fleets["solo"]
     assert solo.fallback_types == [] and solo.rebalancer is None
     overrides = _group(nlb.template, "inference-nlb-solo")["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
-    assert overrides == [{"InstanceType": "inf2.xlarge"}]
+    (override,) = overrides
+    assert override["InstanceType"] == "inf2.xlarge" and set(solo.launch_templates) == {"inf2.xlarge"}
     assert len(_of_type(nlb.template, "AWS::Lambda::Function")) == 1  # grpc's rebalancer only
 
 

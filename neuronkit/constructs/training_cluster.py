@@ -99,52 +99,110 @@ class TrainingCluster(Construct):
             raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
         if desired_size is not None and not min_size <= desired_size <= max_size:
             raise ValueError(f"{name}: desired_size {desired_size} must lie between min_size and max_size")
-        if ami is None:
-            ami = AmiSpec.default_for(instance_type, "pytorch-training")
         self.instance_type = facts
         self.group_name = f"{environment}-{name}"
-        stack = Stack.of(self)
+        self.pool = name
+        self._tags = {**(tags or {}), "neuronkit:pool": name}
         accelerator: Literal["neuron", "gpu"] = "neuron" if facts.is_neuron else "gpu"
 
         self.security_group = EfaSecurityGroup(
             self, "EfaSecurityGroup", vpc=vpc, description=f"{self.group_name}: EFA and collectives within the cluster"
         ).security_group
+        self._placement()
+        reservation_id = self._reservation(capacity, instance_type, az_id)
+        self._node_role(environment, name, storage, compile_cache, observability)
+        script = self._user_data(environment, name, accelerator, storage, compile_cache, expected_neuron_driver)
+        is_block = capacity.kind == "capacity-block"
+        self.launch_template = AcceleratorLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            instance_type=instance_type,
+            ami=ami or AmiSpec.default_for(instance_type, "pytorch-training"),
+            security_group_ids=self._security_group_ids(storage, extra_security_group_ids),
+            user_data=script,
+            role=self.role,
+            root_volume_gib=root_volume_gib,
+            capacity_reservation_id=reservation_id if capacity.kind != "on-demand" else None,
+            capacity_block=is_block,
+            tags=self._tags,
+        )
+        if is_block:
+            # Capacity Blocks refuse launches before their start: the group stays empty until then.
+            min_size, desired_size = 0, 0
+            scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
+        group = self._group(
+            min_size, max_size, desired_size, subnet_id, scale_in_protection, boot_timeout_seconds, notifications_topic_arn
+        )
+        group.cfn_options.metadata = {
+            "neuronkit": {
+                "environment": environment,
+                "region": Stack.of(self).region,
+                "pool": name,
+                "role": role,
+                "instance_types": [instance_type],
+                "neuron_types": [instance_type] if facts.is_neuron else [],
+                "fallback_types": [] if facts.is_neuron else [instance_type],
+                "min_size": min_size,
+                "max_size": max_size,
+                "desired_size": desired_size if desired_size is not None else min_size,
+                "capacity": capacity.kind,
+                "az_id": az_id,
+                **({"reserved": capacity.create_count} if capacity.create_count else {}),
+            }
+        }
+        if is_block:
+            self._block_schedule(capacity, max_size)
 
+    # --- placement and capacity ------------------------------------------------------------------------
+    def _placement(self) -> None:
         self.placement_group: ec2.CfnPlacementGroup | None = None
-        if "cluster" in facts.placement_strategies:
+        if "cluster" in self.instance_type.placement_strategies:
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
 
+    def _reservation(self, capacity: CapacitySpec, instance_type: str, az_id: str) -> str | None:
+        """The reservation the nodes launch into: one this construct creates (an ODCR in the placement group),
+        or the file's (an existing ODCR, a Capacity Block)."""
         self.capacity_reservation: ec2.CfnCapacityReservation | None = None
-        reservation_id = capacity.reservation_id
-        if capacity.kind == "odcr" and capacity.create_count:
-            self.capacity_reservation = ec2.CfnCapacityReservation(
-                self,
-                "CapacityReservation",
-                instance_type=instance_type,
-                instance_platform="Linux/UNIX",
-                instance_count=capacity.create_count,
-                availability_zone_id=az_id,
-                # Only launches that name this reservation use it (ours); it bills from creation.
-                instance_match_criteria="targeted",
-                ebs_optimized=True,
-                end_date_type="limited" if capacity.end else "unlimited",
-                end_date=capacity.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if capacity.end else None,
-                placement_group_arn=(
-                    stack.format_arn(service="ec2", resource="placement-group", resource_name=self.placement_group.ref)
-                    if self.placement_group
-                    else None
-                ),
-                # The reservation bills whether used or not: it carries the pool's tags (cost allocation and
-                # the environment's budget filter on them). Stack tags do not reach this resource type.
-                tag_specifications=[
-                    ec2.CfnCapacityReservation.TagSpecificationProperty(
-                        resource_type="capacity-reservation",
-                        tags=[CfnTag(key=k, value=v) for k, v in sorted({**(tags or {}), "neuronkit:pool": name}.items())],
-                    )
-                ],
-            )
-            reservation_id = self.capacity_reservation.ref
+        if not (capacity.kind == "odcr" and capacity.create_count):
+            return capacity.reservation_id
+        stack = Stack.of(self)
+        self.capacity_reservation = ec2.CfnCapacityReservation(
+            self,
+            "CapacityReservation",
+            instance_type=instance_type,
+            instance_platform="Linux/UNIX",
+            instance_count=capacity.create_count,
+            availability_zone_id=az_id,
+            # Only launches that name this reservation use it (ours); it bills from creation.
+            instance_match_criteria="targeted",
+            ebs_optimized=True,
+            end_date_type="limited" if capacity.end else "unlimited",
+            end_date=capacity.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if capacity.end else None,
+            placement_group_arn=(
+                stack.format_arn(service="ec2", resource="placement-group", resource_name=self.placement_group.ref)
+                if self.placement_group
+                else None
+            ),
+            # The reservation bills whether used or not: it carries the pool's tags (cost allocation and
+            # the environment's budget filter on them). Stack tags do not reach this resource type.
+            tag_specifications=[
+                ec2.CfnCapacityReservation.TagSpecificationProperty(
+                    resource_type="capacity-reservation",
+                    tags=[CfnTag(key=k, value=v) for k, v in sorted(self._tags.items())],
+                )
+            ],
+        )
+        return self.capacity_reservation.ref
 
+    # --- node role, security groups and boot script ----------------------------------------------------
+    def _node_role(
+        self,
+        environment: str,
+        name: str,
+        storage: StorageAccess | None,
+        compile_cache: str,
+        observability: ObservabilitySpec | None,
+    ) -> None:
         # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
         # pool's log groups (not the broad CloudWatchAgentServerPolicy).
         self.role = node_role(self, "NodeRole", description=f"{self.group_name} nodes")
@@ -159,11 +217,6 @@ class TrainingCluster(Construct):
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None
         if storage is not None:
             storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix, pool=name)
-
-        security_groups = [self.security_group.security_group_id, *extra_security_group_ids]
-        if storage is not None and storage.client_security_group_id is not None:
-            security_groups.append(storage.client_security_group_id)
-
         self.observability = NodeObservability(
             self, "Observability", environment=environment, pool=name, role=self.role, spec=observability
         )
@@ -174,7 +227,24 @@ class TrainingCluster(Construct):
             "ec2:DescribeInstances (peer discovery) and cloudwatch:PutMetricData have no resource-level permissions; "
             "PutMetricData is limited to the environment's namespace by a condition",
         )
-        script = userdata.render(
+
+    def _security_group_ids(self, storage: StorageAccess | None, extra: Sequence[str]) -> list[str]:
+        security_groups = [self.security_group.security_group_id, *extra]
+        if storage is not None and storage.client_security_group_id is not None:
+            security_groups.append(storage.client_security_group_id)
+        return security_groups
+
+    def _user_data(
+        self,
+        environment: str,
+        name: str,
+        accelerator: Literal["neuron", "gpu"],
+        storage: StorageAccess | None,
+        compile_cache: str,
+        expected_neuron_driver: str | None,
+    ) -> str:
+        facts = self.instance_type
+        return userdata.render(
             ["observability.sh", "training-node.sh"],
             {
                 **self.observability.userdata_values(accelerator=accelerator),
@@ -195,25 +265,18 @@ class TrainingCluster(Construct):
                 **lifecycle_values(),
             },
         )
-        is_block = capacity.kind == "capacity-block"
-        self.launch_template = AcceleratorLaunchTemplate(
-            self,
-            "LaunchTemplate",
-            instance_type=instance_type,
-            ami=ami,
-            security_group_ids=security_groups,
-            user_data=script,
-            role=self.role,
-            root_volume_gib=root_volume_gib,
-            capacity_reservation_id=reservation_id if capacity.kind != "on-demand" else None,
-            capacity_block=is_block,
-            tags={**(tags or {}), "neuronkit:pool": name},
-        )
 
-        if is_block:
-            # Capacity Blocks refuse launches before their start: the group stays empty until then.
-            min_size, desired_size = 0, 0
-            scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
+    # --- the group --------------------------------------------------------------------------------------
+    def _group(
+        self,
+        min_size: int,
+        max_size: int,
+        desired_size: int | None,
+        subnet_id: str,
+        scale_in_protection: bool,
+        boot_timeout_seconds: int,
+        topic_arn: str | None,
+    ) -> autoscaling.CfnAutoScalingGroup:
         lt = self.launch_template.launch_template
         group = autoscaling.CfnAutoScalingGroup(
             self,
@@ -235,30 +298,13 @@ class TrainingCluster(Construct):
             health_check_grace_period=900,
             lifecycle_hook_specification_list=[launch_hook(boot_timeout_seconds)],
             termination_policies=["NewestInstance"],
-            notification_configurations=notifications(notifications_topic_arn),
+            notification_configurations=notifications(topic_arn),
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
             tags=[
                 autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
-                for k, v in sorted({**(tags or {}), "neuronkit:pool": name}.items())
+                for k, v in sorted(self._tags.items())
             ],
         )
-        group.cfn_options.metadata = {
-            "neuronkit": {
-                "environment": environment,
-                "region": stack.region,
-                "pool": name,
-                "role": role,
-                "instance_types": [instance_type],
-                "neuron_types": [instance_type] if facts.is_neuron else [],
-                "fallback_types": [] if facts.is_neuron else [instance_type],
-                "min_size": min_size,
-                "max_size": max_size,
-                "desired_size": desired_size if desired_size is not None else min_size,
-                "capacity": capacity.kind,
-                "az_id": az_id,
-                **({"reserved": capacity.create_count} if capacity.create_count else {}),
-            }
-        }
         if self.capacity_reservation is not None:
             group.node.add_dependency(self.capacity_reservation)
         self.auto_scaling_group = group
@@ -267,29 +313,32 @@ class TrainingCluster(Construct):
         group.cfn_options.update_policy = CfnUpdatePolicy(
             auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True)
         )
+        return group
 
-        if is_block:
-            assert capacity.start and capacity.end
-            reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
-            stop = capacity.end - dt.timedelta(minutes=reclaim + _BLOCK_DRAIN_MINUTES)
-            autoscaling.CfnScheduledAction(
-                self,
-                "BlockStart",
-                auto_scaling_group_name=group.ref,
-                start_time=_iso(capacity.start),
-                min_size=0,
-                max_size=max_size,
-                desired_capacity=max_size,
-            )
-            autoscaling.CfnScheduledAction(
-                self,
-                "BlockEnd",
-                auto_scaling_group_name=group.ref,
-                start_time=_iso(stop),
-                min_size=0,
-                max_size=max_size,
-                desired_capacity=0,
-            )
+    # --- a Capacity Block's schedule --------------------------------------------------------------------
+    def _block_schedule(self, capacity: CapacitySpec, max_size: int) -> None:
+        assert capacity.start and capacity.end
+        group = self.auto_scaling_group
+        reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
+        stop = capacity.end - dt.timedelta(minutes=reclaim + _BLOCK_DRAIN_MINUTES)
+        autoscaling.CfnScheduledAction(
+            self,
+            "BlockStart",
+            auto_scaling_group_name=group.ref,
+            start_time=_iso(capacity.start),
+            min_size=0,
+            max_size=max_size,
+            desired_capacity=max_size,
+        )
+        autoscaling.CfnScheduledAction(
+            self,
+            "BlockEnd",
+            auto_scaling_group_name=group.ref,
+            start_time=_iso(stop),
+            min_size=0,
+            max_size=max_size,
+            desired_capacity=0,
+        )
 
 
 def _iso(when: dt.datetime) -> str:

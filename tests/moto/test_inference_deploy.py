@@ -32,6 +32,7 @@ from neuronkit.rehearsal import moto_workarounds
 from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images
 from tests.conftest import ROOT, Synth, cdk_context
+from tests.moto.buckets import ensure_bucket
 from tests.templates import pinned_image
 
 SKIPPED_COVERED_BY = {
@@ -85,8 +86,7 @@ def upload_assets(session: boto3.Session, synth: Synth, template: dict[str, Any]
             for path in sorted(Path(folder).rglob("*")):
                 if path.is_file():
                     archive.write(path, path.relative_to(folder).as_posix())
-        if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
-            s3.create_bucket(Bucket=bucket)
+        ensure_bucket(s3, bucket)
         s3.put_object(Bucket=bucket, Key=key, Body=buffer.getvalue())
         uploaded.append(key)
     return uploaded

@@ -37,7 +37,7 @@ lint: setup
 	ruff check neuronkit tests app.py examples
 	ruff format --check neuronkit tests app.py examples
 	mypy neuronkit
-	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh neuronkit/userdata/kit/*.sh neuronkit/userdata/kit/neuronkit-hostfile neuronkit/userdata/kit/neuronkit-release neuronkit/userdata/kit/neuronkit-serve
+	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh neuronkit/userdata/kit/*.sh neuronkit/userdata/kit/neuronkit-hostfile neuronkit/userdata/kit/neuronkit-release neuronkit/userdata/kit/neuronkit-serve neuronkit/userdata/kit/neuronkit-drain
 
 format: setup
 	ruff format neuronkit tests app.py examples

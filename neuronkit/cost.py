@@ -37,14 +37,28 @@ class PoolCost:
     gpu_hourly_price: float | None = None
     notes: tuple[str, ...] = ()
 
+    @property
+    def block(self) -> bool:
+        """Priced as a Capacity Block by its fee: the same cost at every level, paid whether nodes run or not."""
+        return self.pool.block_fee is not None and bool(self.pool.block_hours)
+
+    @property
+    def hours_billed_per_month(self) -> float:
+        """Hours a month the pool bills: all of them, or a Capacity Block's duration when shorter than a month."""
+        if self.block and self.pool.block_hours is not None:
+            return min(self.pool.block_hours, self.hours_per_month)
+        return self.hours_per_month
+
     def nodes(self, level: str) -> int:
+        if self.block:
+            return self.pool.max_size  # the block's schedule runs the cluster at max_size for the whole block
         return {"min": self.pool.min_size, "desired": self.pool.desired_size, "max": self.pool.max_size}[level]
 
     def hourly(self, level: str) -> float:
         return self.nodes(level) * self.hourly_price
 
     def monthly(self, level: str) -> float:
-        return self.nodes(level) * self.hourly_price * self.hours_per_month
+        return self.nodes(level) * self.hourly_price * self.hours_billed_per_month
 
     @property
     def compared(self) -> bool:
@@ -53,7 +67,7 @@ class PoolCost:
     def gpu_monthly(self, level: str) -> float | None:
         if self.gpu_hourly_price is None:
             return None
-        return self.nodes(level) * self.gpu_hourly_price * self.hours_per_month
+        return self.nodes(level) * self.gpu_hourly_price * self.hours_billed_per_month
 
     def gpu_or_own_monthly(self, level: str) -> float:
         """The GPU-equivalent cost, or the pool's own cost when it has no equivalent (GPU pools)."""
@@ -79,6 +93,18 @@ def price_pools(
     for pool in pools:
         primary = pool.primary_type
         price = table.hourly(primary, pool.region)
+        if pool.block_fee is not None and pool.block_hours and pool.max_size:
+            # A Capacity Block is paid up front: its rate per node-hour is the fee over the block's node-hours.
+            price = pool.block_fee / (pool.block_hours * pool.max_size)
+        elif price is None and pool.capacity == "capacity-block":
+            message = (
+                f"{pool.label} ({pool.role}): a Capacity Block is priced by what it cost and {primary} has no On-Demand "
+                f"price to stand in; set capacity.upfront_fee_usd to the block's UpfrontFee (`neuronkit capacity offerings` "
+                "shows it, and so does the purchase)"
+            )
+            if message not in problems:
+                problems.append(message)
+            continue
         if price is None:
             message = f"{pool.label} ({pool.role}): {table.missing_message(primary, pool.region)}"
             if message not in problems:
@@ -141,10 +167,18 @@ def _pool_notes(pool: Pool, table: PriceTable) -> Iterable[str]:
             "Capacity odcr: an On-Demand Capacity Reservation bills every reserved instance at the On-Demand rate "
             "from its creation, used or not; a row counting fewer nodes than the reservation holds understates the bill."
         )
+    elif pool.capacity == "capacity-block" and pool.block_fee is not None and pool.block_hours:
+        months = pool.block_hours / table.hours_per_month
+        spread = "" if months <= 1 else f"; the month columns spread it over the block's {months:.1f} months"
+        yield (
+            f"Capacity capacity-block: {usd(pool.block_fee)} paid up front for {pool.block_hours:,.0f} hours of "
+            f"{pool.max_size} nodes, whether they run or not ({rate(pool.block_fee / pool.block_hours)}/hour for the "
+            f"block; every level counts all {pool.max_size} nodes{spread}). The GPU equivalent is priced for the same hours."
+        )
     elif pool.capacity == "capacity-block":
         yield (
             "Capacity capacity-block: a Capacity Block for ML is paid up front at its own rate, not the On-Demand "
-            "rate used here; these figures are the On-Demand equivalent."
+            "rate used here; these figures are the On-Demand equivalent (set capacity.upfront_fee_usd to price the block)."
         )
 
 
@@ -289,6 +323,8 @@ def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | No
             where = f", stack {p.stack}" if p.stack else ""
             doc.heading(3, f"{p.pool}: {p.role}, {', '.join(p.instance_types)}, capacity {p.capacity}{where}")
             line = f"{c.instance_type} at {rate(c.hourly_price)}/hour"
+            if c.block:
+                line += " (the Capacity Block's fee over its node-hours)"
             if c.gpu_type and c.gpu_hourly_price is not None:
                 line += f"; GPU equivalent {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
             doc.para(line + ".")

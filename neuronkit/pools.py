@@ -16,6 +16,7 @@ Both return :class:`Pool` values, so ``neuronkit cost`` and the synth summary wo
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,9 @@ class Pool:
     capacity: str
     stack: str | None = None
     reserved: int = 0  # instances of an On-Demand Capacity Reservation the stack creates (billed used or not)
+    # A Capacity Block: what it cost (its UpfrontFee, paid at purchase) and how long it runs.
+    block_fee: float | None = None
+    block_hours: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -184,7 +188,25 @@ def _pool_from_metadata(meta: Any, stack: str) -> Pool:
         capacity=capacity,
         stack=stack,
         reserved=int(meta.get("reserved") or 0),
+        **_block_from_metadata(meta),
     )
+
+
+def _block_from_metadata(meta: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    fee = meta.get("block_fee")
+    if fee is not None:
+        if isinstance(fee, bool) or not isinstance(fee, int | float) or fee <= 0:
+            raise _BadMetadata("block_fee", f"expected a price in USD above 0, got {fee!r}")
+        out["block_fee"] = float(fee)
+    if meta.get("block_start") and meta.get("block_end"):
+        try:
+            start = dt.datetime.fromisoformat(str(meta["block_start"]).replace("Z", "+00:00"))
+            end = dt.datetime.fromisoformat(str(meta["block_end"]).replace("Z", "+00:00"))
+        except ValueError as err:
+            raise _BadMetadata("block_end", f"expected ISO 8601 times, {err}") from None
+        out["block_hours"] = (end - start).total_seconds() / 3600
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -198,9 +220,22 @@ def _capacity_name(capacity: Any) -> str:
     return str(getattr(capacity, "type", "on-demand"))
 
 
+def _block_of(capacity: Any) -> tuple[float | None, float | None]:
+    """A Capacity Block's fee (None: not given) and hours; (None, None) for any other capacity."""
+    if _capacity_name(capacity) != "capacity-block":
+        return None, None
+    fee = float(capacity.upfront_fee_usd) if capacity.upfront_fee_usd is not None else None
+    return fee, (capacity.end - capacity.start).total_seconds() / 3600
+
+
 def gpu_pool_name(cluster: str) -> str:
     """The pool name of a training cluster's GPU pool (also its Auto Scaling group suffix)."""
     return f"{cluster}-gpu"
+
+
+def fallback_pool_name(cluster: str) -> str:
+    """The pool name of the on-demand cluster that takes over when a cluster's Capacity Block ends."""
+    return f"{cluster}-ondemand"
 
 
 def pools_from_environment(env: Any) -> list[Pool]:
@@ -224,8 +259,27 @@ def pools_from_environment(env: Any) -> list[Pool]:
                 max_size=c.max_size,
                 desired_size=c.min_size if c.desired_size is None else c.desired_size,
                 capacity=_capacity_name(c.capacity),
+                block_fee=_block_of(c.capacity)[0],
+                block_hours=_block_of(c.capacity)[1],
             )
         )
+        if getattr(c.capacity, "fallback", "none") == "on-demand":
+            # The sibling cluster that takes over when the block ends: empty until then (stacks/training.py).
+            pools.append(
+                Pool(
+                    environment=env.name,
+                    region=env.region,
+                    pool=fallback_pool_name(c.name),
+                    role="training",
+                    instance_types=(c.instance_type,),
+                    neuron_types=(c.instance_type,),
+                    fallback_types=(),
+                    min_size=0,
+                    max_size=c.max_size,
+                    desired_size=0,
+                    capacity="on-demand",
+                )
+            )
         gpu = c.gpu_pool
         if gpu is not None:
             pools.append(

@@ -20,6 +20,7 @@ line; a denied permission fails only the checks that need it and names the IAM a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -612,6 +613,8 @@ def check_capacity(env: Environment, ec2: Client, *, now: dt.datetime) -> list[C
                     f"in {c.az_id}; it bills from creation, used or not, {until}",
                 )
             )
+        elif isinstance(cap, CapacityBlock) and len(cap.reservations) > 1:
+            checks.extend(_check_ultraserver_blocks(env, f"training[{i}]", c, cap, ec2, now))
         elif isinstance(cap, Odcr | CapacityBlock) and cap.reservation_id:
             checks.extend(_check_reservation(env, f"training[{i}]", c, cap, ec2, now))
     return checks
@@ -648,6 +651,43 @@ def _check_reservation(
         _reservation_size(loc, c, cap, res),
         _reservation_window(loc, c, cap, res, now),
     ]
+
+
+def _check_ultraserver_blocks(
+    env: Environment, loc: str, c: TrainingCluster, cap: CapacityBlock, ec2: Client, now: dt.datetime
+) -> list[Check]:
+    """UltraServer blocks: each UltraServer is its own reservation. Each must exist, match and be in its window;
+    together they must hold max_size instances."""
+    checks: list[Check] = []
+    total = 0
+    for rid in cap.reservations:
+        res = _describe_reservation(ec2, rid)
+        if res is None:
+            checks.append(
+                Check(
+                    "FAIL",
+                    f"capacity {c.name} {rid}",
+                    f"Capacity Block {rid} does not exist in account {env.account}, {env.region}",
+                    f"check {loc}.capacity.reservation_ids (reservations are per account and region)",
+                )
+            )
+            continue
+        total += int(res.get("TotalInstanceCount", 0))
+        checks += [
+            dataclasses.replace(check, name=check.name.replace(f"capacity {c.name}:", f"capacity {c.name} {rid}:"))
+            for check in (_reservation_match(loc, c, cap, res), _reservation_window(loc, c, cap, res, now))
+        ]
+    if all(ch.status != "FAIL" for ch in checks):
+        ok = total >= c.max_size
+        checks.append(
+            Check(
+                "PASS" if ok else "FAIL",
+                f"capacity {c.name}: size",
+                f"{len(cap.reservations)} UltraServer blocks hold {total} instances for max_size {c.max_size}",
+                "" if ok else f"lower {loc}.max_size to {total} or add the other UltraServers' reservations",
+            )
+        )
+    return checks
 
 
 def _combine(name: str, findings: list[tuple[Status, str, str]]) -> Check:

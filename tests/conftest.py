@@ -104,3 +104,19 @@ def aws_credentials() -> Iterator[None]:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+def reserved_prod() -> dict[str, Any]:
+    """prod as it was before the Capacity Block: the same cluster on an On-Demand Capacity Reservation the stack
+    creates (it bills from creation, used or not), full-size by day and by night. The ODCR rules are tested on it."""
+    import copy
+
+    import yaml
+
+    data = copy.deepcopy(yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text()))
+    cluster = data["training"][0]
+    cluster["capacity"] = {"type": "odcr", "create": True, "instance_count": 16}
+    cluster["desired_size"] = 16
+    data["monitoring"]["day_night"]["training_night_desired"] = 16
+    data["monitoring"]["day_night"]["training_day_desired"] = 16
+    return data

@@ -60,7 +60,10 @@ case "$1 $2" in
   "ecr get-login-password") echo password ;;
   "s3 cp") case "$*" in *kit*) [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;; esac ;;
   "s3 sync") case "$*" in s3\ sync\ */compiled\ s3://*) ;; *) mkdir -p "${@: -1}" && echo weights > "${@: -1}/model.safetensors" ;; esac ;;
-  "ec2 describe-instances") printf '2026-11-24T10:00:00Z\ti-0123456789abcdef0\t10.0.0.10\t%s\n' "$(cat /opt/stubs/driver 2>/dev/null)" ;;
+  # /opt/stubs/instances: the ready nodes of the group (text rows), else this node alone.
+  "ec2 describe-instances")
+    if [ -f /opt/stubs/instances ]; then cat /opt/stubs/instances
+    else printf '2026-11-24T10:00:00Z\ti-0123456789abcdef0\t10.0.0.10\t%s\tNone\n' "$(cat /opt/stubs/driver 2>/dev/null)"; fi ;;
 esac
 exit 0
 """,
@@ -72,6 +75,7 @@ case "${url}" in
   */api/token) echo token ;;
   */meta-data/instance-id) echo i-0123456789abcdef0 ;;
   */meta-data/instance-type) cat /opt/stubs/instance-type ;;
+  */meta-data/autoscaling/target-lifecycle-state) cat /opt/stubs/target-state 2>/dev/null || echo InService ;;
   *efa-installer*) cp /opt/stubs/efa.tar.gz "${out}" ;;
   *) [ -n "${out}" ] && : > "${out}" ;;
 esac
@@ -94,11 +98,14 @@ exit 1
 exit 0
 """,
     "lsblk": "exit 0\n",
-    "docker": "exit 0\n",
+    # `docker login --password-stdin` reads its input, as the real one does: a stub that exits first would break
+    # the `aws ecr get-login-password |` pipe (SIGPIPE under pipefail) at random.
+    "docker": '[ "$1" = login ] && cat > /dev/null\nexit 0\n',
     "hostname": 'echo "10.0.0.10 "\n',
     "dpkg-query": 'printf "2.30.50.0"\n',
     "rpm": 'printf "2.30.50.0"\n',
-    "sleep": "exit 0\n",
+    # /opt/stubs/job-ends-on-sleep: the running job finishes during the first sleep (drain tests).
+    "sleep": "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\nexit 0\n",
     **{
         n: "exit 0\n"
         for n in ("systemctl", "sysctl", "modprobe", "mdadm", "mkfs.xfs", "blkid", "apt-get", "dnf", "dpkg", "gpg", "nvidia-smi")

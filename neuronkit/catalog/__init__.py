@@ -166,3 +166,32 @@ def software_facts() -> dict[str, Any]:
     """Software the boot scripts rely on (EFA installer, collective ports, lifecycle hook): software.yaml."""
     data: dict[str, Any] = yaml.safe_load((_HERE / "software.yaml").read_text())
     return data
+
+
+@cache
+def trainium_facts() -> dict[str, Any]:
+    """Chips, LNC settings and UltraServers per Trainium family (trainium.yaml, a source per fact)."""
+    data: dict[str, Any] = yaml.safe_load((_HERE / "trainium.yaml").read_text())
+    return data
+
+
+def lnc_default(family: str) -> int | None:
+    """The logical NeuronCore setting a family's runtime uses by default (None: the family has no LNC)."""
+    entry = trainium_facts()["families"].get(family) or {}
+    value = entry.get("lnc_default")
+    return int(value) if value is not None else None
+
+
+def lnc_allowed(family: str) -> tuple[int, ...]:
+    return tuple((trainium_facts()["families"].get(family) or {}).get("lnc_allowed", ()))
+
+
+def ultraserver(name: str) -> dict[str, Any] | None:
+    """An UltraServer type (e.g. ``u-trn2x64``): its family, server instance type, servers and chips."""
+    entry: dict[str, Any] | None = trainium_facts()["ultraservers"].get(name)
+    return entry
+
+
+def ultraservers_for(instance_type: str) -> list[str]:
+    """The UltraServer types built of ``instance_type`` servers."""
+    return [n for n, u in trainium_facts()["ultraservers"].items() if u.get("instance_type") == instance_type]

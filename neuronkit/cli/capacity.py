@@ -30,6 +30,7 @@ class Request:
     hours: int
     start: dt.datetime | None = None
     end: dt.datetime | None = None
+    ultraserver_type: str | None = None  # count is then UltraServers, not instances
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,21 @@ class Offering:
     hours: int
     upfront_fee: str
     currency: str
+    ultraserver_type: str | None = None
+    ultraserver_count: int | None = None
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("capacity", help="EC2 Capacity Blocks for ML")
     csub = p.add_subparsers(dest="capacity_command", required=True, metavar="COMMAND")
     o = csub.add_parser("offerings", help="list Capacity Block offerings (uses your AWS credentials)")
-    o.add_argument("--type", dest="instance_type", required=True, help="instance type, e.g. trn1.32xlarge")
-    o.add_argument("--count", type=int, required=True, help="instances in the block")
+    o.add_argument("--type", dest="instance_type", default=None, help="instance type, e.g. trn2.48xlarge")
+    o.add_argument(
+        "--ultraserver-type",
+        default=None,
+        help="an UltraServer type instead of --type, e.g. u-trn2x64 (--count is then UltraServers)",
+    )
+    o.add_argument("--count", type=int, required=True, help="instances in the block (UltraServers with --ultraserver-type)")
     o.add_argument("--hours", type=int, required=True, help="block duration in hours")
     o.add_argument("--region", default=None, help="AWS region (default: your profile's or AWS_REGION)")
     o.add_argument("--start", type=parse_time, default=None, help="earliest start, ISO 8601 (UTC if no offset)")
@@ -72,6 +80,18 @@ def check_request(req: Request, region: str) -> list[str]:
     """Problems with a request that the catalog can tell without asking AWS."""
     facts = catalog.capacity_facts()["capacity_blocks"]
     problems = []
+    if req.ultraserver_type is not None:
+        unit = catalog.ultraserver(req.ultraserver_type)
+        known = ", ".join(catalog.trainium_facts()["ultraservers"])
+        if unit is None:
+            problems.append(
+                f"--ultraserver-type: '{req.ultraserver_type}' is not an UltraServer type the catalog knows; use one of {known}"
+            )
+        if req.count < 1:
+            problems.append(f"--count: give at least 1 UltraServer, not {req.count}")
+        if req.hours < 1:
+            problems.append(f"--hours: must be a positive number of hours, not {req.hours}")
+        return problems
     if req.instance_type not in facts["instance_types"]:
         problems.append(
             f"--type: Capacity Blocks are not sold for {req.instance_type}; use one of {', '.join(facts['instance_types'])}"
@@ -89,7 +109,11 @@ def check_request(req: Request, region: str) -> list[str]:
 
 def find_offerings(ec2: Client, req: Request) -> list[Offering]:
     """Capacity Block offerings for ``req`` in the client's region, earliest start first."""
-    params: dict[str, Any] = {"InstanceType": req.instance_type, "InstanceCount": req.count, "CapacityDurationHours": req.hours}
+    params: dict[str, Any] = (
+        {"UltraserverType": req.ultraserver_type, "UltraserverCount": req.count, "CapacityDurationHours": req.hours}
+        if req.ultraserver_type
+        else {"InstanceType": req.instance_type, "InstanceCount": req.count, "CapacityDurationHours": req.hours}
+    )
     if req.start:
         params["StartDateRange"] = req.start
     if req.end:
@@ -109,6 +133,8 @@ def find_offerings(ec2: Client, req: Request) -> list[Offering]:
             hours=o["CapacityBlockDurationHours"],
             upfront_fee=o.get("UpfrontFee", ""),
             currency=o.get("CurrencyCode", ""),
+            ultraserver_type=o.get("UltraserverType"),
+            ultraserver_count=o.get("UltraserverCount"),
         )
         for o in raw
     ]
@@ -167,7 +193,13 @@ def capacity_entry(o: Offering) -> str:
         "start": _iso(o.start),
         "end": _iso(o.end),
     }
-    return "\n".join(["capacity:"] + [f"  {key}: {values[key]}" for key in CapacityBlock.model_fields])
+    if o.ultraserver_type:
+        values["ultraserver_type"] = o.ultraserver_type
+    try:
+        values["upfront_fee_usd"] = f"{float(o.upfront_fee):g}"  # what `neuronkit cost` prices the block by
+    except ValueError:
+        pass
+    return "\n".join(["capacity:"] + [f"  {key}: {values[key]}" for key in CapacityBlock.model_fields if key in values])
 
 
 def how_to_buy(o: Offering, region: str) -> str:
@@ -179,7 +211,8 @@ def how_to_buy(o: Offering, region: str) -> str:
         f"Then reference the reservation it returns in the cluster of the environment file (max_size at most {o.count}):\n"
         f"  training:\n"
         f"    - instance_type: {o.instance_type}\n"
-        f"      az_id: {o.az_id or f'<AZ ID of {o.az}>'}\n"
+        + (f"      ultraserver: {o.ultraserver_type}\n" if o.ultraserver_type else "")
+        + f"      az_id: {o.az_id or f'<AZ ID of {o.az}>'}\n"
         f"{entry}\n"
         f"and check it with `neuronkit preflight --env NAME`."
     )
@@ -193,7 +226,9 @@ def offerings_command(args: argparse.Namespace) -> int:
     region = args.region or session.region_name
     if not region:
         raise CliError("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)")
-    req = Request(args.instance_type, args.count, args.hours, args.start, args.end)
+    if (args.instance_type is None) == (args.ultraserver_type is None):
+        raise CliError("give --type (instances) or --ultraserver-type (UltraServers), one of them")
+    req = Request(args.instance_type or "", args.count, args.hours, args.start, args.end, args.ultraserver_type)
     problems = check_request(req, region)
     if problems:
         raise CliError("; ".join(problems))
@@ -202,7 +237,8 @@ def offerings_command(args: argparse.Namespace) -> int:
         offers = find_offerings(ec2, req)
     except (ClientError, BotoCoreError) as err:
         raise CliError(_explain(err, region)) from None
-    what = f"{req.count} x {req.instance_type} for {req.hours} hours in {region}"
+    unit = f"{req.ultraserver_type} UltraServers" if req.ultraserver_type else req.instance_type
+    what = f"{req.count} x {unit} for {req.hours} hours in {region}"
     if not offers:
         print(f"no Capacity Block offerings for {what}; try other --start/--end dates, --hours, --count or --region")
         return 0

@@ -69,20 +69,77 @@ class CapacityBlock(Strict):
     """An EC2 Capacity Block for ML, bought outside CloudFormation and referenced by id."""
 
     type: Literal["capacity-block"]
-    reservation_id: Annotated[str, Field(pattern=RESERVATION_RE)]
+    reservation_id: Annotated[str, Field(pattern=RESERVATION_RE)] | None = Field(
+        default=None, description="The block's Capacity Reservation id (cr-...)."
+    )
+    reservation_ids: list[Annotated[str, Field(pattern=RESERVATION_RE)]] = Field(
+        default_factory=list,
+        description="UltraServer blocks: EC2 makes each UltraServer its own Capacity Block and reservation; list one id "
+        "per UltraServer here instead of reservation_id (the cluster launches through a resource group of them).",
+    )
     instance_type: str = Field(description="The block's instance type (must match the cluster).")
     az_id: Annotated[str, Field(pattern=AZ_ID_RE)] = Field(description="The block's AZ ID (must match the cluster).")
     instance_count: int = Field(ge=1)
     start: dt.datetime = Field(description="Block start (UTC, ISO 8601).")
     end: dt.datetime = Field(description="Block end (UTC, ISO 8601).")
+    ultraserver_type: str | None = Field(
+        default=None,
+        description="An UltraServer block (e.g. u-trn2x64): instance_count still counts instances, 4 per u-trn2x64 UltraServer.",
+    )
+    drain_minutes: int = Field(
+        default=15,
+        ge=5,
+        le=120,
+        description="Before EC2 reclaims the nodes (30 minutes before the end), the cluster scales to zero this much "
+        "earlier; each node asks its job to checkpoint and waits for it (a termination lifecycle hook).",
+    )
+    warn_hours_before_end: list[int] = Field(
+        default_factory=lambda: [24, 2],
+        description="Notify the alarm topic this many hours before the block ends (EC2 itself warns 40 minutes before).",
+    )
+    upfront_fee_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="What the block cost (its UpfrontFee, shown by `neuronkit capacity offerings` and the purchase): "
+        "`neuronkit cost` prices the cluster by it, since a block has its own rate, not the On-Demand one.",
+    )
+    fallback: Literal["none", "on-demand", "gpu-pool"] = Field(
+        default="none",
+        description="When the block ends: none; on-demand (an on-demand sibling cluster takes over the nodes); "
+        "gpu-pool (the cluster's gpu_pool scales to its max_size).",
+    )
+
+    @property
+    def reservations(self) -> list[str]:
+        """Every reservation of the block: one for an instance block, one per UltraServer for an UltraServer block."""
+        return [self.reservation_id] if self.reservation_id else list(self.reservation_ids)
 
     @model_validator(mode="after")
     def _check(self) -> CapacityBlock:
         # Catalog facts (types sold, sizes) are checked with the cluster (_check_cluster), so that a
         # wrong block does not hide the cluster's other problems.
+        problems: list[tuple[str, str]] = []
         if self.end <= self.start:
             start, end = self.start.isoformat(), self.end.isoformat()
-            _raise_all([("end", f"{end} is not after start {start}; copy both from the block you bought")])
+            problems.append(("end", f"{end} is not after start {start}; copy both from the block you bought"))
+        if self.reservation_id and self.reservation_ids:
+            problems.append(
+                ("reservation_ids", "give reservation_id (one block) or reservation_ids (one per UltraServer), not both")
+            )
+        elif not self.reservations:
+            problems.append(
+                ("reservation_id", "required key is missing; add the CapacityReservationId purchase-capacity-block printed")
+            )
+        elif self.reservation_ids and self.ultraserver_type is None:
+            problems.append(
+                (
+                    "reservation_ids",
+                    "only UltraServer blocks come as several reservations; use reservation_id for an instance block",
+                )
+            )
+        if len(set(self.reservations)) != len(self.reservations):
+            problems.append(("reservation_ids", "lists a reservation twice; list each UltraServer's reservation once"))
+        _raise_all(problems)
         return self
 
 
@@ -125,6 +182,16 @@ class TrainingCluster(Strict):
         default="pytorch-training", description="What the cluster runs (checked against the release matrix)."
     )
     gpu_pool: GpuPool | None = Field(default=None, description="An optional GPU pool beside the cluster (CUDA-only steps).")
+    ultraserver: str | None = Field(
+        default=None,
+        description="Run as whole UltraServers of this type (e.g. u-trn2x64: 4 x trn2u.48xlarge on one NeuronLink "
+        "domain): sizes are multiples of its servers and the hostfile ranks each UltraServer's nodes together.",
+    )
+    lnc: Literal[1, 2] | None = Field(
+        default=None,
+        description="Logical NeuronCore setting (Trn2/Trn3: 1 or 2; defaults to the catalog's, 2), passed to the "
+        "runtime as NEURON_LOGICAL_NC_CONFIG.",
+    )
 
 
 class GpuPool(Strict):
@@ -167,7 +234,10 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
         if az_ids is not None and c.az_id not in az_ids:
             add("az_id", f"'{c.az_id}' is not in network.az_ids; add it there")
         offered = it.az_ids(region) if it is not None and region is not None else None
-        if offered is not None and c.az_id not in offered:
+        # A Capacity Block bought in the cluster's AZ proves the offering (checked against the block below), even
+        # where the catalog's recorded offerings lag (Trn2 UltraServer nodes are sold through blocks only).
+        bought_here = isinstance(c.capacity, CapacityBlock) and c.capacity.az_id == c.az_id
+        if offered is not None and c.az_id not in offered and not bought_here:
             fix = (
                 f"use one of {', '.join(offered)}"
                 if offered
@@ -236,6 +306,91 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
                 f"min_size {pool.min_size} is greater than max_size {pool.max_size}; raise max_size or lower min_size",
             )
     out.extend((f"{loc}.{key}", msg) for key, msg in _batch_problems(c))
+    out.extend((f"{loc}.{key}", msg) for key, msg in _trainium_problems(c))
+    return out
+
+
+def _trainium_problems(c: TrainingCluster) -> list[tuple[str, str]]:
+    """UltraServers (whole units of the right type), the LNC setting, and Capacity Block lifecycle options."""
+    out: list[tuple[str, str]] = []
+    family = c.instance_type.split(".", 1)[0]
+    if c.lnc is not None:
+        allowed = catalog.lnc_allowed(family)
+        if not allowed:
+            out.append(("lnc", f"{c.instance_type} has no logical NeuronCore setting (Trn2 and Trn3 have); remove lnc"))
+        elif c.lnc not in allowed:
+            out.append(("lnc", f"{c.lnc} is not an LNC setting of {family}; use {' or '.join(map(str, allowed))}"))
+    cap = c.capacity
+    if c.ultraserver is not None:
+        unit = catalog.ultraserver(c.ultraserver)
+        known = ", ".join(catalog.trainium_facts()["ultraservers"])
+        if unit is None:
+            out.append(("ultraserver", f"'{c.ultraserver}' is not an UltraServer type the catalog knows; use one of {known}"))
+        else:
+            servers = int(unit["servers"])
+            if unit.get("instance_type") and unit["instance_type"] != c.instance_type:
+                out.append(
+                    (
+                        "instance_type",
+                        f"{c.ultraserver} UltraServers are built of {unit['instance_type']}; use it as instance_type",
+                    )
+                )
+            elif not unit.get("instance_type"):
+                out.append(
+                    (
+                        "ultraserver",
+                        f"the catalog does not know the instance type of {c.ultraserver} servers yet; run `neuronkit catalog "
+                        "refresh` with an account that offers it (docs/trainium.md)",
+                    )
+                )
+            for key, value in (("min_size", c.min_size), ("max_size", c.max_size), ("desired_size", c.desired_size)):
+                if value is not None and value % servers:
+                    lower, upper = value // servers * servers, (value // servers + 1) * servers
+                    fix = f"use {lower} or {upper}" if lower else f"use {upper}"
+                    out.append((key, f"{value} is not whole {c.ultraserver} UltraServers ({servers} servers each); {fix}"))
+            if isinstance(cap, CapacityBlock) and cap.ultraserver_type != c.ultraserver:
+                out.append(
+                    (
+                        "capacity.ultraserver_type",
+                        f"the cluster runs {c.ultraserver} UltraServers; buy an UltraServer block and set ultraserver_type: {c.ultraserver}",
+                    )
+                )
+    if isinstance(cap, CapacityBlock):
+        unit = catalog.ultraserver(cap.ultraserver_type) if cap.ultraserver_type else None
+        if unit is not None and cap.instance_count % int(unit["servers"]):
+            out.append(
+                (
+                    "capacity.instance_count",
+                    f"{cap.instance_count} is not whole {cap.ultraserver_type} UltraServers ({unit['servers']} servers each)",
+                )
+            )
+        elif unit is not None and len(cap.reservations) != cap.instance_count // int(unit["servers"]):
+            wanted = cap.instance_count // int(unit["servers"])
+            out.append(
+                (
+                    "capacity.reservation_ids",
+                    f"{cap.instance_count} instances are {wanted} {cap.ultraserver_type} UltraServers, each its own reservation; "
+                    f"list {wanted} ids, got {len(cap.reservations)}",
+                )
+            )
+        if cap.ultraserver_type is not None and c.ultraserver is None:
+            out.append(
+                (
+                    "ultraserver",
+                    f"the Capacity Block is of {cap.ultraserver_type} UltraServers; set ultraserver: {cap.ultraserver_type}",
+                )
+            )
+        if cap.fallback == "gpu-pool" and c.gpu_pool is None:
+            out.append(("capacity.fallback", "gpu-pool needs the cluster's gpu_pool; add one or use on-demand or none"))
+        if cap.fallback == "on-demand" and c.scheduler == "batch":
+            out.append(
+                ("capacity.fallback", "on-demand fallback is for Auto Scaling clusters; Batch queues take another environment")
+            )
+        for j, hours in enumerate(cap.warn_hours_before_end):
+            if hours < 1 or hours > 24 * 182:
+                out.append(
+                    (f"capacity.warn_hours_before_end[{j}]", f"{hours} is not between 1 hour and the 182 days a block can last")
+                )
     return out
 
 

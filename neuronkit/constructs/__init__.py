@@ -8,6 +8,7 @@ shadow the ``constructs`` library that every CDK app imports.
 
 from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.budget import BudgetNotification, CostBudget
+from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
 from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
@@ -27,6 +28,7 @@ __all__ = [
     "AmiSpec",
     "BatchTrainingCluster",
     "BudgetNotification",
+    "CapacityBlockWatch",
     "CapacitySpec",
     "CostBudget",
     "DayNightSchedule",

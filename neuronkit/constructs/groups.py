@@ -65,6 +65,18 @@ def launch_hook(heartbeat_seconds: int) -> autoscaling.CfnAutoScalingGroup.Lifec
     )
 
 
+def drain_hook(heartbeat_seconds: int) -> autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty:
+    """The termination hook that gives a node ``heartbeat_seconds`` to checkpoint its job before it goes
+    (kit/neuronkit-drain completes it with CONTINUE; unanswered it times out with CONTINUE)."""
+    facts = catalog.software_facts()["lifecycle"]
+    return autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty(
+        lifecycle_hook_name=facts["drain_hook_name"],
+        lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+        heartbeat_timeout=heartbeat_seconds,
+        default_result=facts["drain_default_result"],
+    )
+
+
 def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> None:
     """What a node of ``group_name`` may do to its own group and itself: complete its launch hook, drop its
     scale-in protection at the end of a job, and tag itself (versions, ready), nothing else."""

@@ -172,7 +172,8 @@ class AcceleratorLaunchTemplate(Construct):
     collectives (inference); IMDSv2 is required with a hop limit of 2 (containers); the root volume is encrypted gp3 on the
     AMI's root device name, sized to the catalog's minimum for the accelerator (512 GiB on Trainium)
     unless ``root_volume_gib`` is larger; no key pair (access through SSM Session Manager). Capacity:
-    ``capacity_reservation_id`` targets an ODCR; with ``capacity_block=True`` the market type is
+    ``capacity_reservation_id`` targets an ODCR or a Capacity Block, ``capacity_reservation_group_arn`` a
+    Capacity Reservation resource group (UltraServer blocks); with ``capacity_block=True`` the market type is
     ``capacity-block`` as EC2 Capacity Blocks require.
 
     ``role`` defaults to a new role with Session Manager and CloudWatch agent permissions only; grant
@@ -192,6 +193,7 @@ class AcceleratorLaunchTemplate(Construct):
         role: iam.IRole | None = None,
         root_volume_gib: int | None = None,
         capacity_reservation_id: str | None = None,
+        capacity_reservation_group_arn: str | None = None,
         capacity_block: bool = False,
         tags: Mapping[str, str] | None = None,
         efa: bool = True,
@@ -202,8 +204,13 @@ class AcceleratorLaunchTemplate(Construct):
         size = root_volume_gib if root_volume_gib is not None else minimum
         if size < minimum:
             raise ValueError(f"root_volume_gib: {size} GiB is below the {minimum} GiB a {facts.accelerator} node needs")
-        if capacity_block and not capacity_reservation_id:
-            raise ValueError("capacity_block: a Capacity Block launch template needs capacity_reservation_id")
+        if capacity_reservation_id and capacity_reservation_group_arn:
+            raise ValueError("capacity_reservation_id or capacity_reservation_group_arn: a launch targets one of them")
+        if capacity_block and not (capacity_reservation_id or capacity_reservation_group_arn):
+            raise ValueError(
+                "capacity_block: a Capacity Block launch template needs capacity_reservation_id (or, for UltraServer "
+                "blocks, capacity_reservation_group_arn)"
+            )
         if not security_group_ids:
             raise ValueError("security_group_ids: at least one security group is required")
         # EC2 refuses user data over 16 KB (before base64). Tokens (bucket names, DNS names) are counted
@@ -246,10 +253,11 @@ class AcceleratorLaunchTemplate(Construct):
             capacity_reservation_specification=(
                 ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
                     capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
-                        capacity_reservation_id=capacity_reservation_id
+                        capacity_reservation_id=capacity_reservation_id,
+                        capacity_reservation_resource_group_arn=capacity_reservation_group_arn,
                     )
                 )
-                if capacity_reservation_id
+                if capacity_reservation_id or capacity_reservation_group_arn
                 else None
             ),
             instance_market_options=(

@@ -54,6 +54,7 @@ class WatchedPool:
     prices the cost widget). ``idle_alarm``: watch for a running but idle pool (training pools).
     ``family_counts``: a fleet's rebalancer publishes its in-service instances per family (else the
     group's GroupInServiceInstances counts the pool's only family). ``load_balancer``: a fleet's.
+    ``prepaid``: capacity paid up front (a Capacity Block), left out of the cost widget.
     """
 
     pool: str
@@ -64,6 +65,7 @@ class WatchedPool:
     idle_alarm: bool = False
     family_counts: bool = False
     load_balancer: LoadBalancerRef | None = None
+    prepaid: bool = False  # a Capacity Block: paid up front, so the cost widget does not price what runs
 
     @property
     def runs_neuron(self) -> bool:
@@ -522,7 +524,7 @@ class EnvironmentMonitoring(Construct):
         for i, p in enumerate(self.pools):
             for family, types in (("neuron", p.neuron_types), ("gpu", p.gpu_types)):
                 metric = self.in_service(p, family)  # type: ignore[arg-type]
-                price = table.hourly(types[0], region) if types else None
+                price = table.hourly(types[0], region) if types and not p.prepaid else None
                 if metric is None or price is None:
                     continue
                 key = f"{family[0]}{i}"

@@ -11,20 +11,17 @@ from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnTag, CfnUpdatePolicy,
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_resourcegroups as resourcegroups
 from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
-from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
+from neuronkit.constructs.groups import drain_hook, grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
-
-# Stop launching and scale to zero this long before a Capacity Block ends: EC2 reclaims the
-# instances 30 minutes before the end (catalog), plus time for jobs to checkpoint and drain.
-_BLOCK_DRAIN_MINUTES = 15
 
 
 @dataclass(frozen=True)
@@ -38,9 +35,25 @@ class CapacitySpec:
 
     kind: Literal["on-demand", "odcr", "capacity-block"] = "on-demand"
     reservation_id: str | None = None
+    # UltraServer Capacity Blocks: one reservation per UltraServer; with more than one the construct creates a
+    # Capacity Reservation resource group of them and the nodes launch through it.
+    reservation_ids: tuple[str, ...] = ()
     create_count: int | None = None
     end: dt.datetime | None = None
     start: dt.datetime | None = None
+    # Capacity Blocks: scale to zero this long before EC2 reclaims the nodes (30 minutes before the end),
+    # each node draining its job through a termination hook meanwhile.
+    drain_minutes: int = 15
+    # What a Capacity Block cost (its UpfrontFee): recorded in the group's metadata for `neuronkit cost`.
+    upfront_fee_usd: float | None = None
+
+    @property
+    def scale_down_at(self) -> dt.datetime | None:
+        """When a Capacity Block cluster scales to zero: EC2's reclaim time minus the drain time."""
+        if self.kind != "capacity-block" or self.end is None:
+            return None
+        reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
+        return self.end - dt.timedelta(minutes=reclaim + self.drain_minutes)
 
 
 class TrainingCluster(Construct):
@@ -51,7 +64,10 @@ class TrainingCluster(Construct):
     node, and a launch template change never replaces running nodes (no rolling update policy; the
     group points at the template version current at deploy time). Scale to zero with ``min_size=0``.
     Capacity Blocks get scheduled actions that scale up at the block's start and to zero
-    ``_BLOCK_DRAIN_MINUTES`` before EC2 reclaims the nodes.
+    ``capacity.drain_minutes`` before EC2 reclaims the nodes, and a termination hook that gives each node
+    that long to checkpoint its job (``kit/neuronkit-drain``). ``lnc`` sets the runtime's logical
+    NeuronCore setting (Trn2/Trn3); ``ultraserver_size`` (servers per UltraServer, 0: none) ranks each
+    UltraServer's nodes together in the hostfile.
 
     User data runs ``neuronkit/userdata/observability.sh`` (CloudWatch agent, boot and journal logs to the
     pool's log groups, neuron-monitor metrics; ``observability`` sets the namespace and log retention,
@@ -91,6 +107,8 @@ class TrainingCluster(Construct):
         observability: ObservabilitySpec | None = None,
         expected_neuron_driver: str | None = None,
         boot_timeout_seconds: int = 1800,
+        lnc: int | None = None,
+        ultraserver_size: int = 0,
     ) -> None:
         super().__init__(scope, id)
         facts = catalog.get(instance_type)
@@ -108,11 +126,24 @@ class TrainingCluster(Construct):
         self.security_group = EfaSecurityGroup(
             self, "EfaSecurityGroup", vpc=vpc, description=f"{self.group_name}: EFA and collectives within the cluster"
         ).security_group
-        self._placement()
+        self._placement(capacity)
         reservation_id = self._reservation(capacity, instance_type, az_id)
         self._node_role(environment, name, storage, compile_cache, observability)
-        script = self._user_data(environment, name, accelerator, storage, compile_cache, expected_neuron_driver)
         is_block = capacity.kind == "capacity-block"
+        script = self._user_data(
+            environment,
+            name,
+            accelerator,
+            storage,
+            compile_cache,
+            expected_neuron_driver,
+            {
+                "LNC": lnc or "",
+                "ULTRASERVER_SIZE": ultraserver_size,
+                "DRAIN_HOOK": catalog.software_facts()["lifecycle"]["drain_hook_name"] if is_block else "",
+                "DRAIN_SECONDS": capacity.drain_minutes * 60,
+            },
+        )
         self.launch_template = AcceleratorLaunchTemplate(
             self,
             "LaunchTemplate",
@@ -122,7 +153,8 @@ class TrainingCluster(Construct):
             user_data=script,
             role=self.role,
             root_volume_gib=root_volume_gib,
-            capacity_reservation_id=reservation_id if capacity.kind != "on-demand" else None,
+            capacity_reservation_id=reservation_id if capacity.kind != "on-demand" and not self.reservation_group else None,
+            capacity_reservation_group_arn=self.reservation_group.attr_arn if self.reservation_group else None,
             capacity_block=is_block,
             tags=self._tags,
         )
@@ -130,9 +162,8 @@ class TrainingCluster(Construct):
             # Capacity Blocks refuse launches before their start: the group stays empty until then.
             min_size, desired_size = 0, 0
             scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
-        group = self._group(
-            min_size, max_size, desired_size, subnet_id, scale_in_protection, boot_timeout_seconds, notifications_topic_arn
-        )
+        hooks = [launch_hook(boot_timeout_seconds)] + ([drain_hook(capacity.drain_minutes * 60)] if is_block else [])
+        group = self._group(min_size, max_size, desired_size, subnet_id, scale_in_protection, hooks, notifications_topic_arn)
         group.cfn_options.metadata = {
             "neuronkit": {
                 "environment": environment,
@@ -148,21 +179,40 @@ class TrainingCluster(Construct):
                 "capacity": capacity.kind,
                 "az_id": az_id,
                 **({"reserved": capacity.create_count} if capacity.create_count else {}),
+                **({"lnc": lnc} if lnc else {}),
+                **({"ultraserver_size": ultraserver_size} if ultraserver_size else {}),
+                **(
+                    {
+                        "block_start": _iso(capacity.start),
+                        "block_end": _iso(capacity.end),
+                        "scale_down_at": _iso(capacity.scale_down_at),
+                        **({"block_fee": capacity.upfront_fee_usd} if capacity.upfront_fee_usd else {}),
+                    }
+                    if is_block and capacity.start and capacity.end and capacity.scale_down_at
+                    else {}
+                ),
             }
         }
         if is_block:
             self._block_schedule(capacity, max_size)
 
     # --- placement and capacity ------------------------------------------------------------------------
-    def _placement(self) -> None:
+    def _placement(self, capacity: CapacitySpec) -> None:
         self.placement_group: ec2.CfnPlacementGroup | None = None
-        if "cluster" in self.instance_type.placement_strategies:
+        # A Capacity Block is already placed close together on the network; a placement group of our own would
+        # ask EC2 for a placement the block's capacity may not have. EC2 user guide, "Work with Capacity Blocks".
+        if capacity.kind != "capacity-block" and "cluster" in self.instance_type.placement_strategies:
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
 
     def _reservation(self, capacity: CapacitySpec, instance_type: str, az_id: str) -> str | None:
         """The reservation the nodes launch into: one this construct creates (an ODCR in the placement group),
         or the file's (an existing ODCR, a Capacity Block)."""
         self.capacity_reservation: ec2.CfnCapacityReservation | None = None
+        self.reservation_group: resourcegroups.CfnGroup | None = None
+        ids = capacity.reservation_ids or ((capacity.reservation_id,) if capacity.reservation_id else ())
+        if capacity.kind == "capacity-block" and len(ids) > 1:
+            self.reservation_group = self._ultraserver_group(ids, instance_type)
+            return None
         if not (capacity.kind == "odcr" and capacity.create_count):
             return capacity.reservation_id
         stack = Stack.of(self)
@@ -193,6 +243,38 @@ class TrainingCluster(Construct):
             ],
         )
         return self.capacity_reservation.ref
+
+    def _ultraserver_group(self, ids: Sequence[str], instance_type: str) -> resourcegroups.CfnGroup:
+        """A Capacity Reservation resource group of UltraServer blocks (each UltraServer is its own block): launches
+        that target it land in any of them. EC2 user guide, "Create a resource group for UltraServer Capacity Blocks"."""
+        stack = Stack.of(self)
+        return resourcegroups.CfnGroup(
+            self,
+            "UltraServerBlocks",
+            name=f"{self.group_name}-ultraserver-blocks",
+            description=f"{self.group_name}: the UltraServer Capacity Blocks its nodes launch into",
+            configuration=[
+                resourcegroups.CfnGroup.ConfigurationItemProperty(
+                    type="AWS::EC2::CapacityReservationPool",
+                    parameters=[
+                        resourcegroups.CfnGroup.ConfigurationParameterProperty(name="instance-type", values=[instance_type]),
+                        resourcegroups.CfnGroup.ConfigurationParameterProperty(
+                            name="reservation-type", values=["capacity-block"]
+                        ),
+                    ],
+                ),
+                resourcegroups.CfnGroup.ConfigurationItemProperty(
+                    type="AWS::ResourceGroups::Generic",
+                    parameters=[
+                        resourcegroups.CfnGroup.ConfigurationParameterProperty(
+                            name="allowed-resource-types", values=["AWS::EC2::CapacityReservation"]
+                        )
+                    ],
+                ),
+            ],
+            resources=[stack.format_arn(service="ec2", resource="capacity-reservation", resource_name=i) for i in ids],
+            tags=[CfnTag(key=k, value=v) for k, v in sorted(self._tags.items())],
+        )
 
     # --- node role, security groups and boot script ----------------------------------------------------
     def _node_role(
@@ -242,6 +324,7 @@ class TrainingCluster(Construct):
         storage: StorageAccess | None,
         compile_cache: str,
         expected_neuron_driver: str | None,
+        extra: dict[str, str | int],
     ) -> str:
         facts = self.instance_type
         return userdata.render(
@@ -263,6 +346,7 @@ class TrainingCluster(Construct):
                 "DATASETS_BUCKET": storage.datasets_bucket if storage else "",
                 "EXPECTED_NEURON_DRIVER": expected_neuron_driver or "",
                 **lifecycle_values(),
+                **extra,
             },
         )
 
@@ -274,7 +358,7 @@ class TrainingCluster(Construct):
         desired_size: int | None,
         subnet_id: str,
         scale_in_protection: bool,
-        boot_timeout_seconds: int,
+        hooks: list[autoscaling.CfnAutoScalingGroup.LifecycleHookSpecificationProperty],
         topic_arn: str | None,
     ) -> autoscaling.CfnAutoScalingGroup:
         lt = self.launch_template.launch_template
@@ -296,7 +380,7 @@ class TrainingCluster(Construct):
             new_instances_protected_from_scale_in=scale_in_protection,
             health_check_type="EC2",
             health_check_grace_period=900,
-            lifecycle_hook_specification_list=[launch_hook(boot_timeout_seconds)],
+            lifecycle_hook_specification_list=hooks,
             termination_policies=["NewestInstance"],
             notification_configurations=notifications(topic_arn),
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
@@ -319,8 +403,8 @@ class TrainingCluster(Construct):
     def _block_schedule(self, capacity: CapacitySpec, max_size: int) -> None:
         assert capacity.start and capacity.end
         group = self.auto_scaling_group
-        reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
-        stop = capacity.end - dt.timedelta(minutes=reclaim + _BLOCK_DRAIN_MINUTES)
+        stop = capacity.scale_down_at
+        assert stop is not None
         autoscaling.CfnScheduledAction(
             self,
             "BlockStart",

@@ -8,15 +8,16 @@ from constructs import Construct
 
 from neuronkit.config import CapacityBlock, Environment
 from neuronkit.constructs.budget import CostBudget
+from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
 from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.notifications import NotificationTopic
-from neuronkit.pools import gpu_pool_name
+from neuronkit.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.storage import StorageStack
-from neuronkit.stacks.training import TrainingStack
+from neuronkit.stacks.training import TrainingStack, capacity_spec
 
 
 def thresholds(config: Environment) -> AlarmThresholds:
@@ -83,6 +84,25 @@ class MonitoringStack(NeuronkitStack):
                 tags=environment_tags(config),
             )
 
+        # Capacity Blocks: EC2's delivered and expiration events, an alarm on the expiry, notices before the end.
+        self.capacity_blocks: dict[str, CapacityBlockWatch] = {}
+        for c in config.training:
+            if isinstance(c.capacity, CapacityBlock):
+                at = capacity_spec(c).scale_down_at
+                assert at is not None
+                self.capacity_blocks[c.name] = CapacityBlockWatch(
+                    self,
+                    f"CapacityBlock-{c.name}",
+                    environment=config.name,
+                    pool=c.name,
+                    reservation_ids=c.capacity.reservations,
+                    end=c.capacity.end,
+                    scale_down_at=at,
+                    topic=self.alarms_topic.topic,
+                    warn_hours_before_end=c.capacity.warn_hours_before_end,
+                    fallback=c.capacity.fallback,
+                )
+
         self.schedule: DayNightSchedule | None = None
         if m.day_night is not None:
             self.schedule = self._day_night(config)
@@ -117,8 +137,20 @@ class MonitoringStack(NeuronkitStack):
                     role="training",
                     neuron_types=(c.instance_type,),
                     idle_alarm=True,
+                    prepaid=isinstance(c.capacity, CapacityBlock),
                 )
             )
+            sibling = fallback_pool_name(c.name)
+            if sibling in clusters:  # the on-demand cluster that takes over when a Capacity Block ends
+                pools.append(
+                    WatchedPool(
+                        pool=sibling,
+                        group_name=clusters[sibling].group_name,
+                        role="training",
+                        neuron_types=(c.instance_type,),
+                        idle_alarm=True,
+                    )
+                )
             gpu = gpu_pool_name(c.name)
             if c.gpu_pool is not None and gpu in clusters:
                 pools.append(

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from typing import Any
 
+from aws_cdk import aws_autoscaling as autoscaling
 from constructs import Construct
 
 from neuronkit import catalog
@@ -13,7 +15,7 @@ from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.observability import ObservabilitySpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
-from neuronkit.pools import gpu_pool_name
+from neuronkit.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.batch import add_batch_clusters
 from neuronkit.stacks.network import NetworkStack
@@ -65,8 +67,26 @@ def capacity_spec(cluster: ClusterConfig) -> CapacitySpec:
             end=cap.end_date,
         )
     if isinstance(cap, CapacityBlock):
-        return CapacitySpec(kind="capacity-block", reservation_id=cap.reservation_id, start=cap.start, end=cap.end)
+        return CapacitySpec(
+            kind="capacity-block",
+            reservation_id=cap.reservation_id,
+            reservation_ids=tuple(cap.reservation_ids),
+            start=cap.start,
+            end=cap.end,
+            drain_minutes=cap.drain_minutes,
+            upfront_fee_usd=cap.upfront_fee_usd,
+        )
     return CapacitySpec()
+
+
+def lnc_of(cluster: ClusterConfig) -> int | None:
+    """The cluster's logical NeuronCore setting: the file's, else the catalog's default for its family."""
+    return cluster.lnc or catalog.lnc_default(cluster.instance_type.split(".", 1)[0])
+
+
+def ultraserver_size(cluster: ClusterConfig) -> int:
+    unit = catalog.ultraserver(cluster.ultraserver) if cluster.ultraserver else None
+    return int(unit["servers"]) if unit else 0
 
 
 class TrainingStack(NeuronkitStack):
@@ -115,9 +135,13 @@ class TrainingStack(NeuronkitStack):
                 root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
                 observability=observability_spec(config),
+                lnc=lnc_of(cluster),
+                ultraserver_size=ultraserver_size(cluster),
             )
             if cluster.gpu_pool is not None:
                 self._gpu_pool(config, cluster, network, access)
+            if isinstance(cluster.capacity, CapacityBlock) and cluster.capacity.fallback != "none":
+                self._block_fallback(config, cluster, network, access)
         # scheduler: batch -- AWS Batch compute environments, queues and job definitions instead of Auto
         # Scaling groups (neuronkit/stacks/batch.py, docs/batch.md).
         self.batch_clusters = add_batch_clusters(self, config=config, network=network, storage=access)
@@ -148,4 +172,51 @@ class TrainingStack(NeuronkitStack):
             scale_in_protection=protected(config, cluster),
             tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
             observability=observability_spec(config),
+        )
+
+    def _block_fallback(self, config: Environment, cluster: ClusterConfig, network: NetworkStack, access: StorageAccess) -> None:
+        """What takes over when a Capacity Block ends (docs/capacity-blocks.md): an on-demand sibling cluster
+        (empty until then) or the cluster's GPU pool, scaled up when the block's cluster scales to zero."""
+        cap = cluster.capacity
+        assert isinstance(cap, CapacityBlock)
+        at = capacity_spec(cluster).scale_down_at
+        assert at is not None
+        when = at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if cap.fallback == "gpu-pool":
+            assert cluster.gpu_pool is not None
+            target, size = self.clusters[gpu_pool_name(cluster.name)], cluster.gpu_pool.max_size
+        else:
+            name = fallback_pool_name(cluster.name)
+            target = self.clusters[name] = TrainingCluster(
+                self,
+                f"Cluster-{name}",
+                environment=config.name,
+                name=name,
+                instance_type=cluster.instance_type,
+                vpc=network.network.vpc,
+                subnet_id=network.network.subnet_ids[cluster.az_id],
+                az_id=cluster.az_id,
+                min_size=0,
+                max_size=cluster.max_size,
+                desired_size=0,
+                ami=ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name)),
+                expected_neuron_driver=_driver(self.releases.get(cluster.name)),
+                storage=access,
+                notifications_topic_arn=self.events.topic.topic_arn,
+                compile_cache=cluster.compile_cache,
+                scale_in_protection=protected(config, cluster),
+                root_volume_gib=cluster.root_volume_gib,
+                tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
+                observability=observability_spec(config),
+                lnc=lnc_of(cluster),
+            )
+            size = cluster.max_size
+        autoscaling.CfnScheduledAction(
+            target,
+            "TakeOverFromBlock",
+            auto_scaling_group_name=target.auto_scaling_group.ref,
+            start_time=when,
+            min_size=0,
+            max_size=size,
+            desired_capacity=size,
         )

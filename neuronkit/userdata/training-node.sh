@@ -3,7 +3,8 @@
 # requires: ENVIRONMENT POOL REGION ASG_NAME LIFECYCLE_HOOK ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA
 # uses: node-lib.sh
 # requires: LUSTRE_DNS LUSTRE_MOUNT COMPILE_CACHE ARTIFACTS_BUCKET CHECKPOINTS_BUCKET DATASETS_BUCKET
-# requires: EXPECTED_NEURON_DRIVER MASTER_PORT ROOT_COMM_PORT METRICS_NAMESPACE
+# requires: EXPECTED_NEURON_DRIVER MASTER_PORT ROOT_COMM_PORT METRICS_NAMESPACE LNC ULTRASERVER_SIZE DRAIN_HOOK
+# requires: DRAIN_SECONDS
 # The node proves itself before it joins (docs/node-lifecycle.md): local NVMe, every accelerator and EFA
 # device, the driver of the pool's Neuron release, Lustre; only then does it complete the group's launch
 # lifecycle hook with CONTINUE and tag itself ready, which puts it in its peers' hostfile. Any failure,
@@ -50,8 +51,11 @@ NEURONKIT_POOL=${POOL}
 NEURONKIT_DATASETS=s3://${DATASETS_BUCKET}/
 NEURONKIT_CHECKPOINTS=s3://${CHECKPOINTS_BUCKET}/${POOL}/
 NEURONKIT_HOSTFILE=/etc/neuronkit/hostfile
+NEURONKIT_CHECKPOINT_REQUEST=/run/neuronkit/checkpoint-requested
 MASTER_PORT=${MASTER_PORT}
 ENV
+  # Trn2/Trn3: the logical NeuronCore setting the runtime uses (LNC=2 pairs physical cores).
+  [ -z "${LNC}" ] || echo "NEURON_LOGICAL_NC_CONFIG=${LNC}" >> /etc/neuronkit/job.env
   cat > /etc/profile.d/neuronkit.sh <<'PROFILE'
 set -a
 . /etc/neuronkit/job.env
@@ -73,11 +77,17 @@ PROFILE
 # EC2 caps user data at 16 KB.
 install_hostfile_service() {
   local kit=/opt/neuronkit/kit
-  install -m 0755 "${kit}/neuronkit-hostfile" "${kit}/neuronkit-release" /usr/local/bin/
+  install -m 0755 "${kit}/neuronkit-hostfile" "${kit}/neuronkit-release" "${kit}/neuronkit-drain" /usr/local/bin/
   install -m 0644 "${kit}/neuronkit-hostfile.service" "${kit}/neuronkit-hostfile.timer" /etc/systemd/system/
   mkdir -p /run/neuronkit
   systemctl daemon-reload
   systemctl enable --now neuronkit-hostfile.timer
+  # A group with a termination hook (Capacity Blocks): ask the job to checkpoint before the node goes.
+  if [ -n "${DRAIN_HOOK}" ]; then
+    install -m 0644 "${kit}/neuronkit-drain.service" /etc/systemd/system/
+    systemctl daemon-reload
+    systemctl enable --now neuronkit-drain.service
+  fi
 }
 
 # --- versions as instance tags: the PR summary's release, what the node really runs -----------------

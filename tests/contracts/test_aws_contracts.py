@@ -8,6 +8,7 @@ real AWS does not, so these rules are checked here, on the templates a deploy wo
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -128,10 +129,43 @@ def test_every_accelerator_group_has_a_launch_hook_that_abandons_by_default(synt
     assert groups
     for stack, lid, group in groups:
         assert group["Metadata"]["neuronkit"]["role"] in ACCELERATOR_ROLES
-        (spec,) = group["Properties"]["LifecycleHookSpecificationList"]
-        assert spec["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING", (stack, lid)
+        (spec,) = [
+            h
+            for h in group["Properties"]["LifecycleHookSpecificationList"]
+            if h["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+        ]
         assert spec["LifecycleHookName"] == hook and spec["DefaultResult"] == "ABANDON", (stack, lid)
         assert 30 <= spec["HeartbeatTimeout"] <= 7200, (stack, lid)
+
+
+def test_a_capacity_block_drains_before_ec2_reclaims_its_nodes(synth: Synth) -> None:
+    """EC2 starts terminating a Capacity Block's instances 30 minutes before its end; a termination hook holds a
+    node at most its heartbeat timeout (30..7200 s). The scheduled scale-down plus the drain must end before the
+    reclaim, or EC2 kills the job mid-checkpoint. https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html
+    https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks.html"""
+    reclaim = dt.timedelta(minutes=catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"])
+    blocks = [
+        (stack, lid, group)
+        for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup")
+        if group["Metadata"]["neuronkit"]["capacity"] == "capacity-block"
+    ]
+    assert blocks  # prod trains on a Capacity Block
+    for stack, lid, group in blocks:
+        meta = group["Metadata"]["neuronkit"]
+        (drain,) = [
+            h
+            for h in group["Properties"]["LifecycleHookSpecificationList"]
+            if h["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+        ]
+        assert 30 <= drain["HeartbeatTimeout"] <= 7200, (stack, lid)
+        end = dt.datetime.fromisoformat(meta["block_end"].replace("Z", "+00:00"))
+        down = dt.datetime.fromisoformat(meta["scale_down_at"].replace("Z", "+00:00"))
+        assert down + dt.timedelta(seconds=drain["HeartbeatTimeout"]) <= end - reclaim, (stack, lid)
+        # ... and the group is scaled to zero exactly then, by a scheduled action of its own stack.
+        actions = [a["Properties"] for s, _, a in _resources(synth, "AWS::AutoScaling::ScheduledAction") if s == stack]
+        assert any(a.get("StartTime") == meta["scale_down_at"] and a.get("DesiredCapacity") == 0 for a in actions), (stack, lid)
+        # A Capacity Block needs no placement group (it is placed close together already).
+        assert "PlacementGroup" not in group["Properties"], (stack, lid)
 
 
 def _user_data(synth: Synth) -> Iterator[tuple[str, str, str]]:

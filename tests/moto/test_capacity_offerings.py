@@ -177,9 +177,12 @@ def test_printed_capacity_entry_is_a_valid_capacity_block(ec2: Stubber, capsys: 
     cluster = yaml.safe_load(snippet.replace("cr-...", "cr-0123456789abcdef0"))["training"][0]
     assert cluster["az_id"] == "use1-az6"
     block = CapacityBlock.model_validate(cluster["capacity"])
-    assert set(cluster["capacity"]) == set(CapacityBlock.model_fields)
+    # Every required field of the block, and nothing the model does not know.
+    required = {k for k, f in CapacityBlock.model_fields.items() if f.is_required()}
+    assert required <= set(cluster["capacity"]) <= set(CapacityBlock.model_fields)
     assert (block.instance_type, block.az_id, block.instance_count) == ("trn1.32xlarge", "use1-az6", 4)
     assert (block.start, block.end) == (START, START + dt.timedelta(hours=48))
+    assert block.upfront_fee_usd == 4123.78  # the offering's UpfrontFee: `neuronkit cost` prices the block by it
 
 
 def test_start_and_end_are_sent_as_date_ranges(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,3 +275,42 @@ def test_bad_time_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
         main(offerings_cmd("--start", "next tuesday"))
     assert exit_info.value.code == 2
     assert "'next tuesday' is not an ISO 8601 time" in capsys.readouterr().err
+
+
+def test_ultraserver_offerings_ask_for_whole_ultraservers_and_print_an_ultraserver_cluster(
+    ec2: Stubber, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unit = catalog.ultraserver("u-trn2x64")
+    assert unit is not None and unit["instance_type"] == "trn2u.48xlarge" and unit["servers"] == 4
+    entry = offering("cb-0aaaabbbbccccdddd", START, "98765.4300", count=4 * unit["servers"], hours=96)
+    entry.update(InstanceType=unit["instance_type"], UltraserverType="u-trn2x64", UltraserverCount=4)
+    ec2.add_response(
+        "describe_capacity_block_offerings",
+        {"CapacityBlockOfferings": [entry]},
+        {"UltraserverType": "u-trn2x64", "UltraserverCount": 4, "CapacityDurationHours": 96},
+    )
+    ec2.add_response("describe_availability_zones", ZONES, {})
+    assert main(["capacity", "offerings", "--ultraserver-type", "u-trn2x64", "--count", "4", "--hours", "96"]) == 0
+    ec2.assert_no_pending_responses()
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"Capacity Block offerings for 4 x u-trn2x64 UltraServers for 96 hours in {REGION}:"
+    # The printed cluster runs whole UltraServers and its block says so; both validate.
+    snippet = out[out.index("  training:") :].split("and check it")[0]
+    cluster = yaml.safe_load(snippet.replace("cr-...", "cr-0123456789abcdef0"))["training"][0]
+    assert cluster["instance_type"] == "trn2u.48xlarge" and cluster["ultraserver"] == "u-trn2x64"
+    block = CapacityBlock.model_validate(cluster["capacity"])
+    assert (block.ultraserver_type, block.instance_count) == ("u-trn2x64", 16)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ultraserver-type", "u-trn9x99", "--count", "1", "--hours", "24"], "not an UltraServer type the catalog knows"),
+        (["--type", "trn2.48xlarge", "--ultraserver-type", "u-trn2x64", "--count", "1", "--hours", "24"], "one of them"),
+    ],
+)
+def test_ultraserver_requests_are_checked_before_aws(
+    ec2: Stubber, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["capacity", "offerings", *args]) == 2
+    assert message in capsys.readouterr().err

@@ -996,3 +996,49 @@ def test_render_prints_fixes_under_warn_and_fail_lines_only() -> None:
     assert [line.split()[0] for line in text] == ["STATUS", "PASS", "WARN", "fix:", "FAIL", "fix:", "1"]
     assert text[3].strip() == "fix: request more"
     assert text[-1] == "1 passed, 1 warning, 1 failed"
+
+
+def ultraserver_env(start: dt.datetime, end: dt.datetime) -> Environment:
+    """2 x u-trn2x64 (8 x trn2u.48xlarge): each UltraServer is its own block and reservation."""
+    capacity = block_capacity(
+        start,
+        end,
+        instance_type="trn2u.48xlarge",
+        instance_count=8,
+        ultraserver_type="u-trn2x64",
+        reservation_ids=["cr-0123456789abcdef0", "cr-0123456789abcdef1"],
+    )
+    del capacity["reservation_id"]
+    return make_env(cluster(instance_type="trn2u.48xlarge", ultraserver="u-trn2x64", max_size=8, capacity=capacity))
+
+
+def test_ultraserver_blocks_are_checked_one_by_one_and_sized_together(dummy_credentials: None) -> None:
+    start, end = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=1)
+    env = ultraserver_env(start, end)
+    answers = [
+        block(
+            CapacityReservationId=f"cr-0123456789abcdef{i}",
+            InstanceType="trn2u.48xlarge",
+            TotalInstanceCount=4,
+            AvailableInstanceCount=4,
+            State="active",
+            StartDate=start,
+            EndDate=end,
+        )
+        for i in range(2)
+    ]
+    checks = capacity_checks(env, *answers)
+    assert {c.status for c in checks.values()} == {"PASS"}
+    assert "capacity pretrain cr-0123456789abcdef1: window" in checks
+    assert checks["capacity pretrain: size"].detail == "2 UltraServer blocks hold 8 instances for max_size 8"
+
+
+def test_a_missing_ultraserver_block_fails_and_names_the_key(dummy_credentials: None) -> None:
+    start, end = NOW - dt.timedelta(hours=1), NOW + dt.timedelta(days=1)
+    env = ultraserver_env(start, end)
+    first = block(InstanceType="trn2u.48xlarge", TotalInstanceCount=4, State="active", StartDate=start, EndDate=end)
+    checks = capacity_checks(env, first, "InvalidCapacityReservationId.NotFound")
+    missing = checks["capacity pretrain cr-0123456789abcdef1"]
+    assert missing.status == "FAIL" and "cr-0123456789abcdef1 does not exist" in missing.detail
+    assert "training[0].capacity.reservation_ids" in missing.fix
+    assert "capacity pretrain: size" not in checks  # no size verdict on a partial set

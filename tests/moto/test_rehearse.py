@@ -148,7 +148,8 @@ def test_types_moto_skips_are_reported_and_really_absent(deployed: Deployed, env
     report = deployed.reports[env]
     assert report.unmodelled["AWS::FSx::FileSystem"] == [f"{env}-storage/StorageLustre6434AAB0"]
     assert "AWS::EC2::PlacementGroup" in report.unmodelled
-    assert ("AWS::EC2::CapacityReservation" in report.unmodelled) == (env == "prod")  # only prod creates an ODCR
+    # Neither environment creates an ODCR (prod's Capacity Block is bought outside CloudFormation).
+    assert "AWS::EC2::CapacityReservation" not in report.unmodelled
     assert "AWS::CDK::Metadata" not in report.unmodelled  # creates nothing in an account
     # Reported as skipped because it was: moto's FSx holds no file system.
     assert deployed.client("fsx", env).describe_file_systems()["FileSystems"] == []
@@ -179,8 +180,9 @@ def test_inference_fleet_and_its_rebalancer_deploy_through_the_cli(deployed: Dep
 def test_report_shows_pools_with_chips_cores_and_efa(deployed: Deployed) -> None:
     text = render_report(deployed.reports["prod"])
     row = next(line for line in text.splitlines() if line.startswith("pretrain"))
-    it = catalog.get("trn1.32xlarge")
-    assert "trn1.32xlarge" in row and "0/16/16" in row and "odcr" in row
+    it = catalog.get("trn2.48xlarge")
+    # Empty until its Capacity Block starts: the block's schedule scales it to 16.
+    assert "trn2.48xlarge" in row and "0/0/16" in row and "capacity-block" in row
     assert f"{it.neuron_devices} chips, {it.neuron_cores} NeuronCores" in row
     assert f"{it.neuron_devices * 16} chips, {it.neuron_cores * 16} NeuronCores" in row
     assert f"{it.efa_max_interfaces} x EFA, {it.efa_bandwidth_gbps:g} Gbps" in row
@@ -193,7 +195,7 @@ def test_progress_names_each_stack_as_it_completes(deployed: Deployed) -> None:
     for env in ENVIRONMENTS:
         for part in PARTS:
             assert any(line.startswith(f"[{env}] {env}-{part}: CREATE_COMPLETE") for line in deployed.lines), part
-    assert any("cdk bootstrap aws://222222222222/us-east-1" in line for line in deployed.lines)
+    assert any("cdk bootstrap aws://222222222222/us-east-2" in line for line in deployed.lines)
 
 
 # --------------------------------------------------------------------------------------------

@@ -136,6 +136,88 @@ def test_the_hostfile_lists_ready_nodes_and_the_root_communicator_has_its_own_po
     assert "--metric-name NeuronDriverVersions" in count and "--value 1" in count
 
 
+TRN2U = catalog.get("trn2u.48xlarge")
+
+
+@pytest.fixture(scope="module")
+def ultraserver_user_data() -> str:
+    """A node of 2 x u-trn2x64 UltraServers on their Capacity Blocks, LNC 2."""
+    import datetime as dt
+
+    from neuronkit.constructs import CapacitySpec
+
+    start, end = dt.datetime(2030, 3, 1, 11, 30, tzinfo=dt.UTC), dt.datetime(2030, 3, 15, 11, 30, tzinfo=dt.UTC)
+    stack = bare_stack()
+    TrainingCluster(
+        stack, "Cluster", environment="team", name="pretrain", instance_type="trn2u.48xlarge", vpc=imported_vpc(stack),
+        subnet_id=SUBNET_ID, az_id="use2-az3", max_size=8, ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        storage=STORAGE, expected_neuron_driver=DRIVER, lnc=2, ultraserver_size=4,
+        capacity=CapacitySpec(kind="capacity-block", reservation_ids=("cr-0aaaaaaaaaaaaaaaa", "cr-0bbbbbbbbbbbbbbbb"), start=start, end=end),
+    )  # fmt: skip
+    return _user_data(template(stack))
+
+
+def test_ultraserver_nodes_rank_each_neuronlink_domain_together(ultraserver_user_data: str, tmp_path: Path) -> None:
+    # Eight ready nodes of two UltraServers, launched interleaved; this node (10.0.0.10) is in the second one.
+    rows = [
+        ("2026-11-24T10:00:01Z", "i-01", "10.0.0.21", "cr-0bbbbbbbbbbbbbbbb"),
+        ("2026-11-24T10:00:02Z", "i-02", "10.0.0.11", "cr-0aaaaaaaaaaaaaaaa"),
+        ("2026-11-24T10:00:03Z", "i-03", "10.0.0.10", "cr-0bbbbbbbbbbbbbbbb"),
+        ("2026-11-24T10:00:04Z", "i-04", "10.0.0.12", "cr-0aaaaaaaaaaaaaaaa"),
+        ("2026-11-24T10:00:05Z", "i-05", "10.0.0.23", "cr-0bbbbbbbbbbbbbbbb"),
+        ("2026-11-24T10:00:06Z", "i-06", "10.0.0.13", "cr-0aaaaaaaaaaaaaaaa"),
+        ("2026-11-24T10:00:07Z", "i-07", "10.0.0.24", "cr-0bbbbbbbbbbbbbbbb"),
+        ("2026-11-24T10:00:08Z", "i-08", "10.0.0.14", "cr-0aaaaaaaaaaaaaaaa"),
+    ]
+    instances = "".join(f"{t}\t{i}\t{ip}\t{DRIVER}\t{cr}\n" for t, i, ip, cr in rows)
+    scenario = Scenario(
+        neuron_devices=TRN2U.neuron_devices, efa_devices=TRN2U.efa_max_interfaces, driver=DRIVER,
+        instance_type="trn2u.48xlarge", stub_files={"instances": instances},
+    )  # fmt: skip
+    booted_then_refreshed = ultraserver_user_data.replace(
+        'exit "${status}"\n', '/usr/local/bin/neuronkit-hostfile\nexit "${status}"\n'
+    )
+    run = run_user_data(booted_then_refreshed, scenario, tmp_path)
+    assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    assert run.file("/etc/neuronkit/hostfile").split() == [
+        "10.0.0.11", "10.0.0.12", "10.0.0.13", "10.0.0.14",  # UltraServer cr-0aaa..., in launch order
+        "10.0.0.21", "10.0.0.10", "10.0.0.23", "10.0.0.24",  # UltraServer cr-0bbb...
+    ]  # fmt: skip
+    ranks = run.file("/etc/neuronkit/ranks.env")
+    assert "NNODES=8" in ranks and "NODE_RANK=5" in ranks and "MASTER_ADDR=10.0.0.11" in ranks
+    assert "NEURONKIT_ULTRASERVER_SIZE=4" in ranks and "NEURONKIT_ULTRASERVER_INDEX=1" in ranks
+    assert "NEURON_LOGICAL_NC_CONFIG=2" in run.file("/etc/neuronkit/job.env")
+
+
+@pytest.mark.parametrize("job", ["none", "running"])
+def test_a_block_node_asks_its_job_to_checkpoint_then_lets_the_group_terminate_it(
+    ultraserver_user_data: str, tmp_path: Path, job: str
+) -> None:
+    hook = catalog.software_facts()["lifecycle"]["drain_hook_name"]
+    start_job = "mkdir -p /run/neuronkit && touch /run/neuronkit/job-active\n" if job == "running" else ""
+    drained = ultraserver_user_data.replace(
+        'exit "${status}"\n', f'{start_job}/usr/local/bin/neuronkit-drain\nexit "${{status}}"\n'
+    )
+    scenario = Scenario(
+        neuron_devices=TRN2U.neuron_devices, efa_devices=TRN2U.efa_max_interfaces, driver=DRIVER,
+        instance_type="trn2u.48xlarge", stub_files={"target-state": "Terminated\n", "job-ends-on-sleep": ""},
+    )  # fmt: skip
+    run = run_user_data(drained, scenario, tmp_path)
+    # The drain service is installed and started at boot (a systemd unit reading the job's environment).
+    assert run.called("systemctl enable --now neuronkit-drain.service")
+    assert "ExecStart=/usr/local/bin/neuronkit-drain" in run.file("/etc/systemd/system/neuronkit-drain.service")
+    calls = run.called("aws autoscaling complete-lifecycle-action")
+    (drain,) = [c for c in calls if f"--lifecycle-hook-name {hook}" in c]
+    assert "--lifecycle-action-result CONTINUE" in drain and f"--instance-id {INSTANCE_ID}" in drain
+    assert "the group is terminating this node: asking the job to checkpoint" in run.output
+    # With a job running, the node waits for it (one sleep, during which it ends) before answering the hook.
+    index = run.calls.index(drain)
+    slept = [i for i, c in enumerate(run.calls) if c.startswith("sleep") and i < index]
+    assert bool(slept) == (job == "running")
+    leaving = {"none": "no job runs; leaving", "running": "the job checkpointed and finished; leaving"}[job]
+    assert leaving in run.output and "did not finish" not in run.output
+
+
 def test_batch_node_installs_efa_before_its_device_check(batch_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(batch_user_data, healthy(), tmp_path)
     assert run.returncode == 0, run.output[-3000:]

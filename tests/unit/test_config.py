@@ -22,7 +22,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "environments"
 GOOD = yaml.safe_load((FIXTURES / "good.yaml").read_text())
 FILE = "environments/good.yaml"
 TRAINIUM = "trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge"
-CB_TYPES = "trn1.32xlarge, trn2.48xlarge, p4d.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge"
+CB_TYPES = "trn1.32xlarge, trn2.48xlarge, trn2u.48xlarge, p4d.24xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge"
 TRN1_AMIS = "neuron-multi-framework-ubuntu-24.04, neuron-base-ubuntu-24.04, neuron-base-al2023, neuron-pytorch-2.9-ubuntu-24.04"
 USE1_AZ_IDS = "use1-az1, use1-az2, use1-az3, use1-az4, use1-az5, use1-az6"
 DELETE = object()
@@ -364,7 +364,7 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         {"training.0.max_nodes": 4},
         [
             "training[0].max_nodes: unknown key 'max_nodes' under training[0]; allowed keys: name, instance_type, az_id, "
-            "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool"
+            "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool, ultraserver, lnc"
         ],
     ),
     (
@@ -400,7 +400,7 @@ def test_cross_checks_of_valid_clusters_run_when_another_cluster_is_broken(in_tm
     data = edited({"training.0.max_nodes": 4, "training.1.capacity.az_id": "use1-az4"})
     assert problems_of(data) == [
         f"{FILE}: training[0].max_nodes: unknown key 'max_nodes' under training[0]; allowed keys: name, instance_type, az_id, "
-        "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool",
+        "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool, ultraserver, lnc",
         f"{FILE}: training[1].capacity.az_id: the Capacity Block is in use1-az4, not the cluster's use1-az6; make them match",
     ]
 

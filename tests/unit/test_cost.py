@@ -78,39 +78,106 @@ def write_cdk_out(folder: Path, asgs: dict[str, dict[str, Any] | None], stack: s
 # --------------------------------------------------------------------------------------------
 # neuronkit cost: environments
 # --------------------------------------------------------------------------------------------
-def test_prod_is_priced_at_min_desired_and_max_against_p4d(capsys, monkeypatch):
+def _prod_block() -> tuple[float, float]:
+    """prod.yaml's Capacity Block: what it cost and how many hours it runs."""
+    cap = config.load_environment(REPO / "environments" / "prod.yaml").training[0].capacity
+    assert isinstance(cap, config.CapacityBlock) and cap.upfront_fee_usd is not None
+    return cap.upfront_fee_usd, (cap.end - cap.start).total_seconds() / 3600
+
+
+def test_prod_block_cluster_is_priced_by_its_fee_against_p5en_for_the_same_hours(capsys, monkeypatch):
     code, out, err = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
     assert code == 0, err
-    trn, gpu = price("trn1.32xlarge"), price("p4d.24xlarge")
-    # prod.yaml: 16 x trn1.32xlarge, min 0, desired 16, max 16.
-    desired = 16 * trn * HOURS
-    gpu_desired = 16 * gpu * HOURS
-    saving = gpu_desired - desired
-    assert "### pretrain: training, trn1.32xlarge, capacity odcr" in out
-    assert "| min | 0 | $0.00 | $0.00 | $0.00 | $0.00 | – |" in out
-    row = f"| {money(16 * trn)} | {money(desired)} | {money(gpu_desired)} | {money(saving)} | {saving / gpu_desired * 100:.1f}% |"
-    assert f"| desired | 16 {row}" in out
-    assert f"| max | 16 {row}" in out
-    assert f"GPU equivalent p4d.24xlarge at ${gpu}/hour" in out
-    # The reservation the stack creates bills whether nodes run or not: the user must be told.
-    assert "Capacity odcr: an On-Demand Capacity Reservation bills every reserved instance" in out
+    fee, hours = _prod_block()
+    assert hours <= HOURS  # a two-week block: the whole fee falls in one month
+    gpu = price("p5en.48xlarge", "us-east-2")
+    # prod.yaml: 16 x trn2.48xlarge on a 336-hour Capacity Block. The fee is paid whether the nodes run or not,
+    # so every level counts the block's 16 nodes; the GPU equivalent runs 16 p5en for the same hours.
+    assert "### pretrain: training, trn2.48xlarge, capacity capacity-block" in out
+    gpu_block = 16 * gpu * hours
+    row = f"| {money(fee / hours)} | {money(fee)} | {money(gpu_block)} | {money(gpu_block - fee)} | {(gpu_block - fee) / gpu_block * 100:.1f}% |"
+    for level in ("min", "desired", "max"):
+        assert f"| {level} | 16 {row}" in out
+    assert f"trn2.48xlarge at {money(fee / hours / 16)}/hour (the Capacity Block's fee over its node-hours)" in out
+    assert (
+        f"Capacity capacity-block: {money(fee)} paid up front for {hours:,.0f} hours of 16 nodes, whether they run or not" in out
+    )
     # The environment total adds the GPU training pool (p5.48xlarge, 0/0/2, priced at its own rate on both
     # sides) and the chat fleet (inf2.48xlarge first, 2/4/12, against g5.48xlarge).
-    p5, inf2, g5 = price("p5.48xlarge"), price("inf2.48xlarge"), price("g5.48xlarge")
-    total_hour = 16 * trn + 0 * p5 + 4 * inf2
-    total_gpu = (16 * gpu + 0 * p5 + 4 * g5) * HOURS
-    assert f"| desired | {money(total_hour)} | {money(total_hour * HOURS)} | {money(total_gpu)} |" in out
-    top_hour = 16 * trn + 2 * p5 + 12 * inf2
-    top_gpu = (16 * gpu + 2 * p5 + 12 * g5) * HOURS
-    assert (
-        f"| max | {money(top_hour)} | {money(top_hour * HOURS)} | {money(top_gpu)} | {money(top_gpu - top_hour * HOURS)} |" in out
+    p5, inf2, g5 = price("p5.48xlarge", "us-east-2"), price("inf2.48xlarge", "us-east-2"), price("g5.48xlarge", "us-east-2")
+    total_hour = fee / hours + 0 * p5 + 4 * inf2
+    total_month = fee + 4 * inf2 * HOURS
+    total_gpu = gpu_block + 4 * g5 * HOURS
+    assert f"| desired | {money(total_hour)} | {money(total_month)} | {money(total_gpu)} |" in out
+    top_hour = fee / hours + 2 * p5 + 12 * inf2
+    top_month = fee + (2 * p5 + 12 * inf2) * HOURS
+    top_gpu = gpu_block + (2 * p5 + 12 * g5) * HOURS
+    assert f"| max | {money(top_hour)} | {money(top_month)} | {money(top_gpu)} | {money(top_gpu - top_month)} |" in out
+
+
+def test_a_block_longer_than_a_month_is_spread_over_its_months():
+    table = pricing.load_prices()
+    pool = Pool(
+        environment="team",
+        region="us-east-2",
+        pool="pretrain",
+        role="training",
+        instance_types=("trn2.48xlarge",),
+        neuron_types=("trn2.48xlarge",),
+        fallback_types=(),
+        min_size=0,
+        max_size=8,
+        desired_size=0,
+        capacity="capacity-block",
+        block_fee=300_000.0,
+        block_hours=182 * 24,
     )
+    (c,) = price_pools([pool], table)
+    assert c.monthly("min") == pytest.approx(300_000.0 * table.hours_per_month / (182 * 24))
+    assert c.hourly("desired") == pytest.approx(300_000.0 / (182 * 24))
+    assert "the month columns spread it over the block's 6.0 months" in cost_report([pool], "markdown", table)
+
+
+def test_a_block_without_its_fee_on_a_type_without_a_price_says_what_to_set(tmp_path, capsys, monkeypatch):
+    import yaml
+
+    data = yaml.safe_load((REPO / "environments" / "prod.yaml").read_text())
+    del data["training"][0]["capacity"]["upfront_fee_usd"]
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, _, err = run(["cost", "--file", str(path)], capsys, monkeypatch)
+    assert code == 2
+    assert (
+        "prod/pretrain (training): a Capacity Block is priced by what it cost and trn2.48xlarge has no On-Demand price "
+        "to stand in; set capacity.upfront_fee_usd to the block's UpfrontFee" in err
+    )
+
+
+def test_a_block_without_its_fee_on_a_priced_type_is_priced_on_demand_and_says_so():
+    table = pricing.load_prices()
+    pool = Pool(
+        environment="team",
+        region="us-east-1",
+        pool="pretrain",
+        role="training",
+        instance_types=("trn1.32xlarge",),
+        neuron_types=("trn1.32xlarge",),
+        fallback_types=(),
+        min_size=0,
+        max_size=4,
+        desired_size=4,
+        capacity="capacity-block",
+        block_hours=48.0,
+    )
+    (c,) = price_pools([pool], table)
+    assert c.monthly("desired") == pytest.approx(4 * price("trn1.32xlarge") * HOURS)
+    assert "these figures are the On-Demand equivalent (set capacity.upfront_fee_usd" in cost_report([pool], "markdown", table)
 
 
 def test_prod_gpu_training_pool_is_priced_on_its_own_type(capsys, monkeypatch):
     code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
     assert code == 0
-    p5 = price("p5.48xlarge")
+    p5 = price("p5.48xlarge", "us-east-2")
     section = out[out.index("### pretrain-gpu: training-gpu, p5.48xlarge, capacity on-demand") :]
     section = section[: section.index("\n### ")]
     # prod.yaml: gpu_pool p5.48xlarge, min 0, max 2, desired unset (= min); no GPU-equivalent columns.
@@ -123,7 +190,7 @@ def test_prod_gpu_training_pool_is_priced_on_its_own_type(capsys, monkeypatch):
 def test_prod_inference_fleet_is_priced_on_its_first_neuron_type_with_fallback_prices(capsys, monkeypatch):
     code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
     assert code == 0
-    inf2, g5 = price("inf2.48xlarge"), price("g5.48xlarge")
+    inf2, g5 = price("inf2.48xlarge", "us-east-2"), price("g5.48xlarge", "us-east-2")
     section = out[
         out.index("### chat: inference, inf2.48xlarge, inf2.24xlarge, g6e.12xlarge, p4d.24xlarge, capacity on-demand") :
     ]
@@ -132,8 +199,11 @@ def test_prod_inference_fleet_is_priced_on_its_first_neuron_type_with_fallback_p
     for level, n in (("min", 2), ("desired", 4), ("max", 12)):
         own, other = n * inf2 * HOURS, n * g5 * HOURS
         assert f"| {level} | {n} | {money(n * inf2)} | {money(own)} | {money(other)} | {money(other - own)} |" in section
-    assert f"inf2.24xlarge (${price('inf2.24xlarge')}/hour), g6e.12xlarge (${price('g6e.12xlarge')}/hour)" in section
-    worst = 4 * max(price("g6e.12xlarge"), price("p4d.24xlarge")) * HOURS
+    assert (
+        f"inf2.24xlarge (${price('inf2.24xlarge', 'us-east-2')}/hour), g6e.12xlarge (${price('g6e.12xlarge', 'us-east-2')}/hour)"
+        in section
+    )
+    worst = 4 * max(price("g6e.12xlarge", "us-east-2"), price("p4d.24xlarge", "us-east-2")) * HOURS
     assert (
         f"GPU fallback: if no Neuron capacity can be had, at desired capacity the fleet would cost up to {money(worst)} a month"
         in section
@@ -169,28 +239,23 @@ def test_dev_scales_to_zero_and_costs_more_than_its_gpu_equivalent_at_max(capsys
 def test_all_environments_add_up(capsys, monkeypatch):
     code, out, _ = run(["cost"], capsys, monkeypatch)
     assert code == 0
-    # prod: 16 x trn1.32xlarge, 2 x p5.48xlarge (GPU pool), 12 x inf2.48xlarge (chat);
-    # dev: 1 x trn1.2xlarge, 2 x trn1.32xlarge (the Batch cluster), 2 x inf2.xlarge (serve).
-    total_max = (
-        16 * price("trn1.32xlarge") * HOURS
-        + 2 * price("p5.48xlarge") * HOURS
-        + 12 * price("inf2.48xlarge") * HOURS
-        + 1 * price("trn1.2xlarge") * HOURS
-        + 2 * price("trn1.32xlarge") * HOURS
-        + 2 * price("inf2.xlarge") * HOURS
-    )
+    # prod (us-east-2): the trn2 block's fee, 2 x p5.48xlarge (GPU pool), 12 x inf2.48xlarge (chat);
+    # dev (us-east-1): 1 x trn1.2xlarge, 2 x trn1.32xlarge (the Batch cluster), 2 x inf2.xlarge (serve).
+    fee, _ = _prod_block()
+    prod_max = fee + (2 * price("p5.48xlarge", "us-east-2") + 12 * price("inf2.48xlarge", "us-east-2")) * HOURS
+    dev_max = (price("trn1.2xlarge") + 2 * price("trn1.32xlarge") + 2 * price("inf2.xlarge")) * HOURS
     grand = out[out.index("Total: 2 environments") :]
     max_row = next(line for line in grand.splitlines() if line.startswith("max"))
-    assert money(total_max) in max_row.split()
+    assert money(prod_max + dev_max) in max_row.split()
     # Plain text: aligned columns, underlined headings, no Markdown table syntax.
-    assert "prod (us-east-1)\n================" in out
+    assert "prod (us-east-2)\n================" in out
     assert "|" not in out
 
 
 def test_file_option_prices_any_environment_file(capsys, monkeypatch):
     code, out, _ = run(["cost", "--file", str(REPO / "environments" / "prod.yaml")], capsys, monkeypatch)
     assert code == 0
-    assert money(16 * price("trn1.32xlarge") * HOURS) in out
+    assert money(_prod_block()[0]) in out
 
 
 def test_prod_pools_are_the_cluster_its_gpu_pool_and_the_fleet():
@@ -198,20 +263,22 @@ def test_prod_pools_are_the_cluster_its_gpu_pool_and_the_fleet():
     assert pools_from_environment(env) == [
         Pool(
             environment="prod",
-            region="us-east-1",
+            region="us-east-2",
             pool="pretrain",
             role="training",
-            instance_types=("trn1.32xlarge",),
-            neuron_types=("trn1.32xlarge",),
+            instance_types=("trn2.48xlarge",),
+            neuron_types=("trn2.48xlarge",),
             fallback_types=(),
             min_size=0,
             max_size=16,
-            desired_size=16,
-            capacity="odcr",
+            desired_size=0,
+            capacity="capacity-block",
+            block_fee=_prod_block()[0],
+            block_hours=336.0,
         ),
         Pool(
             environment="prod",
-            region="us-east-1",
+            region="us-east-2",
             pool="pretrain-gpu",
             role="training-gpu",
             instance_types=("p5.48xlarge",),
@@ -224,7 +291,7 @@ def test_prod_pools_are_the_cluster_its_gpu_pool_and_the_fleet():
         ),
         Pool(
             environment="prod",
-            region="us-east-1",
+            region="us-east-2",
             pool="chat",
             role="inference",
             instance_types=("inf2.48xlarge", "inf2.24xlarge", "g6e.12xlarge", "p4d.24xlarge"),

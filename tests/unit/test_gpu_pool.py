@@ -141,7 +141,7 @@ def test_prod_gpu_pool_is_p5_with_32_efa_the_gpu_ami_and_its_own_placement_group
     assert len([n for n in data["NetworkInterfaces"] if n["InterfaceType"] == "efa-only"]) == 32
     gpu_name = catalog.ami_families()[catalog.default_ami_family("gpu")].lookup_name
     assert gpu_name is not None  # pinned by a lookup (cdk.context.json), never a `latest` parameter
-    assert data["ImageId"] == pinned_image(cdk_context(), account="222222222222", region="us-east-1", name=gpu_name)
+    assert data["ImageId"] == pinned_image(cdk_context(), account="222222222222", region="us-east-2", name=gpu_name)
     group = _one(resources, ASG)
     props = group["Properties"]
     placement = next(k for k, v in resources.items() if v["Type"] == "AWS::EC2::PlacementGroup")

@@ -115,7 +115,7 @@ def test_overrides_are_the_neuron_types_in_file_order_then_the_gpu_fallback(prod
 
 def test_neuron_template_boots_the_neuron_dlami_and_each_gpu_override_the_gpu_dlami(prod: dict[str, Any]) -> None:
     families = catalog.ami_families()
-    context, where = cdk_context(), {"account": "222222222222", "region": "us-east-1"}
+    context, where = cdk_context(), {"account": "222222222222", "region": "us-east-2"}
     lt = _group(prod, "prod-chat")["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]
     neuron = _launch_template(prod, lt["LaunchTemplateSpecification"])
     # Pinned images (cdk.context.json), never a `latest` parameter: the fleet's Neuron release's DLAMI ...
@@ -470,7 +470,7 @@ def test_rendered_inference_script_is_shellcheck_clean(tmp_path: Path) -> None:
 def test_metadata_describes_the_fleet(prod: dict[str, Any]) -> None:
     assert _group(prod, "prod-chat")["Metadata"]["neuronkit"] == {
         "environment": "prod",
-        "region": "us-east-1",
+        "region": "us-east-2",
         "pool": "chat",
         "role": "inference",
         "instance_types": CHAT.neuron_types + CHAT.fallback_types,

@@ -11,7 +11,7 @@ import pytest
 from neuronkit import catalog
 from neuronkit.catalog import pricing
 from neuronkit.config import load_all
-from tests.conftest import ROOT, Synth
+from tests.conftest import ROOT, Synth, reserved_prod
 
 ENVS = {e.name: e for e in load_all(ROOT / "environments")}
 PRICES = pricing.load_prices()
@@ -98,6 +98,7 @@ EXPECTED_ALARMS = {
         "prod-chat-rebalancer-errors",
         "prod-chat-no-healthy-hosts",
         "prod-pretrain-driver-versions",
+        "prod-pretrain-capacity-block-ending",
     },
 }
 
@@ -267,7 +268,7 @@ def test_launch_failures_of_every_group_go_to_the_topic(synth: Synth) -> None:
         (rule,) = [
             r["Properties"]
             for r in resources(synth, f"{env}-monitoring", "AWS::Events::Rule").values()
-            if r["Properties"]["EventPattern"].get("detail-type") == ["EC2 Instance Launch Unsuccessful"]
+            if r["Properties"].get("EventPattern", {}).get("detail-type") == ["EC2 Instance Launch Unsuccessful"]
         ]
         assert rule["EventPattern"]["source"] == ["aws.autoscaling"]
         assert set(rule["EventPattern"]["detail"]["AutoScalingGroupName"]) == groups
@@ -327,8 +328,8 @@ def test_prod_day_night_schedule(synth: Synth) -> None:
         for r in resources(synth, "prod-monitoring", "AWS::AutoScaling::ScheduledAction").values()
     }
     fleet_min = ENVS["prod"].inference[0].min_size
-    # prod.yaml: day from 07:00, night from 21:00, America/New_York; serve 8 by day and 2 by night, train 16 day and
-    # night (its reservation bills either way).
+    # prod.yaml: day from 07:00, night from 21:00, America/New_York; serve 8 by day and 2 by night. The pretrain
+    # cluster runs on a Capacity Block: it follows the block's start and end, never the shift.
     assert actions == {
         ("prod-chat", "0 7 * * *"): {
             "AutoScalingGroupName": "prod-chat",
@@ -344,20 +345,8 @@ def test_prod_day_night_schedule(synth: Synth) -> None:
             "DesiredCapacity": 2,
             "MinSize": fleet_min,
         },
-        ("prod-pretrain", "0 21 * * *"): {
-            "AutoScalingGroupName": "prod-pretrain",
-            "Recurrence": "0 21 * * *",
-            "TimeZone": "America/New_York",
-            "DesiredCapacity": 16,
-        },
-        ("prod-pretrain", "0 7 * * *"): {
-            "AutoScalingGroupName": "prod-pretrain",
-            "Recurrence": "0 7 * * *",
-            "TimeZone": "America/New_York",
-            "DesiredCapacity": 16,
-        },
     }
-    assert (shift.inference_day_desired, shift.inference_night_desired, shift.training_night_desired) == (8, 2, 16)
+    assert (shift.inference_day_desired, shift.inference_night_desired, shift.training_night_desired) == (8, 2, 0)
     # Scheduled actions name groups of other stacks: the monitoring stack deploys after them.
     deps = synth.app.node.find_child("prod-monitoring").dependencies
     assert {d.stack_name for d in deps} >= {"prod-training", "prod-inference"}
@@ -371,16 +360,12 @@ def test_dev_has_no_schedule_and_no_idle_scale_down(synth: Synth) -> None:
 @pytest.fixture(scope="module")
 def idle(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """prod with idle scale-down on its reserved cluster (keeping the reservation: keep_when_idle)."""
-    import copy
-
-    import yaml
-
     from neuronkit import compliance
     from neuronkit.config import parse_environment
     from neuronkit.stacks import build_environment
     from tests.conftest import new_app
 
-    data = copy.deepcopy(yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text()))
+    data = reserved_prod()
     data["training"][0]["idle_scale_down"] = True
     data["training"][0]["capacity"]["keep_when_idle"] = True
     outdir = tmp_path_factory.mktemp("idle-cdk.out")
@@ -391,26 +376,35 @@ def idle(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return Synth(outdir=outdir, templates={s.stack_name: s.template for s in assembly.stacks}, app=app)
 
 
-def test_a_reserved_cluster_emptied_by_idle_scale_down_is_refused_unless_the_file_accepts_the_cost() -> None:
-    import copy
-
-    import yaml
-
+def test_a_reserved_cluster_emptied_by_idle_scale_down_is_refused_unless_the_file_accepts_the_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from neuronkit.config import ConfigError, parse_environment
 
-    data = copy.deepcopy(yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text()))
+    data = reserved_prod()
     data["training"][0]["idle_scale_down"] = True
     with pytest.raises(ConfigError) as err:
         parse_environment(data, "environments/prod.yaml")
     (line,) = err.value.problems
-    price = pricing.load_prices().hourly("trn1.32xlarge", "us-east-1")
-    assert price is not None
-    monthly = f"${16 * price * pricing.load_prices().hours_per_month:,.0f}"
+    # trn2.48xlarge has no On-Demand list price in the catalog: the line says what idles, without an amount.
+    assert pricing.load_prices().hourly("trn2.48xlarge", "us-east-2") is None
     assert line == (
         "environments/prod.yaml: training[0].capacity.keep_when_idle: idle_scale_down scales it to min_size 0, leaving 16 of "
-        f"the 16 reserved trn1.32xlarge idle while the reservation bills, about {monthly} a month for nothing; lower "
+        "the 16 reserved trn2.48xlarge idle while the reservation bills; lower "
         "capacity.instance_count, drop the schedule or idle_scale_down, or set capacity.keep_when_idle: true to accept the cost"
     )
+    # With a price, the line says what the idle reservation costs a month.
+    import dataclasses
+
+    table = pricing.load_prices()
+    priced = dataclasses.replace(
+        table, prices={**table.prices, "us-east-2": {**table.prices["us-east-2"], "trn2.48xlarge": 30.0}}
+    )
+    monkeypatch.setattr(pricing, "load_prices", lambda *a, **k: priced)
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, "environments/prod.yaml")
+    monthly = f"${16 * 30.0 * table.hours_per_month:,.0f}"
+    assert f"idle while the reservation bills, about {monthly} a month for nothing; lower" in err.value.problems[0]
     data["monitoring"]["day_night"]["training_day_desired"] = 4
     data["training"][0]["idle_scale_down"] = False
     with pytest.raises(ConfigError) as err:
@@ -519,7 +513,8 @@ def test_cost_per_hour_multiplies_in_service_instances_by_catalog_prices(synth: 
     for c in e.training:
         if c.scheduler == "batch":
             continue  # AWS Batch owns those nodes: no Auto Scaling group to count (docs/monitoring.md)
-        expected.append(f"{PRICES.hourly(c.instance_type, e.region):g}")
+        if c.capacity.type != "capacity-block":  # paid up front: the widget leaves it out (its text says so)
+            expected.append(f"{PRICES.hourly(c.instance_type, e.region):g}")
         if c.gpu_pool is not None:
             expected.append(f"{PRICES.hourly(c.gpu_pool.instance_type, e.region):g}")
     for f in e.inference:

@@ -12,14 +12,14 @@ import pytest
 import yaml
 
 from neuronkit.config import ConfigError, parse_environment
-from tests.conftest import ROOT
+from tests.conftest import ROOT, reserved_prod
 
 PROD = yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text())
 FILE = "environments/prod.yaml"
 
 
-def problems(**monitoring: Any) -> list[str]:
-    data = copy.deepcopy(PROD)
+def problems(base: dict[str, Any] | None = None, **monitoring: Any) -> list[str]:
+    data = copy.deepcopy(base or PROD)
     for key, value in monitoring.items():
         if key == "day_night":
             data["monitoring"]["day_night"].update(value)
@@ -57,8 +57,13 @@ def test_log_retention_must_be_one_cloudwatch_accepts() -> None:
 
 
 def test_shift_capacities_must_fit_every_group() -> None:
-    # prod's chat fleet runs 2..12 nodes and the pretrain cluster 0..16.
+    # prod's chat fleet runs 2..12 nodes; its pretrain cluster follows a Capacity Block, so the shift never sizes it.
     assert problems(day_night={"inference_day_desired": 20, "training_night_desired": 17}) == [
+        f"{FILE}: monitoring.day_night.inference_day_desired: 20 is outside inference[0] (chat)'s min_size 2 .. max_size 12; "
+        "pick a value in that range",
+    ]
+    # On an On-Demand Capacity Reservation the same cluster (0..16 nodes) follows the shift and is checked.
+    assert problems(reserved_prod(), day_night={"inference_day_desired": 20, "training_night_desired": 17}) == [
         f"{FILE}: monitoring.day_night.inference_day_desired: 20 is outside inference[0] (chat)'s min_size 2 .. max_size 12; "
         "pick a value in that range",
         f"{FILE}: monitoring.day_night.training_night_desired: 17 is outside training[0] (pretrain)'s min_size 0 .. max_size 16; "

@@ -12,6 +12,7 @@ from neuronkit.constructs.network import private_prefix_for, retention_days
 from tests.conftest import Synth, new_app
 
 NETWORK_STACKS = ("dev-network", "prod-network")
+AZ_IDS = {"dev-network": ("use1-az6", "use1-az4"), "prod-network": ("use2-az1", "use2-az2")}  # the files' network.az_ids
 
 
 @pytest.mark.parametrize("stack", NETWORK_STACKS)
@@ -20,7 +21,7 @@ def test_subnets_are_placed_by_az_id_never_by_name(synth: Synth, stack: str) -> 
     assert subnets
     for subnet in subnets:
         props = subnet["Properties"]
-        assert props["AvailabilityZoneId"] in ("use1-az6", "use1-az4")
+        assert props["AvailabilityZoneId"] in AZ_IDS[stack]
         assert "AvailabilityZone" not in props
         assert props["MapPublicIpOnLaunch"] is False
 
@@ -31,7 +32,7 @@ def test_private_subnet_per_az_id_sized_for_the_cluster(synth: Synth) -> None:
         for k, v in synth.resources("prod-network", "AWS::EC2::Subnet").items()
         if k.startswith("NetworkPrivate")
     }
-    assert sorted(p["AvailabilityZoneId"] for p in private.values()) == ["use1-az4", "use1-az6"]
+    assert sorted(p["AvailabilityZoneId"] for p in private.values()) == ["use2-az1", "use2-az2"]
     # 16 nodes use one address each (efa-only interfaces take none): a /24 leaves room to replace them.
     assert {p["CidrBlock"] for p in private.values()} == {"10.20.0.0/24", "10.20.1.0/24"}
 

@@ -61,7 +61,7 @@ def test_buckets_encrypted_private_tls_only(synth: Synth, stack: str) -> None:
 def test_checkpoints_are_versioned_and_old_versions_expire(synth: Synth) -> None:
     props = synth.template("prod-storage")["Resources"]["StorageCheckpoints2CDBDF43"]["Properties"]
     assert props["VersioningConfiguration"] == {"Status": "Enabled"}
-    assert props["BucketName"] == "prod-checkpoints-222222222222-us-east-1"
+    assert props["BucketName"] == "prod-checkpoints-222222222222-us-east-2"
     rule = props["LifecycleConfiguration"]["Rules"][0]
     assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 60
 

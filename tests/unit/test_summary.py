@@ -50,11 +50,12 @@ def _row(markdown: str, *cells: str) -> list[str]:
 
 def test_pool_rows_carry_catalog_facts(markdown: str) -> None:
     row = _row(markdown, "prod-training", "pretrain")
-    it = catalog.get("trn1.32xlarge")
-    assert row[2:5] == ["training", "trn1.32xlarge", "0/16/16"]
+    it = catalog.get("trn2.48xlarge")
+    # A Capacity Block cluster is empty until its block starts (its schedule scales it up then).
+    assert row[2:5] == ["training", "trn2.48xlarge", "0/0/16"]
     assert row[5] == f"{it.neuron_devices} ({it.neuron_devices * 16} at max)"
     assert row[6] == f"{it.neuron_cores} ({it.neuron_cores * 16} at max)"
-    assert row[8:12] == [str(it.efa_max_interfaces), f"{it.efa_bandwidth_gbps:g} Gbps", "odcr", "use1-az6"]
+    assert row[8:12] == [str(it.efa_max_interfaces), f"{it.efa_bandwidth_gbps:g} Gbps", "capacity-block", "use2-az1"]
     dev = _row(markdown, "dev-training", "dev")
     assert dev[4] == "0/0/1" and dev[9] == "no EFA" and dev[10] == "on-demand"
 
@@ -65,13 +66,13 @@ def test_storage_rows_show_file_system_type_size_and_retention(markdown: str) ->
     assert prod[4] == "retained"
     dev = _row(markdown, "dev-storage", "FSx for Lustre")
     assert "SCRATCH_2" in dev[3] and "1200 GiB" in dev[3]
-    checkpoints = _row(markdown, "prod-storage", "S3 bucket", "prod-checkpoints-222222222222-us-east-1")
+    checkpoints = _row(markdown, "prod-storage", "S3 bucket", "prod-checkpoints-222222222222-us-east-2")
     assert "versioned" in checkpoints[3] and checkpoints[4] == "retained"
 
 
 def test_cost_estimate_comes_from_neuronkit_cost(markdown: str, views: dict[str, EnvironmentView]) -> None:
     (priced,) = [c for c in cost.price_pools([p.pool for p in views["prod"].pools]) if c.pool.pool == "pretrain"]
-    row = _row(markdown, "pretrain", "trn1.32xlarge")
+    row = _row(markdown, "pretrain", "trn2.48xlarge")
     assert row[-2:] == [cost.usd(priced.monthly("desired")), cost.usd(priced.monthly("max"))]
 
 
@@ -123,8 +124,9 @@ def test_mermaid_puts_the_pool_behind_a_subnet_of_its_az_id(views: dict[str, Env
     view = views[env]
     text = mermaid(view)
     (pool,) = [p for p in view.pools if p.pool.role == "training"]  # the Trainium cluster
-    assert pool.az_id == "use1-az6" and pool.subnets
-    az_block = text.split('["use1-az6"]', 1)[1].split("end", 1)[0]
+    az_id = {"dev": "use1-az6", "prod": "use2-az1"}[env]  # the cluster's az_id in the file
+    assert pool.az_id == az_id and pool.subnets
+    az_block = text.split(f'["{az_id}"]', 1)[1].split("end", 1)[0]
     for subnet in pool.subnets:
         assert subnet in az_block
         assert re.search(rf"^\s*{subnet} --> \S*{pool.logical_id}$", text, re.M)
@@ -197,7 +199,7 @@ def test_each_pool_lists_its_neuron_release_and_pinned_ami(markdown: str) -> Non
     # An AMI bump or a release change is a visible line in a pull request.
     row = next(line for line in markdown.splitlines() if line.startswith("| pretrain | launch template | prod-training |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:7] == ["trn1.32xlarge", "2.28.1", "pytorch-training", "2.26.5.0"]
+    assert cells[3:7] == ["trn2.48xlarge", "2.28.1", "pytorch-training", "2.26.5.0"]
     assert cells[7].startswith("`ami-") and cells[8] == "cdk.context.json"
     batch = next(line for line in markdown.splitlines() if line.startswith("| batch | compute environment | dev-training |"))
     assert "2.28.1" in batch and "floating" not in batch

@@ -49,8 +49,10 @@ def odcr() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def block() -> dict[str, Any]:
     start, end = dt.datetime(2030, 3, 1, 11, 30, tzinfo=dt.UTC), dt.datetime(2030, 3, 15, 11, 30, tzinfo=dt.UTC)
-    spec = CapacitySpec(kind="capacity-block", reservation_id="cr-0123456789abcdef0", start=start, end=end)
-    return cluster(instance_type="trn2.48xlarge", az_id="use2-az3", max_size=8, capacity=spec, scale_in_protection=False)
+    spec = CapacitySpec(
+        kind="capacity-block", reservation_id="cr-0123456789abcdef0", start=start, end=end, upfront_fee_usd=90_000.0
+    )
+    return cluster(instance_type="trn2.48xlarge", az_id="use2-az3", max_size=8, capacity=spec, scale_in_protection=False, lnc=2)
 
 
 def test_cluster_uses_a_cluster_placement_group(odcr: dict[str, Any]) -> None:
@@ -128,6 +130,11 @@ def test_node_role_is_limited_to_its_group_and_buckets(odcr: dict[str, Any]) -> 
     assert "neuron-compile-cache/pretrain/*" in str(statements["CompileCache"]["Resource"])
 
 
+def user_data_text(data: dict[str, Any]) -> str:
+    """The launch template's user data as text (Fn::Join parts included)."""
+    return str(one(data, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"])
+
+
 def test_user_data_checks_the_node_and_carries_catalog_counts(odcr: dict[str, Any]) -> None:
     text = str(one(odcr, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"])
     facts = catalog.get("trn1.32xlarge")
@@ -150,6 +157,43 @@ def test_capacity_block_launch_template_and_group(block: dict[str, Any]) -> None
     assert props["NewInstancesProtectedFromScaleIn"] is False
     assert group["UpdatePolicy"]["AutoScalingScheduledAction"] == {"IgnoreUnmodifiedGroupSizeProperties": True}
     assert not resources(block, "AWS::EC2::CapacityReservation")
+    # The block's capacity is already placed close together: no placement group of our own to ask for more.
+    assert not resources(block, "AWS::EC2::PlacementGroup")
+    assert "Placement" not in data
+
+
+def test_capacity_block_nodes_drain_through_a_termination_hook(block: dict[str, Any]) -> None:
+    facts = catalog.software_facts()["lifecycle"]
+    hooks = {
+        h["LifecycleTransition"]: h
+        for h in one(block, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["LifecycleHookSpecificationList"]
+    }
+    drain = hooks["autoscaling:EC2_INSTANCE_TERMINATING"]
+    # 15 minutes (the default drain_minutes) to checkpoint; unanswered, the termination goes on.
+    assert (drain["LifecycleHookName"], drain["HeartbeatTimeout"], drain["DefaultResult"]) == (
+        facts["drain_hook_name"],
+        900,
+        "CONTINUE",
+    )
+    text = user_data_text(block)
+    assert f"DRAIN_HOOK='{facts['drain_hook_name']}'" in text and "DRAIN_SECONDS='900'" in text
+    assert "LNC='2'" in text
+
+
+def test_capacity_block_metadata_carries_its_dates_and_fee(block: dict[str, Any]) -> None:
+    meta = one(block, "AWS::AutoScaling::AutoScalingGroup")["Metadata"]["neuronkit"]
+    assert (meta["capacity"], meta["block_start"], meta["block_end"]) == (
+        "capacity-block",
+        "2030-03-01T11:30:00Z",
+        "2030-03-15T11:30:00Z",
+    )
+    assert (meta["scale_down_at"], meta["block_fee"], meta["lnc"]) == ("2030-03-15T10:45:00Z", 90_000.0, 2)
+
+
+def test_on_demand_clusters_have_no_drain_hook(odcr: dict[str, Any]) -> None:
+    (hook,) = one(odcr, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["LifecycleHookSpecificationList"]
+    assert hook["LifecycleTransition"] == "autoscaling:EC2_INSTANCE_LAUNCHING"
+    assert "DRAIN_HOOK=''" in user_data_text(odcr)
 
 
 def test_capacity_block_schedule_scales_up_at_start_and_down_before_reclaim(block: dict[str, Any]) -> None:

@@ -32,6 +32,10 @@ VALUES = {
     "MASTER_PORT": 2022,
     "ROOT_COMM_PORT": 46820,
     "METRICS_NAMESPACE": "Neuronkit",
+    "LNC": "2",
+    "ULTRASERVER_SIZE": "",
+    "DRAIN_HOOK": "neuronkit-node-drain",
+    "DRAIN_SECONDS": 900,
 }
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""CDK entry point: one set of stacks per environment file (``-c env=NAME`` selects one)."""
+"""CDK entry point: one set of stacks per environment file (``-c env=NAME`` selects one under environments/,
+``-c file=PATH`` deploys one file from anywhere, e.g. examples/environments/pilot.yaml)."""
 
 import json
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 from aws_cdk import App
 
 from neuronkit import compliance
-from neuronkit.config import ConfigError, load_all, neuron_warnings
+from neuronkit.config import ConfigError, load_all, load_environment, neuron_warnings
 from neuronkit.stacks import build_environment, missing_lookups
 
 HERE = Path(__file__).parent
@@ -26,19 +27,20 @@ def main() -> None:
     # runs cfn-lint over every template with zero findings allowed (docs/performance.md).
     app = App(context=context, builtin_cloud_formation_validation=False)
     try:
-        environments = load_all("environments", only=app.node.try_get_context("env"))
+        file = app.node.try_get_context("file")
+        environments = [load_environment(file)] if file else load_all("environments", only=app.node.try_get_context("env"))
     except ConfigError as err:
         for line in err.problems:
             print(line, file=sys.stderr)
         sys.exit(1)
     for env in environments:
         for line in neuron_warnings(env):
-            print(f"warning: environments/{env.name}.yaml: {line}", file=sys.stderr)
+            print(f"warning: {file or f'environments/{env.name}.yaml'}: {line}", file=sys.stderr)
         try:
             build_environment(app, env)
         except ValueError as err:
             # A setting the file's validation let through but a construct refuses: still one clear line.
-            print(f"environments/{env.name}.yaml: {err}", file=sys.stderr)
+            print(f"{file or f'environments/{env.name}.yaml'}: {err}", file=sys.stderr)
             sys.exit(1)
     compliance.apply(app)
     assembly = app.synth()

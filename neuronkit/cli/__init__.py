@@ -23,6 +23,8 @@ COMMANDS = (
     "neuronkit.cli.cost",
     "neuronkit.cli.summary",
     "neuronkit.cli.rehearse",
+    "neuronkit.cli.assess_cmd",
+    "neuronkit.cli.pilot_cmd",
 )
 
 

@@ -34,6 +34,7 @@ from neuronkit.config.loader import environment_files, load_all, load_environmen
 from neuronkit.config.monitoring import Alarms, Budget, DayNight, Monitoring
 from neuronkit.config.network import ExistingVpc, Network
 from neuronkit.config.neuron import PoolRelease, Workload
+from neuronkit.config.pilot import Pilot
 from neuronkit.config.storage import Lustre, Storage
 from neuronkit.config.training import (
     Ami,
@@ -51,7 +52,7 @@ __all__ = [
     "ACCOUNT_RE", "AZ_ID_RE", "CRON_RE", "DEFAULT_INTERFACE_ENDPOINTS", "LOG_RETENTION_DAYS", "LUSTRE_THROUGHPUT",
     "NAME_RE", "REGION_RE", "RESERVATION_RE", "SERVE_COMMAND_MAX", "Alarms", "Ami", "Budget", "Capacity",
     "CapacityBlock", "ConfigError", "DayNight", "Environment", "ExistingVpc", "GpuPool", "HealthCheck",
-    "InferenceFleet", "Lustre", "Monitoring", "Network", "OnDemand", "Odcr", "ScheduledCapacity", "Serve",
+    "InferenceFleet", "Lustre", "Monitoring", "Network", "OnDemand", "Odcr", "Pilot", "ScheduledCapacity", "Serve",
     "Storage", "Strict", "TrainingCluster", "ami_family", "environment_files", "gpu_ami_family", "json_schema",
     "load_all", "load_environment", "parse_environment", "neuron_warnings", "pool_releases", "PoolRelease", "Workload",
 ]  # fmt: skip

@@ -13,6 +13,7 @@ from neuronkit.config.inference import InferenceFleet, _inference_problems, serv
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import PoolRelease, container_problems, dlami_problems, neuron_families, resolve
+from neuronkit.config.pilot import Pilot, pilot_problems
 from neuronkit.config.storage import Storage
 from neuronkit.config.training import TrainingCluster, _check_cluster, ami_family
 
@@ -32,6 +33,7 @@ class Environment(Strict):
     inference: list[InferenceFleet] = Field(default_factory=list)
     monitoring: Monitoring = Monitoring()
     budget: Budget | None = None
+    pilot: Pilot | None = Field(default=None, description="A workload run side by side on Trainium and GPUs (docs/adoption.md).")
     neuron_sdk: str | None = Field(
         default=None,
         description="Neuron SDK release every Neuron pool runs unless it names its own (e.g. 2.28.1); defaults per "
@@ -47,6 +49,7 @@ class Environment(Strict):
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
         problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
+        problems += pilot_problems(self.pilot, self.training)
         _raise_all(problems)
         return self
 

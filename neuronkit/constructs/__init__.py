@@ -16,6 +16,7 @@ from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiS
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
+from neuronkit.constructs.pilot import PilotDashboard
 from neuronkit.constructs.rebalancer import Rebalancer
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import TrainingStorage
@@ -41,6 +42,7 @@ __all__ = [
     "LustreRef",
     "NodeObservability",
     "ObservabilitySpec",
+    "PilotDashboard",
     "Rebalancer",
     "ScheduleSpec",
     "ServeSpec",

@@ -13,6 +13,7 @@ from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
 from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.constructs.pilot import PilotDashboard
 from neuronkit.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.inference import InferenceStack
@@ -82,6 +83,20 @@ class MonitoringStack(NeuronkitStack):
                 monthly_usd=config.budget.monthly_usd,
                 topic=self.alarms_topic.topic,
                 tags=environment_tags(config),
+            )
+
+        # The pilot: one workload on the cluster's Neuron and GPU queues, compared side by side.
+        self.pilot: PilotDashboard | None = None
+        if config.pilot is not None:
+            cluster = next(c for c in config.training if c.name == config.pilot.cluster)
+            assert cluster.gpu_pool is not None  # validated
+            self.pilot = PilotDashboard(
+                self,
+                "Pilot",
+                environment=config.name,
+                pilot=config.pilot.name,
+                instance_types={"neuron": cluster.instance_type, "gpu": cluster.gpu_pool.instance_type},
+                nodes=config.pilot.nodes,
             )
 
         # Capacity Blocks: EC2's delivered and expiration events, an alarm on the expiry, notices before the end.

@@ -33,3 +33,30 @@ def test_construct_refusal_is_one_line_without_traceback(
     problems = [line for line in err.splitlines() if not line.startswith("warning: ")]
     assert problems[0] == "environments/dev.yaml: training[0].root_volume_gib: 100 GiB is below the 512 GiB a trainium node needs"
     assert "Traceback" not in err
+
+
+def test_a_file_given_with_c_file_is_the_one_synthesized(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = importlib.util.spec_from_file_location("neuronkit_app_file", ROOT / "app.py")
+    assert spec and spec.loader
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    built: list[str] = []
+
+    def refuse(_app: Any, env: Any) -> None:
+        built.append(env.name)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(app, "build_environment", refuse)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "argv", ["app.py"])
+    # What `cdk synth -c file=...` hands the app (through the Node process's environment, which a test cannot set).
+    real_app = app.App
+    monkeypatch.setattr(
+        app, "App", lambda context, **kw: real_app(context={**context, "file": "examples/environments/pilot.yaml"}, **kw)
+    )
+    with pytest.raises(SystemExit):
+        app.main()
+    assert built == ["pilot"]
+    assert "examples/environments/pilot.yaml: stop here" in capsys.readouterr().err

@@ -133,6 +133,16 @@ def _amis() -> dict[str, Any]:
     return data
 
 
+def _supported_families(entry: dict[str, Any]) -> tuple[str, ...]:
+    """An AMI family's instance families: a list, or ``all-neuron`` (every Trainium/Inferentia family of the
+    catalog, as EC2 reports them) minus ``except``."""
+    supports = entry["supports"]
+    if supports == "all-neuron":
+        neuron = {t.family for t in instance_types().values() if t.accelerator in ("trainium", "inferentia")}
+        return tuple(sorted(neuron - set(entry.get("except", []))))
+    return tuple(supports)
+
+
 @cache
 def ami_families() -> dict[str, AmiFamily]:
     return {
@@ -142,7 +152,7 @@ def ami_families() -> dict[str, AmiFamily]:
             ssm_parameter=e["ssm_parameter"],
             os=e["os"],
             root_device_name=e["root_device_name"],
-            supports=tuple(e["supports"]),
+            supports=_supported_families(e),
             lookup_name=(e.get("lookup") or {}).get("name"),
             lookup_owner=(e.get("lookup") or {}).get("owner", "amazon"),
         )

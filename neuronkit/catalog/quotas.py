@@ -22,7 +22,7 @@ class VcpuQuota:
 
     code: str
     name: str
-    families: tuple[str, ...]
+    families: tuple[str, ...]  # family name prefixes (trn, inf, p, g, vt)
     usage_class: str | None = None  # Class dimension of its AWS/Usage ResourceCount metric (e.g. Inf/OnDemand)
 
 
@@ -42,14 +42,17 @@ def service_code() -> str:
 def vcpu_quotas() -> dict[str, VcpuQuota]:
     """Every On-Demand vCPU quota neuronkit knows, by quota code."""
     return {
-        code: VcpuQuota(code=code, name=e["name"], families=tuple(e["families"]), usage_class=e.get("usage_class"))
+        code: VcpuQuota(code=code, name=e["name"], families=tuple(e["family_prefixes"]), usage_class=e.get("usage_class"))
         for code, e in _raw()["vcpu_quotas"].items()
     }
 
 
 def quota_for_family(family: str) -> VcpuQuota | None:
-    """The vCPU quota that counts instances of ``family`` (e.g. trn1), or None if none is mapped."""
+    """The vCPU quota that counts instances of ``family`` (e.g. trn1), or None if none is mapped: the quota
+    whose longest family prefix the family starts with (``family_prefixes`` in quotas.yaml)."""
+    best: tuple[int, VcpuQuota] | None = None
     for quota in vcpu_quotas().values():
-        if family in quota.families:
-            return quota
-    return None
+        for prefix in quota.families:
+            if family.startswith(prefix) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), quota)
+    return best[1] if best else None

@@ -14,11 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-# The families neuronkit manages: Trainium and Inferentia, and the GPU families used as fallback.
-FAMILIES: tuple[str, ...] = (
-    "trn1", "trn1n", "trn2", "trn2u", "inf1", "inf2",
-    "p4d", "p5", "p5e", "p5en", "g5", "g6", "g6e",
-)  # fmt: skip
+# Which types the catalog keeps is EC2's answer, not a list here: every type DescribeInstanceTypes reports
+# with NeuronInfo (Trainium, Inferentia) or GpuInfo (the GPU fallback and comparison types), plus the types
+# overrides.json marks accelerated where a recorded answer lacks NeuronInfo (each with its source).
 
 # Regions scanned by default: every commercial region that offers a Trainium or Inferentia type.
 DEFAULT_REGIONS: tuple[str, ...] = (
@@ -100,14 +98,18 @@ def _apply_overrides(name: str, entry: dict[str, Any]) -> None:
             entry[key] = value
 
 
+def _accelerated_by_override(name: str) -> bool:
+    overrides = json.loads(OVERRIDES_FILE.read_text())["instance_types"]
+    return overrides.get(name, {}).get("facts", {}).get("accelerator") in ("trainium", "inferentia", "gpu")
+
+
 def build(session: Any, regions: tuple[str, ...] = DEFAULT_REGIONS, source: str = "") -> dict[str, Any]:
-    """Build the catalog document with a boto3 session (real or mocked)."""
-    wanted = [f"{family}.*" for family in FAMILIES]
+    """Build the catalog document with a boto3 session (real or mocked): every accelerated type EC2 reports."""
     first = session.client("ec2", region_name=regions[0])
     types: dict[str, dict[str, Any]] = {}
-    for page in first.get_paginator("describe_instance_types").paginate(Filters=[{"Name": "instance-type", "Values": wanted}]):
+    for page in first.get_paginator("describe_instance_types").paginate():
         for info in page["InstanceTypes"]:
-            if _family(info["InstanceType"]) in FAMILIES:
+            if "NeuronInfo" in info or "GpuInfo" in info or _accelerated_by_override(info["InstanceType"]):
                 types[info["InstanceType"]] = describe(info)
     for region in regions:
         ec2 = session.client("ec2", region_name=region)
@@ -123,7 +125,7 @@ def build(session: Any, regions: tuple[str, ...] = DEFAULT_REGIONS, source: str 
     return {
         "source": source or "EC2 DescribeInstanceTypes + DescribeInstanceTypeOfferings",
         "generated": _dt.date.today().isoformat(),
-        "families": list(FAMILIES),
+        "families": sorted({entry["family"] for entry in types.values()}),
         "regions": list(regions),
         "instance_types": dict(sorted(types.items())),
     }

@@ -727,7 +727,8 @@ def _quotas_of(instance_types: Sequence[str]) -> list[quotas.VcpuQuota]:
     """The vCPU quotas (with a usage metric) that instances of these types count against, in catalog order."""
     known = catalog.instance_types()
     families = {known[t].family if t in known else t.split(".")[0] for t in instance_types}
-    return [q for q in quotas.vcpu_quotas().values() if q.usage_class and families & set(q.families)]
+    counted = {quotas.quota_for_family(f) for f in families}
+    return [q for q in quotas.vcpu_quotas().values() if q.usage_class and q in counted]
 
 
 def _group_in_service(group_name: str, period_minutes: int, label: str | None) -> cloudwatch.Metric:

@@ -26,11 +26,15 @@ _POOLS_PER_ENVIRONMENT = 6
 
 
 def _placements() -> dict[str, tuple[str, str, str, str]]:
-    """GPU type -> (region, GPU AZ ID, Trainium type, Trainium AZ ID) for every GPU type with EFA offered anywhere."""
+    """GPU type -> (region, GPU AZ ID, Trainium type, Trainium AZ ID) for every GPU type with EFA offered anywhere
+    that the kit's default GPU AMI boots (the catalog holds every GPU type EC2 reports; older and newer ones
+    need an AMI family of their own first)."""
     types = catalog.instance_types()
+    booted = set(catalog.ami_families()[catalog.default_ami_family("gpu")].supports)
     trainium = sorted((t for t in types.values() if t.accelerator == "trainium"), key=lambda t: (t.efa_max_interfaces, t.name))
     out = {}
-    for gpu in sorted((t for t in types.values() if t.accelerator == "gpu" and t.efa_supported), key=lambda t: t.name):
+    gpus = (t for t in types.values() if t.accelerator == "gpu" and t.efa_supported and t.family in booted)
+    for gpu in sorted(gpus, key=lambda t: t.name):
         for region in sorted(gpu.offerings):
             trn = next((t for t in trainium if t.az_ids(region)), None)
             if trn is not None and gpu.az_ids(region):

@@ -54,6 +54,7 @@ class PoolView:
     pool: Pool
     az_id: str | None
     subnets: list[str]  # node ids of the subnets the group launches into
+    meta: dict[str, Any] = field(default_factory=dict)  # the group's neuronkit metadata (LNC, UltraServer, block)
 
 
 @dataclass
@@ -361,7 +362,12 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
                 az = meta.get("az_id")
                 view.pools.append(
                     PoolView(
-                        stack=s.name, logical_id=logical_id, pool=pool, az_id=az if isinstance(az, str) else None, subnets=nodes
+                        stack=s.name,
+                        logical_id=logical_id,
+                        pool=pool,
+                        az_id=az if isinstance(az, str) else None,
+                        subnets=nodes,
+                        meta=dict(meta),
                     )
                 )
     return list(views.values())
@@ -454,6 +460,29 @@ def _pool_rows(view: EnvironmentView) -> list[list[str]]:
                 (f"{it.efa_bandwidth_gbps:g} Gbps" if it.efa_supported else "no EFA") if it else "?",
                 p.capacity,
                 v.az_id or DASH,
+            ]
+        )
+    return rows
+
+
+def _trainium_rows(view: EnvironmentView) -> list[list[str]]:
+    """LNC, UltraServer size and Capacity Block dates of the pools that have any (a PR shows a block moving)."""
+    rows = []
+    for v in view.pools:
+        m = v.meta
+        if not any(m.get(k) for k in ("lnc", "ultraserver_size", "block_start")):
+            continue
+        fee = m.get("block_fee")
+        rows.append(
+            [
+                v.pool.pool,
+                str(m.get("lnc") or DASH),
+                f"{m['ultraserver_size']} nodes each" if m.get("ultraserver_size") else DASH,
+                v.pool.capacity,
+                str(m.get("block_start") or DASH),
+                str(m.get("block_end") or DASH),
+                str(m.get("scale_down_at") or DASH),
+                f"${fee:,.0f}" if isinstance(fee, int | float) else DASH,
             ]
         )
     return rows
@@ -605,6 +634,16 @@ def render(views: Sequence[EnvironmentView]) -> str:
             )
         else:
             out.append("None.")
+        trainium = _trainium_rows(v)
+        if trainium:
+            out += ["", "#### Trainium settings and Capacity Blocks", ""]
+            out.append(
+                _table(
+                    ["pool", "LNC", "UltraServer", "capacity", "block start", "block end", "scales to 0 at", "block fee"],
+                    trainium,
+                    "lrrlllll",
+                )
+            )
         images = _image_rows(v)
         if images:
             out += ["", "#### Neuron SDK and AMIs", ""]

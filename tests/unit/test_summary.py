@@ -19,7 +19,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 from neuronkit import catalog, cost
 from neuronkit.cli import main
 from neuronkit.summary import EnvironmentView, environments, mermaid, summarize
-from tests.conftest import Synth
+from tests.conftest import ROOT, Synth
 
 
 class MarkdownSnapshot(SingleFileSnapshotExtension):
@@ -206,3 +206,14 @@ def test_each_pool_lists_its_neuron_release_and_pinned_ami(markdown: str) -> Non
     chat = next(line for line in markdown.splitlines() if line.startswith("| chat | launch template | prod-inference | inf2"))
     assert "| 2.28.1 | vllm-serving | 2.26.5.0 |" in chat
     assert "**Warning:**" not in markdown  # no pool of the examples boots a floating AMI
+
+
+def test_trainium_settings_show_lnc_and_the_capacity_block(markdown: str) -> None:
+    from neuronkit.config import CapacityBlock, load_environment
+
+    cap = load_environment(ROOT / "environments" / "prod.yaml").training[0].capacity
+    assert isinstance(cap, CapacityBlock)
+    row = _row(markdown, "pretrain", "2")
+    assert row[2:4] == ["–", "capacity-block"]
+    assert row[4:6] == [cap.start.strftime("%Y-%m-%dT%H:%M:%SZ"), cap.end.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    assert row[7] == f"${cap.upfront_fee_usd:,.0f}"

@@ -36,16 +36,58 @@ class CliError(Exception):
         self.code = code
 
 
+EXIT_CODES = """exit codes: 0 ok; 1 findings (validation problems, preflight FAILs); 2 usage or input error
+(a wrong option, an unreadable file, AWS unreachable)."""
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as package_version
+
+    try:
+        return package_version("neuronkit")
+    except PackageNotFoundError:  # pragma: no cover - running from a tree without `pip install -e .`
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="neuronkit", description="Trainium/Inferentia environments on AWS CDK.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = argparse.ArgumentParser(
+        prog="neuronkit",
+        description="Trainium/Inferentia environments on AWS CDK.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"neuronkit {version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, path: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser of a (nested) subcommand, to report a wrong option with its own usage."""
+    current = parser
+    for name in path:
+        actions = [a for a in current._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions or name not in actions[0].choices:
+            break
+        current = actions[0].choices[name]
+    return current
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        parser.print_help(sys.stderr)  # `neuronkit` alone: the commands, as a usage error
+        return 2
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        words = [w for w in argv if not w.startswith("-")]
+        _subparser(parser, words[:2]).error(f"unrecognized arguments: {' '.join(extra)}")
+    if getattr(args, "command", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
     try:
         code: int = args.func(args)
         return code
@@ -56,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as err:
         print(f"neuronkit: {err}", file=sys.stderr)
         return err.code
+    except BrokenPipeError:
+        # The reader went away (`neuronkit catalog show | head`): stop quietly, as other command-line tools do.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

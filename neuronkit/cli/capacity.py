@@ -51,7 +51,7 @@ class Offering:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("capacity", help="EC2 Capacity Blocks for ML")
-    csub = p.add_subparsers(dest="capacity_command", required=True, metavar="COMMAND")
+    csub = p.add_subparsers(dest="capacity_command", required=True, metavar="ACTION")
     o = csub.add_parser("offerings", help="list Capacity Block offerings (uses your AWS credentials)")
     o.add_argument("--type", dest="instance_type", default=None, help="instance type, e.g. trn2.48xlarge")
     o.add_argument(

@@ -12,8 +12,10 @@ from neuronkit.cli import CliError
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("catalog", help="show or refresh the instance catalog")
-    csub = p.add_subparsers(dest="catalog_command", required=True)
-    show = csub.add_parser("show", help="print the catalog's accelerator types")
+    csub = p.add_subparsers(dest="catalog_command", required=True, metavar="ACTION")
+    show = csub.add_parser("show", help="print the catalog's accelerator types, or one type's facts and AZ IDs")
+    show.add_argument("instance_type", nargs="?", metavar="TYPE", help="one type, e.g. trn2.48xlarge: every fact and its AZ IDs")
+    show.add_argument("--region", default=None, help="only types offered in this region (with TYPE: only its AZ IDs there)")
     show.set_defaults(func=show_catalog)
     r = csub.add_parser("refresh", help="regenerate instances.json from an EC2 endpoint (uses your AWS credentials)")
     r.add_argument(
@@ -34,14 +36,44 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def show_catalog(args: argparse.Namespace) -> int:
     meta = catalog.metadata()
+    types = catalog.instance_types()
+    region = getattr(args, "region", None)
+    if region is not None and region not in meta["regions"]:
+        raise CliError(f"--region {region}: the catalog scanned {', '.join(meta['regions'])}; refresh it with that region")
+    if getattr(args, "instance_type", None):
+        return _show_one(args.instance_type, region)
     print(f"source: {meta['source']} ({meta['generated']})")
     print(f"{'type':<16} {'accel':<10} {'vCPU':>5} {'chips':>5} {'cores':>5} {'GPUs':>4} {'EFA':>4} {'Gbps':>6}")
-    for name, t in catalog.instance_types().items():
+    for name, t in types.items():
+        if region is not None and not t.az_ids(region):
+            continue
         chips = t.neuron_devices
         print(
             f"{name:<16} {t.accelerator:<10} {t.vcpus:>5} {chips:>5} {t.neuron_cores:>5} {t.gpus:>4} "
             f"{t.efa_max_interfaces:>4} {t.efa_bandwidth_gbps:>6.0f}"
         )
+    return 0
+
+
+def _show_one(name: str, region: str | None) -> int:
+    t = catalog.instance_types().get(name)
+    if t is None:
+        close = [n for n in catalog.instance_types() if n.split(".")[0] == name.split(".")[0]]
+        hint = f"; the catalog has {', '.join(close)}" if close else "; `neuronkit catalog show` lists every type"
+        raise CliError(f"{name} is not in the instance catalog{hint}")
+    memory = f"{t.neuron_memory_mib // 1024} GiB HBM" if t.is_neuron else f"{t.gpu_memory_mib // 1024} GiB GPU memory"
+    devices = (
+        f"{t.neuron_devices} x {t.neuron_device_name}, {t.neuron_cores} NeuronCores"
+        if t.is_neuron
+        else f"{t.gpus} x {t.gpu_model}"
+    )
+    print(f"{name}: {t.accelerator}, {devices}, {memory}")
+    print(f"  host: {t.vcpus} vCPU, {t.memory_mib // 1024} GiB, {t.architecture}")
+    efa = f"{t.efa_max_interfaces} EFA interfaces, {t.efa_bandwidth_gbps:g} Gbps" if t.efa_supported else "no EFA"
+    print(f"  network: {t.network_cards} network card(s), {efa}; placement: {', '.join(t.placement_strategies) or 'none'}")
+    regions = [region] if region else sorted(t.offerings)
+    for r in regions:
+        print(f"  {r}: {', '.join(t.az_ids(r)) or 'not offered'}")
     return 0
 
 

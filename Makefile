@@ -11,7 +11,7 @@ export CDK_OUTDIR := cdk.out
 ENV ?=
 CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
-.PHONY: setup synth test lint format bench diff deploy-local clean
+.PHONY: setup synth test lint format bench diff review deploy-local clean
 
 setup: $(STAMP)
 
@@ -53,6 +53,11 @@ deploy-local: setup
 diff: setup
 	@test -n "$(ENV)" || { echo "usage: make diff ENV=name (environments: $$(ls environments | sed 's/\.yaml$$//' | xargs))"; exit 2; }
 	@status=0; cdk diff -c env=$(ENV) || status=$$?; echo; neuronkit summary cdk.out || status=$$?; exit $$status
+
+## review: what the working tree changes against BASE (default origin/main), from git alone: resources
+## replaced (stateful ones called out), the cost change and the budgets; e.g. `make review BASE=main`
+review: setup
+	neuronkit review $(or $(BASE),origin/main)
 
 ## bench: synth timings against an empty CDK app, template sizes
 bench: setup

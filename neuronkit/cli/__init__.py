@@ -22,6 +22,7 @@ COMMANDS = (
     "neuronkit.cli.capacity",
     "neuronkit.cli.cost",
     "neuronkit.cli.summary",
+    "neuronkit.cli.review_cmd",
     "neuronkit.cli.rehearse",
     "neuronkit.cli.assess_cmd",
     "neuronkit.cli.pilot_cmd",

@@ -196,6 +196,13 @@ def neuron_warnings(env: Environment) -> list[str]:
             if ami.track == "latest" and not ami.ami_id:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
         warnings += serving_warnings(f"inference[{i}]", f)
+    lustre = env.storage.lustre
+    if lustre is not None and not lustre.az_id and env.training:
+        az = env.lustre_az_id
+        warnings.append(
+            f"storage.lustre.az_id: not set, so the file system follows training[0].az_id ({az}); moving that cluster "
+            f"would replace the file system and lose its data. Set storage.lustre.az_id: {az} to pin it"
+        )
     return warnings
 
 

@@ -496,3 +496,20 @@ def test_environment_model_reports_cross_problems_on_direct_validation() -> None
     # Code that builds an Environment without parse_environment still gets the cross checks.
     with pytest.raises(ValueError, match=r"training\[0\]\.min_size: min_size 5 is greater than max_size 4"):
         Environment.model_validate(edited({"training.0.min_size": 5}))
+
+
+def test_a_file_system_that_follows_a_cluster_is_a_warning() -> None:
+    import copy
+
+    import yaml
+
+    from neuronkit.config import parse_environment
+
+    data = copy.deepcopy(yaml.safe_load((Path(__file__).resolve().parents[2] / "environments" / "prod.yaml").read_text()))
+    assert parse_environment(copy.deepcopy(data), "environments/prod.yaml").warnings == []  # prod pins it
+    del data["storage"]["lustre"]["az_id"]
+    env = parse_environment(data, "environments/prod.yaml")
+    assert env.warnings == [
+        "storage.lustre.az_id: not set, so the file system follows training[0].az_id (use2-az1); moving that cluster "
+        "would replace the file system and lose its data. Set storage.lustre.az_id: use2-az1 to pin it"
+    ]

@@ -78,12 +78,25 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     from neuronkit.config import load_all
     from neuronkit.stacks import build_environment
 
+    environments = load_all(ROOT / "environments")
+
+    def build(outdir: Path, extra: dict[str, Any] | None = None) -> Any:
+        app = new_app(outdir, extra_context=extra)
+        for env in environments:
+            build_environment(app, env)
+        compliance.apply(app)
+        return app
+
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app = new_app(outdir)
-    for env in load_all(ROOT / "environments"):
-        build_environment(app, env)
-    compliance.apply(app)
+    app = build(outdir)
     assembly = app.synth()
+    missing = missing_lookups(assembly.directory)
+    if missing:
+        # An environment whose lookups cdk.context.json does not pin yet (a user's new file): fill them with
+        # stand-ins, as `cdk synth` with credentials would, and synthesize again.
+        app = build(tmp_path_factory.mktemp("cdk.out"), {key: stand_in_ami(key) for key in missing})
+        assembly = app.synth()
+        outdir = Path(assembly.directory)
     templates = {s.stack_name: s.template for s in assembly.stacks}
     return Synth(outdir=outdir, templates=templates, app=app)
 

@@ -65,7 +65,7 @@ def destroyed(deployed: Deployed) -> dict[str, DestroyReport]:
 # deployment
 # --------------------------------------------------------------------------------------------
 def test_both_environments_were_rehearsed_and_passed(deployed: Deployed) -> None:
-    assert set(deployed.reports) == set(ENVIRONMENTS) == {"dev", "prod"}
+    assert set(deployed.reports) == set(ENVIRONMENTS) >= {"dev", "prod"}  # every file present, the examples too
     for report in deployed.reports.values():
         assert report.ok, report.problems
 

@@ -244,9 +244,12 @@ def test_all_environments_add_up(capsys, monkeypatch):
     fee, _ = _prod_block()
     prod_max = fee + (2 * price("p5.48xlarge", "us-east-2") + 12 * price("inf2.48xlarge", "us-east-2")) * HOURS
     dev_max = (price("trn1.2xlarge") + 2 * price("trn1.32xlarge") + 2 * price("inf2.xlarge")) * HOURS
-    grand = out[out.index("Total: 2 environments") :]
+    # Any other file in environments/ (a user's own) adds its pools' maximum, priced by the same module.
+    others = [e for e in config.load_all(REPO / "environments") if e.name not in ("dev", "prod")]
+    other_max = sum(c.monthly("max") for e in others for c in price_pools(pools_from_environment(e)))
+    grand = out[out.index(f"Total: {2 + len(others)} environments") :]
     max_row = next(line for line in grand.splitlines() if line.startswith("max"))
-    assert money(prod_max + dev_max) in max_row.split()
+    assert money(prod_max + dev_max + other_max) in max_row.split()
     # Plain text: aligned columns, underlined headings, no Markdown table syntax.
     assert "prod (us-east-2)\n================" in out
     assert "|" not in out

@@ -109,7 +109,9 @@ EXPECTED_ALARMS = {
 @pytest.mark.parametrize("env", sorted(ENVS))
 def test_every_expected_alarm_exists_and_notifies_the_topic(synth: Synth, env: str) -> None:
     found = alarms(synth, env)
-    assert set(found) == EXPECTED_ALARMS[env]
+    if env in EXPECTED_ALARMS:  # the example files; a user's own file gets the checks below
+        assert set(found) == EXPECTED_ALARMS[env]
+    assert found
     for name, props in found.items():
         assert props["AlarmActions"] == [topic_ref(synth, env)], name
         assert props["ActionsEnabled"] is True

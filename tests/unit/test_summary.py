@@ -37,8 +37,26 @@ def markdown(synth: Synth) -> str:
     return summarize(synth.outdir)
 
 
-def test_summary_snapshot(markdown: str, snapshot: SnapshotAssertion) -> None:
-    assert markdown == snapshot.use_extension(MarkdownSnapshot)
+@pytest.fixture(scope="module")
+def examples_markdown(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The summary of the two example environments alone (a user's own files are not in the snapshot)."""
+    from neuronkit.config import load_all
+
+    if {e.name for e in load_all(ROOT / "environments")} == {"dev", "prod"}:
+        return summarize(synth.outdir)
+    from neuronkit.stacks import build_environment
+    from tests.conftest import pinned_app
+
+    outdir = tmp_path_factory.mktemp("examples.out")
+    app, _ = pinned_app(
+        lambda a: [build_environment(a, e) for e in load_all(ROOT / "environments") if e.name in ("dev", "prod")], outdir
+    )
+    app.synth()
+    return summarize(outdir)
+
+
+def test_summary_snapshot(examples_markdown: str, snapshot: SnapshotAssertion) -> None:
+    assert examples_markdown == snapshot.use_extension(MarkdownSnapshot)
 
 
 def _row(markdown: str, *cells: str) -> list[str]:

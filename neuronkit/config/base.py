@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from neuronkit import catalog
 
@@ -42,8 +44,45 @@ class ConfigError(Exception):
         super().__init__("\n".join(problems))
 
 
+def _scalar_kinds(annotation: Any) -> set[type]:
+    """The number/boolean types a field annotation accepts (int | None -> {int})."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _scalar_kinds(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return {k for a in typing.get_args(annotation) for k in _scalar_kinds(a)}
+    return {annotation} & {int, float, bool}
+
+
+def _accepts_text(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _accepts_text(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts_text(a) for a in typing.get_args(annotation))
+    return annotation is str or typing.get_origin(annotation) is typing.Literal
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_not_text(cls, data: Any) -> Any:
+        # One strictness everywhere: an account id must be quoted text, so a number or a boolean must not be
+        # (port: "8080" is refused the way account: 111111111111 is).
+        if isinstance(data, dict):
+            problems = []
+            for key, value in data.items():
+                field = cls.model_fields.get(key) if isinstance(key, str) else None
+                if field is None or not isinstance(value, str):
+                    continue
+                kinds = _scalar_kinds(field.annotation)
+                if kinds and not _accepts_text(field.annotation):
+                    what = "true or false" if kinds == {bool} else "a number"
+                    problems.append((key, f"{value!r} is text; write {what} without quotes"))
+            _raise_all(problems)
+        return data
 
 
 class _MultiProblem(ValueError):

@@ -44,7 +44,8 @@ class Environment(Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> Environment:
-        problems = _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
+        problems = _tag_problems(self.tags)
+        problems += _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
         problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)))
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
         problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
@@ -179,6 +180,19 @@ def _neuron_problems(
 def pool_releases(env: Environment) -> dict[str, PoolRelease]:
     """The Neuron release each Neuron pool of a valid environment runs (by pool name)."""
     return _pool_releases(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[0]
+
+
+def _tag_problems(tags: dict[str, str]) -> list[tuple[str, str]]:
+    """What AWS refuses in a tag (Tagging AWS resources: reserved aws: prefix, key 128 and value 256 characters)."""
+    out: list[tuple[str, str]] = []
+    for key, value in tags.items():
+        if key.lower().startswith("aws:"):
+            out.append((f"tags.{key}", "keys starting with aws: are reserved by AWS; rename the key"))
+        if not 1 <= len(key) <= 128:
+            out.append((f"tags.{key[:20]}...", f"a tag key holds 1 to 128 characters, this one {len(key)}; shorten it"))
+        if len(value) > 256:
+            out.append((f"tags.{key}", f"a tag value holds at most 256 characters, this one {len(value)}; shorten it"))
+    return out
 
 
 def neuron_warnings(env: Environment) -> list[str]:

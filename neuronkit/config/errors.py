@@ -86,6 +86,21 @@ def _format(path: str, err: ValidationError) -> list[str]:
             lines.append(f"{path}: {loc}: {shown} is malformed; {_pattern_hint(loc)}")
         elif kind == "string_type" and isinstance(value, int | float):
             lines.append(f"{path}: {loc}: {value} is a number, not text; put it in quotes: '{value}'")
+        elif kind == "scalar_as_text":
+            lines.append(f"{path}: {loc}: {shown} is text; write {ctx.get('what')} without quotes")
+        elif kind in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type"):
+            whole = "a whole number" if kind.startswith("int") else "a number"
+            lines.append(f"{path}: {loc}: {shown if shown is not None else 'this'} is not {whole}; write e.g. 4")
+        elif kind in ("bool_parsing", "bool_type"):
+            lines.append(f"{path}: {loc}: {shown if shown is not None else 'this'} is not true or false; write true or false")
+        elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+            bound = next(iter(ctx.values()), None)
+            words = {"greater_than_equal": f"at least {bound}", "greater_than": f"more than {bound}",
+                     "less_than_equal": f"at most {bound}", "less_than": f"less than {bound}"}[kind]  # fmt: skip
+            lines.append(f"{path}: {loc}: {shown} is out of range; use {words}")
+        elif kind in ("dict_type", "list_type", "model_type", "model_attributes_type"):
+            want = {"dict_type": "a mapping (key: value lines)", "list_type": "a list ([a, b] or - lines)"}.get(kind, "a mapping")
+            lines.append(f"{path}: {loc}: expected {want}, got {type(value).__name__} {shown or ''}".rstrip())
         elif kind == "union_tag_invalid":
             lines.append(f"{path}: {loc}: type {ctx.get('tag')!r} is not allowed; use one of {ctx.get('expected_tags')}")
         elif kind == "union_tag_not_found":

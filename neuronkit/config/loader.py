@@ -69,9 +69,13 @@ def load_environment(path: str | Path) -> Environment:
     p = Path(path)
     shown = _display(p)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError([f"{shown}: cannot read the file ({err.strerror})"]) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            [f"{shown}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); save the file as UTF-8"]
+        ) from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as err:

@@ -375,6 +375,24 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
             "training[1].capacity.reservation: unknown key 'reservation' under training[1].capacity; did you mean 'reservation_id'?"
         ],
     ),
+    # One strictness: numbers and booleans without quotes, as the account id must be in quotes.
+    ("number-in-quotes", {"training.0.max_size": "4"}, ["training[0].max_size: '4' is text; write a number without quotes"]),
+    (
+        "boolean-in-quotes",
+        {"training.0.idle_scale_down": "yes"},
+        ["training[0].idle_scale_down: 'yes' is text; write true or false without quotes"],
+    ),
+    ("not-a-number", {"training.0.max_size": 2.5}, ["training[0].max_size: 2.5 is not a whole number; write e.g. 4"]),
+    ("out-of-range", {"training.0.max_size": 0}, ["training[0].max_size: 0 is out of range; use at least 1"]),
+    ("a-list-where-a-mapping-goes", {"storage": ["lustre"]}, ["storage: expected a mapping, got list"]),
+    (
+        "tags-aws-refuses",
+        {"tags": {"aws:team": "x", "owner": "v" * 300}},
+        [
+            "tags.aws:team: keys starting with aws: are reserved by AWS; rename the key",
+            "tags.owner: a tag value holds at most 256 characters, this one 300; shorten it",
+        ],
+    ),
 ]
 
 
@@ -514,3 +532,14 @@ def test_a_file_system_that_follows_a_cluster_is_a_warning() -> None:
         "storage.lustre.az_id: not set, so the file system follows training[0].az_id (use2-az1); moving that cluster "
         "would replace the file system and lose its data. Set storage.lustre.az_id: use2-az1 to pin it"
     ]
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    from neuronkit.config import load_environment
+
+    path = tmp_path / "latin.yaml"
+    path.write_bytes(b'name: latin\naccount: "111111111111"\n# caf\xe9\n')
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    (line,) = err.value.problems
+    assert line.endswith("latin.yaml: not UTF-8 text (byte 0xe9 at offset 41); save the file as UTF-8")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from neuronkit import catalog
 from neuronkit.catalog import pricing
@@ -452,3 +454,94 @@ def diff_report(
         rows.append([f"$/month at {level}", usd(b_total), usd(a_total), _delta(b_total, a_total)])
     doc.table(["", "before", "after", "change"], rows, "lrrr")
     return doc.render(fmt)
+
+
+# --------------------------------------------------------------------------------------------
+# what the environment costs besides its pools
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FixedCost:
+    environment: str
+    item: str
+    monthly: float
+    basis: str  # how it was computed and where the price comes from
+
+
+def _service_prices() -> dict[str, Any]:
+    import yaml
+
+    data: dict[str, Any] = yaml.safe_load((Path(catalog.__file__).with_name("service_prices.yaml")).read_text())
+    return data
+
+
+def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
+    """NAT gateways, interface endpoints, load balancers and the Lustre file system of one environment, at list
+    prices (catalog/service_prices.yaml); usage-based charges are left out and the report says so."""
+    table = table or pricing.load_prices()
+    sp = _service_prices()
+    hours = table.hours_per_month
+    where = "" if env.region == sp["priced_region"] else f" ({sp['priced_region']} price; {env.region} may differ)"
+    out: list[FixedCost] = []
+    net = env.network
+    if net.existing is None:
+        if net.nat_gateways:
+            rate = sp["nat_gateway_hour"]["usd"]
+            out.append(FixedCost(env.name, f"NAT gateways x{net.nat_gateways}", net.nat_gateways * rate * hours,
+                                 f"{net.nat_gateways} x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
+        endpoints = len(net.interface_endpoints) * len(net.az_ids)
+        if endpoints:
+            rate = sp["interface_endpoint_az_hour"]["usd"]
+            out.append(FixedCost(env.name, f"interface endpoints x{len(net.interface_endpoints)}", endpoints * rate * hours,
+                                 f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
+    for f in env.inference:
+        rate = sp["load_balancer_hour"][f.load_balancer]["usd"]
+        out.append(FixedCost(env.name, f"{f.load_balancer.upper()} of {f.name}", rate * hours,
+                             f"${rate}/hour{where}; LCUs/NLCUs not included"))  # fmt: skip
+    lustre = env.storage.lustre
+    if lustre is not None:
+        prices = sp["lustre_gb_month"][lustre.deployment_type]
+        if lustre.deployment_type == "PERSISTENT_2":
+            prices = prices[int(lustre.throughput_mbps_per_tib or 125)]
+        rate = prices["usd"]
+        # AWS bills provisioned capacity; its "GB-month" is the GiB the file system is created with.
+        out.append(FixedCost(env.name, f"FSx for Lustre {lustre.deployment_type} {lustre.size_gib} GiB",
+                             lustre.size_gib * rate, f"{lustre.size_gib:,} GiB x ${rate}/GB-month{where}"))  # fmt: skip
+    return out
+
+
+def environment_report(envs: Sequence[Any], fmt: str = "text", table: PriceTable | None = None) -> str:
+    """The pools' report, then per environment what else it costs and the total against its budget."""
+    table = table or pricing.load_prices()
+    from neuronkit.pools import pools_from_environment
+
+    text = cost_report([p for e in envs for p in pools_from_environment(e)], fmt, table)
+    costs = price_pools([p for e in envs for p in pools_from_environment(e)], table)
+    doc = _Doc()
+    doc.heading(2, "Besides the pools, and the budget")
+    sp = _service_prices()
+    doc.para(
+        f"Fixed monthly charges of what the stacks create, at list prices from catalog/service_prices.yaml (as of "
+        f"{sp['as_of']}); traffic-based charges (GB processed, LCUs, S3, CloudWatch, data transfer) are not estimated."
+    )
+    for e in envs:
+        fixed = fixed_costs(e, table)
+        pools_max = sum(c.monthly("max") for c in costs if c.pool.environment == e.name)
+        pools_desired = sum(c.monthly("desired") for c in costs if c.pool.environment == e.name)
+        other = sum(f.monthly for f in fixed)
+        rows = [[f.item, usd(f.monthly), f.basis] for f in fixed]
+        rows.append(["pools at desired / max", f"{usd(pools_desired)} / {usd(pools_max)}", "the tables above"])
+        rows.append(["total at desired / max", f"{usd(pools_desired + other)} / {usd(pools_max + other)}", ""])
+        doc.heading(3, f"{e.name} ({e.region})")
+        doc.table(["item", "$/month", "basis"], rows, "lrl")
+        if e.budget is not None:
+            top = pools_max + other
+            share = top / e.budget.monthly_usd * 100
+            verdict = (
+                "over the budget: lower max sizes or raise budget.monthly_usd"
+                if top > e.budget.monthly_usd
+                else "within the budget"
+            )
+            doc.para(f"Budget {usd(e.budget.monthly_usd)} a month: at max capacity {usd(top)} ({share:.0f}%), {verdict}.")
+        else:
+            doc.para("No budget in the file (budget.monthly_usd).")
+    return text + "\n" + doc.render(fmt)

@@ -52,16 +52,17 @@ def _read_cdk_out(path: Path) -> list[Pool]:
         raise CliError("\n".join(err.problems)) from None
 
 
-def _pools(args: argparse.Namespace) -> list[Pool]:
-    if args.cdk_out is not None:
-        return _read_cdk_out(args.cdk_out)
+def _environments(args: argparse.Namespace) -> list[config.Environment]:
     if args.file is not None:
-        envs = [config.load_environment(args.file)]
-    else:
-        envs = config.load_all(args.environments_dir, only=args.env)
-        if not envs:
-            raise CliError(f"no environment files under {args.environments_dir}/; add one or pass --file PATH")
-    return [pool for env in envs for pool in pools_from_environment(env)]
+        return [config.load_environment(args.file)]
+    envs = config.load_all(args.environments_dir, only=args.env)
+    if not envs:
+        raise CliError(f"no environment files under {args.environments_dir}/; add one or pass --file PATH")
+    return envs
+
+
+def _pools(args: argparse.Namespace) -> list[Pool]:
+    return [pool for env in _environments(args) for pool in pools_from_environment(env)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
             old_dir, new_dir = args.diff
             old, new = _read_cdk_out(old_dir), _read_cdk_out(new_dir)
             print(cost.diff_report(old, new, fmt=args.format or "markdown"), end="")
+        elif args.cdk_out is not None:  # a synth carries the pools only (their Auto Scaling groups' metadata)
+            print(cost.cost_report(_read_cdk_out(args.cdk_out), fmt=args.format or "text"), end="")
         else:
-            print(cost.cost_report(_pools(args), fmt=args.format or "text"), end="")
+            print(cost.environment_report(_environments(args), fmt=args.format or "text"), end="")
     except MissingPriceError as err:
         raise CliError("\n".join(err.problems)) from None
     return 0

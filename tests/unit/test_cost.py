@@ -575,3 +575,48 @@ def test_a_created_reservation_is_priced_apart_as_billed_used_or_not() -> None:
     # The pool itself runs 0 nodes at desired: the reservation line shows what the rows do not.
     assert "$0.00" in text
     assert "Reservation:" not in cost_report([dataclasses.replace(pool, reserved=0)], "markdown", table)
+
+
+# --------------------------------------------------------------------------------------------
+# besides the pools: NAT gateways, endpoints, load balancers, Lustre; against the budget
+# --------------------------------------------------------------------------------------------
+def test_prod_fixed_costs_are_computed_from_the_service_price_list() -> None:
+    import yaml
+
+    from neuronkit.cost import fixed_costs
+
+    env = config.load_environment(REPO / "environments" / "prod.yaml")
+    sp = yaml.safe_load((REPO / "neuronkit" / "catalog" / "service_prices.yaml").read_text())
+    got = {f.item: f.monthly for f in fixed_costs(env)}
+    net = env.network
+    lustre = env.storage.lustre
+    assert lustre is not None and lustre.deployment_type == "PERSISTENT_2"
+    assert got == pytest.approx(
+        {
+            f"NAT gateways x{net.nat_gateways}": net.nat_gateways * sp["nat_gateway_hour"]["usd"] * HOURS,
+            f"interface endpoints x{len(net.interface_endpoints)}": len(net.interface_endpoints) * len(net.az_ids) * sp["interface_endpoint_az_hour"]["usd"] * HOURS,
+            "ALB of chat": sp["load_balancer_hour"]["alb"]["usd"] * HOURS,
+            f"FSx for Lustre PERSISTENT_2 {lustre.size_gib} GiB": lustre.size_gib * sp["lustre_gb_month"]["PERSISTENT_2"][lustre.throughput_mbps_per_tib]["usd"],
+        }
+    )  # fmt: skip
+
+
+def test_the_report_compares_the_whole_maximum_with_the_budget(capsys, monkeypatch, tmp_path):
+    import yaml
+
+    from neuronkit.cost import fixed_costs
+
+    code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
+    assert code == 0
+    env = config.load_environment(REPO / "environments" / "prod.yaml")
+    fee, _ = _prod_block()
+    top = fee + (2 * price("p5.48xlarge", "us-east-2") + 12 * price("inf2.48xlarge", "us-east-2")) * HOURS
+    top += sum(f.monthly for f in fixed_costs(env))
+    assert f"Budget $450,000.00 a month: at max capacity {money(top)} ({top / 450_000 * 100:.0f}%), within the budget." in out
+    # A budget below the maximum says so and how to fix it.
+    data = yaml.safe_load((REPO / "environments" / "prod.yaml").read_text())
+    data["budget"]["monthly_usd"] = 100_000
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code, out, _ = run(["cost", "--file", str(path)], capsys, monkeypatch)
+    assert code == 0 and "over the budget: lower max sizes or raise budget.monthly_usd" in out

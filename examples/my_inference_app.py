@@ -29,6 +29,7 @@ class ChatServingStack(Stack):
             vpc_cidr_block="10.30.0.0/16",
             availability_zones=["us-east-1a", "us-east-1b"],
             private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"],
+            private_subnet_route_table_ids=["rtb-0aaaaaaaaaaaaaaa1", "rtb-0bbbbbbbbbbbbbbb2"],
         )
         self.fleet = InferenceFleet(
             self,

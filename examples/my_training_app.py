@@ -25,6 +25,7 @@ class ResearchTrainingStack(Stack):
             vpc_id="vpc-0a1b2c3d4e5f67890",
             availability_zones=["us-east-1a"],
             private_subnet_ids=["subnet-0a1b2c3d4e5f67890"],
+            private_subnet_route_table_ids=["rtb-0a1b2c3d4e5f67890"],
         )
         storage = TrainingStorage(
             self,

@@ -7,7 +7,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from aws_cdk import Aws, CfnAutoScalingRollingUpdate, CfnAutoScalingScheduledAction, CfnUpdatePolicy, Duration, Fn, Stack
+from aws_cdk import (
+    Annotations,
+    Aws,
+    CfnAutoScalingRollingUpdate,
+    CfnAutoScalingScheduledAction,
+    CfnUpdatePolicy,
+    Duration,
+    Fn,
+    Stack,
+)
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
@@ -201,7 +210,7 @@ class InferenceFleet(Construct):
         self.fallback_types = list(fallback_types)
         self.profiles = self._serving_profiles(serving)
         self.grace_seconds = health_check_grace_seconds or self._derived_grace_seconds()
-        subnets = [ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(subnet_ids.values())]
+        subnets = self._subnets(vpc, subnet_ids)
 
         self._security_groups(vpc, ingress_cidr or vpc.vpc_cidr_block, port, tls)
         self._load_balancer(vpc, subnets, load_balancer, port, tls, hc, access_logs_bucket)
@@ -277,6 +286,17 @@ class InferenceFleet(Construct):
         return min(max(p.boot_seconds for p in self.profiles.values()), _MAX_HEARTBEAT_SECONDS)
 
     # --- security groups: clients -> load balancer -> nodes on the serving port ------------------------
+    def _subnets(self, vpc: ec2.IVpc, subnet_ids: Mapping[str, str]) -> list[ec2.ISubnet]:
+        """The VPC's own subnet objects where it has them (they carry route tables), else imported by ID."""
+        known = {sn.subnet_id: sn for sn in vpc.private_subnets}
+        out = [known.get(sid) or ec2.Subnet.from_subnet_id(self, f"Subnet{i}", sid) for i, sid in enumerate(subnet_ids.values())]
+        if any(sid not in known for sid in subnet_ids.values()):
+            # Only the load balancer and the Auto Scaling group read these, and only their IDs.
+            Annotations.of(self).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the fleet uses subnet IDs only, never a route table"
+            )
+        return out
+
     def _security_groups(self, vpc: ec2.IVpc, cidr: str, port: int, tls: TlsSpec | None) -> None:
         self.load_balancer_security_group = ec2.SecurityGroup(
             self, "LoadBalancerSecurityGroup", vpc=vpc, description=f"{self.group_name} load balancer", allow_all_outbound=False

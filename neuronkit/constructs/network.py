@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Aws, RemovalPolicy, Stack
+from aws_cdk import Annotations, Aws, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -72,6 +72,7 @@ class AcceleratorNetwork(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.az_ids = list(az_ids)
+        self.route_table_ids: dict[str, str] = {}
         if existing_vpc_id is not None:
             subnets = dict(existing_subnet_ids or {})
             missing = [a for a in self.az_ids if a not in subnets]
@@ -126,6 +127,7 @@ class AcceleratorNetwork(Construct):
                     nat_gateway_id=nat_ids[i % len(nat_ids)],
                 )
             self.subnet_ids[az] = sub.ref
+            self.route_table_ids[az] = rt.ref
             route_tables.append(rt.ref)
 
         ec2.CfnVPCEndpoint(
@@ -192,13 +194,20 @@ class AcceleratorNetwork(Construct):
     def _as_ivpc(self) -> ec2.IVpc:
         # The L2 Vpc places subnets by AZ name; ours are placed by AZ ID. This view carries only what
         # L2 constructs (security groups, Lambda functions) read: the VPC id and the private subnets.
-        return ec2.Vpc.from_vpc_attributes(
+        view = ec2.Vpc.from_vpc_attributes(
             self,
             "View",
             vpc_id=self.vpc_id,
             availability_zones=[f"{Stack.of(self).region}-{a}" for a in self.az_ids],
             private_subnet_ids=list(self.subnet_ids.values()),
+            private_subnet_route_table_ids=list(self.route_table_ids.values()) or None,
         )
+        if not self.route_table_ids:
+            # An existing VPC's route tables are its owner's; nothing here reads them.
+            Annotations.of(view).acknowledge_warning(
+                "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the kit never reads an existing subnet's route table"
+            )
+        return view
 
 
 # Retention periods CloudWatch Logs accepts (PutRetentionPolicy API).

@@ -18,6 +18,10 @@ class NeuronkitStack(Stack):
             id,
             env=CdkEnvironment(account=config.account, region=config.region),
             description=f"neuronkit {config.name}: {description}",
+            # Stack tags (CloudFormation applies them to every resource it creates, and the rehearsal and
+            # summary find a stack's environment by them) given explicitly, as
+            # @aws-cdk/core:explicitStackTags requires; Tags.of below tags the template's resources.
+            tags=environment_tags(config),
             **kwargs,
         )
         self.config = config

@@ -38,6 +38,15 @@ def test_example_runs_by_its_documented_command(script: Path, tmp_path: Path) ->
     done = run_example(script, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert list((tmp_path / "cdk.out" / "examples").glob("*.template.json")), "the example synthesized no template"
+    # Nothing for `cdk synth` to print as a warning: an example shows the way that needs no acknowledging.
+    warnings = [
+        entry["data"]
+        for f in (tmp_path / "cdk.out" / "examples").glob("*.metadata.json")
+        for entries in json.loads(f.read_text()).values()
+        for entry in entries
+        if entry["type"] == "aws:cdk:warning"
+    ]
+    assert warnings == []
 
 
 def test_user_training_app_reuses_the_constructs(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk import Environment as CdkEnv
 from aws_cdk import Stack
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 from neuronkit.constructs import AcceleratorNetwork, plan_subnets
 from neuronkit.constructs.network import private_prefix_for, retention_days
@@ -122,3 +122,13 @@ def test_existing_vpc_creates_no_network_resources() -> None:
     )
     assert net.subnet_ids == {"use1-az6": "subnet-0123456789abcdef0"}
     assert Template.from_stack(stack).to_json().get("Resources", {}) == {}
+    # Its route tables are unknown and unread: no CDK warning asks the user to provide them.
+    Annotations.from_stack(stack).has_no_warning("*", Match.any_value())
+
+
+def test_the_vpc_view_carries_each_private_subnets_route_table() -> None:
+    stack = Stack(new_app(), "Own", env=CdkEnv(account="123456789012", region="us-east-1"))
+    net = AcceleratorNetwork(stack, "Net", az_ids=["use1-az4", "use1-az6"])
+    tables = [stack.resolve(s.route_table.route_table_id) for s in net.vpc.private_subnets]
+    assert len(tables) == 2 and all(t["Ref"].startswith(f"NetPrivate{i}RouteTable") for i, t in enumerate(tables))
+    Annotations.from_stack(stack).has_no_warning("*", Match.any_value())

@@ -284,13 +284,36 @@ def _file_system(stack: StackInfo, logical_id: str, resource: dict[str, Any]) ->
     )
 
 
+# Units of the CloudWatch metrics the kit alarms on whose alarms carry no Unit (CloudWatch docs: FSx for
+# Lustre metrics, Application Load Balancer metrics).
+_METRIC_UNITS = {"FreeDataStorageCapacity": "Bytes", "TargetResponseTime": "Seconds"}
+
+
+def _threshold(metric: str, unit: Any, value: Any) -> str:
+    """A threshold as a reader says it: 120 GiB rather than 128849018880, 2 s rather than 2."""
+    unit = unit if isinstance(unit, str) else _METRIC_UNITS.get(metric, "Bytes" if metric.endswith("Bytes") else "")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return str(value)
+    if unit == "Bytes":
+        for factor, name in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+            if abs(value) >= factor:
+                return f"{value / factor:,.4g} {name}"
+        return f"{value:g} bytes"
+    if unit == "Seconds":
+        return f"{value:g} s"
+    if unit == "Percent":
+        return f"{value:g}%"
+    return f"{value:g}"
+
+
 def _alarm(stack: StackInfo, logical_id: str, resource: dict[str, Any]) -> Alarm:
     props = resource.get("Properties") or {}
     name = props.get("AlarmName")
     metric = props.get("MetricName")
     if isinstance(metric, str):
         comparison = str(props.get("ComparisonOperator", "")).replace("Threshold", "")
-        metric = f"{props.get('Namespace', '')} {metric} {comparison} {props.get('Threshold', '')}".strip()
+        threshold = _threshold(metric, props.get("Unit"), props.get("Threshold", ""))
+        metric = f"{props.get('Namespace', '')} {metric} {comparison} {threshold}".strip()
     elif props.get("AlarmRule"):
         metric = "composite"
     else:
@@ -441,6 +464,7 @@ def _stack_contents(stack: StackInfo, view: EnvironmentView) -> str:
 
 
 def _pool_rows(view: EnvironmentView) -> list[list[str]]:
+    by_node = {sn.node: sn.az_id for sn in view.subnets}  # a pool without one AZ ID lists its subnets' AZ IDs
     rows = []
     for v in view.pools:
         p = v.pool
@@ -455,14 +479,24 @@ def _pool_rows(view: EnvironmentView) -> list[list[str]]:
                 f"{p.min_size}/{p.desired_size}/{p.max_size}",
                 _per_node(it.neuron_devices if it else None, top),
                 _per_node(it.neuron_cores if it else None, top),
-                _per_node(it.gpus if it else None, top),
+                _gpus(p, it, top),
                 str(it.efa_max_interfaces) if it else "?",
                 (f"{it.efa_bandwidth_gbps:g} Gbps" if it.efa_supported else "no EFA") if it else "?",
                 p.capacity,
-                v.az_id or DASH,
+                v.az_id or ", ".join(sorted({by_node[n] for n in v.subnets if n in by_node})) or DASH,
             ]
         )
     return rows
+
+
+def _gpus(p: Any, it: Any, nodes: int) -> str:
+    """The primary type's GPUs, then each GPU fallback type's (what a node has when the pool falls back)."""
+    cell = _per_node(it.gpus if it else None, nodes)
+    for t in (t for t in p.fallback_types if t != p.primary_type):
+        facts = _facts(t)
+        if facts is not None and facts.gpus:
+            cell += f"; {t} fallback: {_per_node(facts.gpus, nodes)}"
+    return cell
 
 
 def _trainium_rows(view: EnvironmentView) -> list[list[str]]:

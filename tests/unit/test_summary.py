@@ -78,6 +78,30 @@ def test_pool_rows_carry_catalog_facts(markdown: str) -> None:
     assert dev[4] == "0/0/1" and dev[9] == "no EFA" and dev[10] == "on-demand"
 
 
+def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(markdown: str) -> None:
+    from neuronkit.config import load_all
+
+    fleets = [(e, f) for e in load_all(ROOT / "environments") for f in e.inference]
+    assert any(f.fallback_types for _, f in fleets), "no fleet falls back to GPUs: this test would check nothing"
+    for env, fleet in fleets:
+        row = _row(markdown, f"{env.name}-inference", fleet.name)
+        top = fleet.max_size
+        primary = catalog.get(fleet.neuron_types[0])
+        expected = str(primary.gpus) + "".join(
+            f"; {t} fallback: {catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max)" for t in fleet.fallback_types
+        )
+        assert row[7] == expected
+        assert row[11] == ", ".join(sorted(fleet.az_ids))
+
+
+def test_alarm_thresholds_are_in_the_metrics_units(markdown: str) -> None:
+    rows = [line for line in markdown.splitlines() if line.startswith("| ") and "FreeDataStorageCapacity" in line]
+    assert rows
+    assert all(re.search(r"LessThan [\d.,]+ (GiB|TiB) \|$", line) for line in rows), rows
+    latency = [line for line in markdown.splitlines() if "TargetResponseTime" in line]
+    assert latency and all(re.search(r"GreaterThan [\d.]+ s \|$", line) for line in latency), latency
+
+
 def test_storage_rows_show_file_system_type_size_and_retention(markdown: str) -> None:
     prod = _row(markdown, "prod-storage", "FSx for Lustre")
     assert "PERSISTENT_2" in prod[3] and "4800 GiB" in prod[3] and "250 MB/s per TiB" in prod[3]

@@ -44,7 +44,7 @@ def main() -> None:
             sys.exit(1)
     compliance.apply(app)
     assembly = app.synth()
-    missing = missing_lookups(assembly.directory, environments)
+    missing = missing_lookups(assembly.directory, environments, file)
     for line in missing:
         print(line, file=sys.stderr)
     # Under the CDK CLI (which sets CDK_CLI_VERSION) a missing lookup is normal: the CLI performs it with the

@@ -1,8 +1,8 @@
 """``neuronkit cost``: what an environment's pools cost On-Demand, against GPU equivalents, and a PR's cost change.
 
 neuronkit cost                      every environment under environments/
-neuronkit cost --env prod           one environment file, no synth needed
-neuronkit cost --file path.yaml     any environment file
+neuronkit cost --env prod [--env dev] named environments, no synth needed
+neuronkit cost --file path.yaml     any environment file (repeatable)
 neuronkit cost --cdk-out cdk.out    what was synthesized (reads the Auto Scaling groups' Metadata)
 neuronkit cost --diff OLD NEW       the monthly cost change between two cdk.out folders (Markdown)
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from neuronkit import config, cost
 from neuronkit.catalog.pricing import MissingPriceError
-from neuronkit.cli import CliError
+from neuronkit.cli import CliError, selection
 from neuronkit.pools import Pool, PoolError, pools_from_cdk_out, pools_from_environment
 
 
@@ -24,9 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="On-Demand cost of the pools at min/desired/max, against GPU equivalents; or a PR's cost change",
         description="Price each pool (training cluster, inference fleet) from neuronkit/catalog/prices.json.",
     )
+    selection.add(p)
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--env", metavar="NAME", help="an environment under environments/ (default: all of them)")
-    src.add_argument("--file", type=Path, metavar="PATH", help="an environment file")
     src.add_argument("--cdk-out", type=Path, metavar="DIR", help="a synthesized cdk.out folder")
     src.add_argument(
         "--diff",
@@ -53,12 +52,7 @@ def _read_cdk_out(path: Path) -> list[Pool]:
 
 
 def _environments(args: argparse.Namespace) -> list[config.Environment]:
-    if args.file is not None:
-        return [config.load_environment(args.file)]
-    envs = config.load_all(args.environments_dir, only=args.env)
-    if not envs:
-        raise CliError(f"no environment files under {args.environments_dir}/; add one or pass --file PATH")
-    return envs
+    return selection.load(args, directory=args.environments_dir)
 
 
 def _pools(args: argparse.Namespace) -> list[Pool]:
@@ -66,6 +60,8 @@ def _pools(args: argparse.Namespace) -> list[Pool]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if selection.chosen(args) and (args.diff is not None or args.cdk_out is not None):
+        raise CliError("cost: --env/--file price environment files; --cdk-out and --diff read synths; pick one")
     try:
         if args.diff is not None:
             old_dir, new_dir = args.diff

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from neuronkit import config, pilot
-from neuronkit.cli import CliError
+from neuronkit.cli import CliError, selection
 from neuronkit.preflight import PreflightAbort, abort_message, aws_session, client_config
 
 
@@ -18,9 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         ("report", "compare a run: loss at equal steps, throughput, cost per token, plots (PNG) and a verdict"),
     ):
         a = actions.add_parser(name, help=help_text)
-        which = a.add_mutually_exclusive_group(required=True)
-        which.add_argument("--env", metavar="NAME", help="an environment under environments/")
-        which.add_argument("--file", metavar="PATH", type=Path, help="an environment file")
+        selection.add(a, single=True)
         a.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
         if name == "start":
             a.add_argument("--run-id", default=None, help="name the run (default: run-<UTC time>)")
@@ -32,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _load(args: argparse.Namespace) -> config.Environment:
-    env = config.load_environment(args.file) if args.file is not None else config.load_all("environments", only=args.env)[0]
+    env = selection.load(args, single=True)[0]
     if env.pilot is None:
         raise CliError(f"{env.name}: the file has no pilot: section (docs/adoption.md)")
     return env

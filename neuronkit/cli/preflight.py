@@ -8,26 +8,21 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from pathlib import Path
 
 from neuronkit import config
-from neuronkit.cli import CliError
+from neuronkit.cli import CliError, selection
 from neuronkit.preflight import Check, PreflightAbort, aws_session, run_checks
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("preflight", help="check an environment against your AWS account before deploying (uses your credentials)")
-    which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--env", metavar="NAME", help="an environment under environments/ (e.g. prod)")
-    which.add_argument("--file", metavar="PATH", type=Path, help="an environment file")
+    selection.add(p, single=True)
     p.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
     p.set_defaults(func=preflight)
 
 
 def load(args: argparse.Namespace) -> config.Environment:
-    if args.file is not None:
-        return config.load_environment(args.file)
-    return config.load_all("environments", only=args.env)[0]
+    return selection.load(args, single=True)[0]
 
 
 def preflight(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from neuronkit import config
-from neuronkit.cli import CliError
+from neuronkit.cli import CliError, selection
 from neuronkit.rehearsal import RehearsalError, project_root, rehearse, render_verdict
 
 
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "read the result back with boto3 and print what was deployed and what the mock could not model."
         ),
     )
-    p.add_argument("--env", metavar="NAME", help="one environment under environments/ (default: all of them)")
+    selection.add(p)
     p.add_argument("--destroy", action="store_true", help="then run `cdk destroy --force` and check what is kept and removed")
     p.add_argument("--cdk-out", type=Path, metavar="DIR", help="deploy this synthesized cloud assembly instead of synthesizing")
     p.add_argument("--verbose", "-v", action="store_true", help="show every line the CDK CLI prints")
@@ -44,11 +44,16 @@ def _print(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         root = project_root()
-        if args.env and args.cdk_out is None:
-            config.load_all(root / "environments", only=args.env)  # an unknown name fails here, with the known ones
+        files = args.file or []
+        if len(files) > 1 or (files and (args.env or args.cdk_out)):
+            raise CliError("rehearse: --file takes one environment file, without --env or --cdk-out (app.py -c file=PATH)")
+        names = [config.load_environment(files[0]).name] if files else list(dict.fromkeys(args.env or []))
+        if args.cdk_out is None and not files:
+            selection.check_names(names, root / "environments")  # an unknown name fails here, with the known ones
         result = rehearse(
             root,
-            environments=[args.env] if args.env else None,
+            environments=names or None,
+            env_file=files[0] if files else None,
             destroy=args.destroy,
             cdk_out=args.cdk_out,
             progress=_print,

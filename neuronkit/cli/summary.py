@@ -23,16 +23,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="Markdown summary of a synthesized app (pools, storage, alarms, cost, a Mermaid diagram) for pull requests",
         description="Read a cdk.out folder and print Markdown: per environment a Mermaid flowchart, per stack pools, storage and alarms.",
     )
-    p.add_argument(
-        "cdk_out", nargs="?", type=Path, default=Path("cdk.out"), metavar="CDK_OUT", help="the cdk.out folder (default: cdk.out)"
-    )
+    p.add_argument("cdk_out", nargs="?", type=Path, default=None, metavar="CDK_OUT", help="the same as --cdk-out")
+    p.add_argument("--cdk-out", dest="cdk_out_option", type=Path, metavar="DIR", help="the cdk.out folder (default: cdk.out)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the Markdown to FILE instead of stdout")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cdk_out is not None and args.cdk_out_option is not None and args.cdk_out != args.cdk_out_option:
+        raise CliError("summary: give the cdk.out folder once, as --cdk-out DIR or as the argument")
     try:
-        text = summarize(args.cdk_out)
+        text = summarize(args.cdk_out_option or args.cdk_out or Path("cdk.out"))
     except SummaryError as err:
         raise CliError("summary: " + "\n".join(err.problems)) from None
     if args.output is not None:

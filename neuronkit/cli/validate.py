@@ -8,18 +8,21 @@ import sys
 from pathlib import Path
 
 from neuronkit import config
+from neuronkit.cli import selection
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("validate", help="check environment files without synthesizing")
-    p.add_argument("files", nargs="*", type=Path, help="environment files (default: environments/*.yaml)")
+    p.add_argument("files", nargs="*", type=Path, help="environment files, the same as --file (default: environments/*.yaml)")
+    selection.add(p)
     p.set_defaults(func=validate)
     s = sub.add_parser("schema", help="print the JSON Schema of an environment file")
     s.set_defaults(func=schema)
 
 
 def validate(args: argparse.Namespace) -> int:
-    files = args.files or config.environment_files()
+    named = selection.check_names(args.env or [])
+    files = [*args.files, *(args.file or []), *named.values()] or config.environment_files()
     if not files:
         print("neuronkit: no environment files found under environments/", file=sys.stderr)
         return 1

@@ -90,7 +90,8 @@ class Rehearsal:
 
     ``environments`` selects environments by name (default: every environment in the assembly);
     ``cdk_out`` deploys an already synthesized cloud assembly instead of synthesizing one (with
-    ``environments`` set to one name, the synth passes ``-c env=NAME``). ``progress`` receives one line per
+    ``environments`` set to one name, the synth passes ``-c env=NAME``); ``env_file`` synthesizes that one
+    environment file instead of environments/ (``-c file=PATH``). ``progress`` receives one line per
     step; ``verbose`` forwards every CLI line to it.
     """
 
@@ -105,11 +106,13 @@ class Rehearsal:
         progress: Progress | None = None,
         verbose: bool = False,
         work_dir: str | Path | None = None,
+        env_file: str | Path | None = None,
     ):
         safety.assert_local_endpoint(f"http://{safety.ENDPOINT_HOST}/")  # refuse before anything starts or is created
         self.project_dir = project_root(project_dir)
         self.wanted = list(environments) if environments else None
         self.given_cdk_out = Path(cdk_out).resolve() if cdk_out is not None else None
+        self.env_file = Path(env_file).resolve() if env_file is not None else None
         self.progress: Progress = progress or _quiet_print
         self.verbose = verbose
         self._own_work_dir = work_dir is None
@@ -253,7 +256,9 @@ class Rehearsal:
             return read_assembly(self.given_cdk_out)
         out = self.work_dir / "cdk.out"
         args = ["synth", "--quiet", "--output", str(out)]
-        if self.wanted and len(self.wanted) == 1:
+        if self.env_file is not None:
+            args += ["-c", f"file={self.env_file}"]
+        elif self.wanted and len(self.wanted) == 1:
             args += ["-c", f"env={self.wanted[0]}"]
         self.progress(f"synthesizing: cdk {' '.join(args)}")
         start = time.monotonic()
@@ -513,11 +518,14 @@ def rehearse(
     cdk_out: str | Path | None = None,
     progress: Progress | None = None,
     verbose: bool = False,
+    env_file: str | Path | None = None,
 ) -> RehearsalResult:
     """Synthesize, deploy and verify every (or the named) environment in moto; with ``destroy``, destroy too."""
     start = time.monotonic()
     emit = progress or _quiet_print
-    with Rehearsal(project_dir, environments=environments, cdk_out=cdk_out, progress=progress, verbose=verbose) as r:
+    with Rehearsal(
+        project_dir, environments=environments, cdk_out=cdk_out, progress=progress, verbose=verbose, env_file=env_file
+    ) as r:
         reports = []
         destroyed = []
         for name in r.environment_names:

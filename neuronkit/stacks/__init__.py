@@ -52,12 +52,13 @@ __all__ = [
 ]
 
 
-def missing_lookups(assembly_dir: str, environments: list[Environment]) -> list[str]:
+def missing_lookups(assembly_dir: str, environments: list[Environment], file: str | None = None) -> list[str]:
     """One line per environment whose AMI lookups are not pinned in cdk.context.json yet, saying what fills them.
 
     Pools boot images found by CDK context lookups (neuronkit.constructs.launch_template.AmiSpec); the CDK CLI
     performs a missing lookup with the caller's credentials and writes it to cdk.context.json, where it stays
     pinned. Without the CLI (or without credentials) the synthesized templates carry CDK's dummy image id.
+    ``file`` is the environment file given with ``-c file=PATH``, named instead of environments/NAME.yaml.
     """
     manifest = json.loads((Path(assembly_dir) / "manifest.json").read_text())
     by_target: dict[tuple[str, str], list[str]] = {}
@@ -75,9 +76,11 @@ def missing_lookups(assembly_dir: str, environments: list[Environment]) -> list[
         images = by_target.get((env.account, env.region))
         if not images:
             continue
+        where = file or f"environments/{env.name}.yaml"
+        synth = f"cdk synth -c file={file}" if file else f"make synth ENV={env.name}"
         out.append(
-            f"environments/{env.name}.yaml: {len(images)} AMI lookup(s) not pinned in cdk.context.json yet "
-            f"({'; '.join(sorted(set(images)))}); run `make synth ENV={env.name}` with read-only credentials for account "
+            f"{where}: {len(images)} AMI lookup(s) not pinned in cdk.context.json yet "
+            f"({'; '.join(sorted(set(images)))}); run `{synth}` with read-only credentials for account "
             f"{env.account} to look them up and pin them (then commit cdk.context.json), or set ami.ami_id per pool"
         )
     return out

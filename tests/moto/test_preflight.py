@@ -927,7 +927,7 @@ def test_cli_env_name_reads_environments_folder(
     seed_public_parameter(DLAMI, "ami-0abcdef1234567890")
     assert main(["preflight", "--env", "staging"]) == 0
     assert capsys.readouterr().out.startswith("preflight staging:")
-    assert main(["preflight", "--env", "nope"]) == 1
+    assert main(["preflight", "--env", "nope"]) == 2  # a usage error (README: exit codes)
     assert "environments/nope.yaml: no such environment; known environments: staging" in capsys.readouterr().err
 
 

@@ -317,8 +317,8 @@ def test_a_second_rehearsal_in_the_same_process_is_refused(deployed: Deployed) -
 
 
 def test_rehearse_command_names_the_known_environments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rehearse", "--env", "staging"]) == 1
-    assert "known environments: dev, prod" in capsys.readouterr().err
+    assert main(["rehearse", "--env", "staging"]) == 2  # a usage error (README: exit codes)
+    assert f"known environments: {', '.join(sorted(ENVIRONMENTS))}" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------------------------

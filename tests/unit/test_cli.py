@@ -79,3 +79,62 @@ def test_catalog_show_one_type_lists_its_facts_and_az_ids(capsys: pytest.Capture
     assert main(["catalog", "show", "--region", "us-east-2"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]]
     assert "trn2.48xlarge" in listed and all(catalog.get(n).az_ids("us-east-2") for n in listed)
+
+
+def _option(path: tuple[str, ...], flag: str) -> argparse.Action | None:
+    parser = build_parser()
+    for name in path:
+        (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = sub.choices[name]
+    return next((a for a in parser._actions if flag in a.option_strings), None)
+
+
+# The commands that read environment files; summary and review read synths and git revisions instead.
+ENVIRONMENT_COMMANDS = [("validate",), ("cost",), ("preflight",), ("rehearse",), ("pilot", "start"), ("pilot", "report")]
+
+
+def test_the_environment_commands_are_all_the_ones_with_env_or_file() -> None:
+    found = [p for p in COMMANDS if _option(p, "--env") or _option(p, "--file")]
+    assert sorted(found) == sorted(ENVIRONMENT_COMMANDS)
+
+
+@pytest.mark.parametrize("path", ENVIRONMENT_COMMANDS, ids=" ".join)
+def test_every_command_chooses_environments_with_repeatable_env_and_file(path: tuple[str, ...]) -> None:
+    for flag in ("--env", "--file"):
+        action = _option(path, flag)
+        assert action is not None and isinstance(action, argparse._AppendAction), (path, flag)
+        assert action.metavar == ("NAME" if flag == "--env" else "PATH")
+
+
+@pytest.mark.parametrize("path", ENVIRONMENT_COMMANDS, ids=" ".join)
+def test_an_unknown_environment_is_a_usage_error_naming_the_known_ones(
+    path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    extra = ["--run-id", "r1"] if path == ("pilot", "report") else []
+    assert main([*path, "--env", "no-such-env", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-env.yaml: no such environment; known environments: " in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", [("preflight",), ("pilot", "start")], ids=" ".join)
+def test_single_environment_commands_refuse_two(path: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*path, "--env", "dev", "--env", "prod"]) == 2
+    assert "name exactly one environment" in capsys.readouterr().err
+
+
+def test_cost_and_validate_take_several_environments(capsys: pytest.CaptureFixture[str]) -> None:
+    from neuronkit.config import environment_files
+
+    names = [f.stem for f in environment_files()]
+    args = [x for n in names for x in ("--env", n)]
+    assert main(["validate", *args]) == 0
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == [f"environments/{n}.yaml" for n in names]
+    assert main(["cost", *args]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{n} (" in out for n in names)
+
+
+def test_every_command_that_reads_a_synth_takes_cdk_out() -> None:
+    for path in [("summary",), ("cost",), ("rehearse",)]:
+        action = _option(path, "--cdk-out")
+        assert action is not None and action.metavar == "DIR", path

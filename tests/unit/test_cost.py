@@ -502,8 +502,9 @@ def test_a_pool_in_two_templates_is_an_error(tmp_path, capsys, monkeypatch):
 
 def test_unknown_environment_lists_the_known_ones(capsys, monkeypatch):
     code, _, err = run(["cost", "--env", "staging"], capsys, monkeypatch)
-    assert code == 1
-    assert "environments/staging.yaml: no such environment; known environments: dev, prod" in err
+    assert code == 2  # a usage error (README: exit codes)
+    known = ", ".join(f.stem for f in sorted((REPO / "environments").glob("*.yaml")))
+    assert f"environments/staging.yaml: no such environment; known environments: {known}" in err
 
 
 def test_price_pools_reports_every_missing_price_at_once():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import subprocess
@@ -279,6 +280,17 @@ def test_a_missing_lookup_names_the_command_that_fills_it(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")] == [line]
+    # A file given with -c file=PATH is named as given, with the synth command that reads it.
+    (tmp_path / "other").mkdir()
+    outside = tmp_path / "other" / "team.yaml"
+    outside.write_text((tmp_path / "environments" / "team.yaml").read_text())
+    done = subprocess.run(
+        [sys.executable, "app.py"], cwd=tmp_path, env={**env, "CDK_CONTEXT_JSON": json.dumps({"file": str(outside)})},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith(f"{outside}:")]
+    assert f"run `cdk synth -c file={outside}` with read-only credentials for account 333333333333" in line
 
 
 def test_catalog_ami_families_say_where_their_image_comes_from() -> None:

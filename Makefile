@@ -11,7 +11,7 @@ export CDK_OUTDIR := cdk.out
 ENV ?=
 CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
-.PHONY: setup synth test lint format bench diff review deploy-local clean
+.PHONY: setup synth test lint format bench diff review deploy-local docs clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,11 @@ lint: setup
 	ruff format --check neuronkit tests app.py examples
 	mypy neuronkit
 	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh neuronkit/userdata/kit/*.sh neuronkit/userdata/kit/neuronkit-hostfile neuronkit/userdata/kit/neuronkit-release neuronkit/userdata/kit/neuronkit-serve neuronkit/userdata/kit/neuronkit-drain
+
+## docs: regenerate schema/environment.schema.json and docs/environment-file.md from the config models
+docs: setup
+	neuronkit schema > schema/environment.schema.json
+	neuronkit schema --markdown > docs/environment-file.md
 
 format: setup
 	ruff format neuronkit tests app.py examples

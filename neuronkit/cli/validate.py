@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("files", nargs="*", type=Path, help="environment files, the same as --file (default: environments/*.yaml)")
     selection.add(p)
     p.set_defaults(func=validate)
-    s = sub.add_parser("schema", help="print the JSON Schema of an environment file")
+    s = sub.add_parser("schema", help="print the JSON Schema of an environment file, or its Markdown reference")
+    s.add_argument("--markdown", action="store_true", help="print docs/environment-file.md: one section per key with an example")
     s.set_defaults(func=schema)
 
 
@@ -47,5 +48,11 @@ def validate(args: argparse.Namespace) -> int:
 
 
 def schema(args: argparse.Namespace) -> int:
+    if args.markdown:
+        from neuronkit.config import reference
+
+        root = Path.cwd()
+        print(reference.render(config.json_schema(), reference.example_files(root), root), end="")
+        return 0
     print(json.dumps(config.json_schema(), indent=2))
     return 0

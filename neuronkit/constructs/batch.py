@@ -32,11 +32,11 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit import catalog, userdata
+from neuronkit.addressing import addresses_per_node, batch_addresses_per_node  # noqa: F401 - re-exported
 from neuronkit.constructs.launch_template import (
     IMAGE_METADATA,
     USER_DATA_LIMIT_BYTES,
     AmiSpec,
-    addresses_per_node,
     efa_network_interfaces,
 )
 from neuronkit.constructs.network import retention_days
@@ -59,15 +59,6 @@ _TIME_LIMIT_MINUTES = (10, 1440)
 # torchrun's store and the Neuron runtime's root communicator on ports of their own (catalog/software.yaml).
 MASTER_PORT = int(catalog.software_facts()["collectives"]["master_port"])
 ROOT_COMM_PORT = int(catalog.software_facts()["collectives"]["root_comm_port"])
-
-
-def batch_addresses_per_node(instance_type: catalog.InstanceType) -> int:
-    """Subnet addresses one Batch node takes: the instance's, plus the ENI of its multi-node job task.
-
-    Batch runs multi-node parallel jobs in the ECS ``awsvpc`` network mode, which gives each node's job
-    container its own elastic network interface in the node's subnet.
-    """
-    return addresses_per_node(instance_type) + 1
 
 
 def mime_multipart(script: str) -> str:

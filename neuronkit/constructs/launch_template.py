@@ -11,6 +11,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
+from neuronkit.addressing import addresses_per_node  # noqa: F401 - re-exported for existing imports
 from neuronkit.catalog import releases
 from neuronkit.constructs.node_role import node_role
 
@@ -157,11 +158,6 @@ def _efa_only(card: int, device: int, groups: list[str]) -> ec2.CfnLaunchTemplat
 
 USER_DATA_LIMIT_BYTES = 16 * 1024  # EC2 API limit on user data before base64 encoding
 _TOKEN_MARGIN_BYTES = 1024
-
-
-def addresses_per_node(instance_type: catalog.InstanceType) -> int:
-    """Subnet addresses one node takes: only the primary interface has one (efa-only take none)."""
-    return 1
 
 
 class AcceleratorLaunchTemplate(Construct):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping, Sequence
 
 from aws_cdk import Annotations, Aws, RemovalPolicy, Stack
@@ -11,36 +10,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-# Addresses AWS reserves in every subnet (network, router, DNS, future, broadcast).
-_RESERVED_PER_SUBNET = 5
-_PUBLIC_PREFIX = 26
+from neuronkit.addressing import plan_subnets, private_prefix_for
 
-
-def private_prefix_for(addresses: int) -> int:
-    """Smallest subnet prefix (at most /24) holding ``addresses`` twice over, for rolling replacements."""
-    need = 2 * addresses + _RESERVED_PER_SUBNET
-    prefix = 24
-    while (1 << (32 - prefix)) < need:
-        prefix -= 1
-    return prefix
-
-
-def plan_subnets(cidr: str, az_count: int, private_prefix: int, with_public: bool) -> tuple[list[str], list[str]]:
-    """Carve private subnets from the start of the VPC block and /26 public subnets from its end.
-
-    Raises ValueError with the fix when the block is too small.
-    """
-    net = ipaddress.IPv4Network(cidr)
-    private = list(net.subnets(new_prefix=private_prefix))[:az_count] if private_prefix >= net.prefixlen else []
-    public_pool = list(net.subnets(new_prefix=_PUBLIC_PREFIX))
-    public = public_pool[-az_count:] if with_public else []
-    if len(private) < az_count or any(p.overlaps(q) for p in private for q in public):
-        raise ValueError(
-            f"network.cidr: {cidr} cannot hold {az_count} private /{private_prefix} subnets"
-            + (f" and {az_count} public /{_PUBLIC_PREFIX} subnets" if with_public else "")
-            + "; use a larger block (e.g. a /16) or fewer nodes"
-        )
-    return [str(p) for p in private], [str(p) for p in public]
+# The arithmetic lives in neuronkit.addressing (validation uses it too); re-exported for existing imports.
+__all__ = ["AcceleratorNetwork", "plan_subnets", "private_prefix_for", "retention_days"]
 
 
 class AcceleratorNetwork(Construct):

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from neuronkit import catalog
+from neuronkit import addressing, catalog
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
 from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
@@ -51,6 +51,7 @@ class Environment(Strict):
         problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         problems += pilot_problems(self.pilot, self.training)
+        problems += address_problems(self.network, self.training, self.inference)
         _raise_all(problems)
         return self
 
@@ -68,6 +69,29 @@ class Environment(Strict):
         if lustre.az_id:
             return lustre.az_id
         return self.training[0].az_id if self.training else self.network.az_ids[0]
+
+
+def address_problems(network: Network, training: list[TrainingCluster], inference: list[InferenceFleet]) -> list[tuple[str, str]]:
+    """The VPC the kit creates must hold every pool at its maximum size, twice over for rolling replacements
+    (the network construct sizes its subnets so; an existing VPC's subnets are its owner's business)."""
+    if network.existing is not None:
+        return []
+    try:
+        need = addressing.addresses_per_az(network.az_ids, training, inference)
+    except KeyError:  # an unknown type: its own check names it
+        return []
+    az, most = max(need.items(), key=lambda kv: kv[1])
+    prefix = addressing.private_prefix_for(most)
+    try:
+        addressing.plan_subnets(network.cidr, len(network.az_ids), prefix, network.nat_gateways > 0)
+    except ValueError:
+        where = f"the pools at their max_size: {az} needs {most:,} addresses, its subnet twice that for rolling replacements"
+        if prefix < 16:  # larger than any VPC block AWS allows (Amazon VPC User Guide: /16 to /28)
+            fix = "no VPC holds that: lower max_size or spread the pools over more AZ IDs"
+        else:
+            fix = f"use a larger network.cidr (a /{max(16, prefix - 1)} or /16) or lower max_size"
+        return [("network.cidr", f"{network.cidr} cannot hold subnets for {where}; {fix}")]
+    return []
 
 
 def _cross_problems(
@@ -128,6 +152,8 @@ def _cross_problems_of_parts(data: dict[str, Any]) -> list[tuple[str, str]]:
         _cross_problems(region, network, _valid(Storage, data.get("storage", {})), clusters)
         + _inference_problems(region, network, valid_fleets)
         + _neuron_problems(top, clusters, valid_fleets)[0]
+        # The pools that are valid alone already need this many addresses: too many is a problem whatever the rest.
+        + (address_problems(network, [c for _, c in clusters], [f for _, f in valid_fleets]) if network is not None else [])
     )
 
 

@@ -115,7 +115,10 @@ class InferenceFleet(Strict):
         default=None, description="Terminate TLS on the listener (prod); without it the listener is plain HTTP."
     )
     root_volume_gib: int | None = Field(
-        default=None, ge=8, le=16384, description="Defaults to what AMI, image, weights and compiled artifacts need."
+        default=None,
+        ge=8,
+        le=catalog.capacity_facts()["max_root_volume_gib"],
+        description="Defaults to what AMI, image, weights and compiled artifacts need.",
     )
     model_s3_prefix: str | None = Field(default=None, description="With serve: your server's files under the artifacts bucket.")
     gpu_model_s3_prefix: str | None = Field(

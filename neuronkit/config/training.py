@@ -158,7 +158,10 @@ class TrainingCluster(Strict):
     ami: Ami = Ami()
     capacity: Capacity = OnDemand()
     root_volume_gib: int | None = Field(
-        default=None, description="Defaults to the catalog's minimum for the accelerator (512 GiB on Trainium)."
+        default=None,
+        ge=1,
+        le=catalog.capacity_facts()["max_root_volume_gib"],
+        description="Defaults to the catalog's minimum for the accelerator (512 GiB on Trainium).",
     )
     compile_cache: Literal["local", "s3"] = Field(
         default="local", description="Neuron compile cache on local NVMe or in the artifacts bucket."

@@ -543,3 +543,30 @@ def test_a_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
         load_environment(path)
     (line,) = err.value.problems
     assert line.endswith("latin.yaml: not UTF-8 text (byte 0xe9 at offset 41); save the file as UTF-8")
+
+
+def test_pools_the_vpc_cannot_hold_are_refused_with_the_fix(in_tmp: Path) -> None:
+    # A /20 of two AZ IDs: 2,000 nodes in one AZ need a /20 subnet of their own (twice over), so a larger block fixes it.
+    problems = problems_of(edited({"network.cidr": "10.0.0.0/20", "training.0.max_size": 2000}))
+    (line,) = [p for p in problems if "network.cidr" in p]
+    assert line.startswith("environments/good.yaml: network.cidr: 10.0.0.0/20 cannot hold subnets for the pools at their")
+    assert "use1-az6 needs" in line and "use a larger network.cidr" in line
+    # 40,000 nodes exceed what any VPC block can hold (AWS allows at most a /16).
+    problems = problems_of(edited({"training.0.max_size": 40000}))
+    (line,) = [p for p in problems if "network.cidr" in p]
+    assert line.endswith("no VPC holds that: lower max_size or spread the pools over more AZ IDs")
+    # Reported together with a problem elsewhere in the file (the cross checks run per section then).
+    problems = problems_of(edited({"training.0.max_size": 40000, "training.1.root_volume_gib": 20000}))
+    assert any("network.cidr" in p for p in problems)
+    assert "environments/good.yaml: training[1].root_volume_gib: 20000 is out of range; use at most 16384" in problems
+
+
+def test_an_existing_vpc_is_not_sized_by_the_kit(in_tmp: Path) -> None:
+    data = edited({"training.0.max_size": 40000, "training.0.capacity": {"type": "on-demand"}})
+    data["network"]["existing"] = {
+        "vpc_id": "vpc-0123456789abcdef0",
+        "subnet_ids": {"use1-az6": "subnet-0123456789abcdef0", "use1-az4": "subnet-0123456789abcdef1"},
+    }
+    path = Path("environments") / "good.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert load_environment(path).network.existing is not None  # loads: the VPC's owner sized its subnets

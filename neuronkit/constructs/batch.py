@@ -166,6 +166,38 @@ class BatchTrainingCluster(Construct):
     ) -> None:
         super().__init__(scope, id)
         facts = catalog.get(instance_type)
+        ami, root_gib = self._checked(
+            facts, name, min_size, max_size, container_image, capacity_wait_minutes, ami, root_volume_gib
+        )
+        self.instance_type = facts
+        self.queue_name = f"{environment}-{name}"
+        self.job_definition_name = f"{environment}-{name}"
+        pool_tags = {**(tags or {}), "neuronkit:pool": name}
+
+        groups = self._network(vpc, facts, storage, extra_security_group_ids)
+        profile = self._roles(name, facts, storage, compile_cache)
+        interfaces = efa_network_interfaces(facts, groups) if facts.efa_supported else None
+        self._launch_template(environment, name, facts, storage, ami, root_gib, interfaces, pool_tags)
+        self._compute_environment(
+            environment, name, facts, min_size, max_size, subnet_id, groups, interfaces, profile, ami, az_id, pool_tags
+        )
+        self._queue(capacity_wait_minutes)
+        self._job_definition(
+            environment, name, facts, max_size, container_image, storage, checkpoint_dir, compile_cache, log_retention_days
+        )
+
+    @staticmethod
+    def _checked(
+        facts: catalog.InstanceType,
+        name: str,
+        min_size: int,
+        max_size: int,
+        container_image: str,
+        capacity_wait_minutes: int,
+        ami: AmiSpec | None,
+        root_volume_gib: int | None,
+    ) -> tuple[AmiSpec, int]:
+        """Refuse what Batch or the node would refuse; the AMI (the catalog's ECS image) and root volume size."""
         if min_size > max_size:
             raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
         if not Token.is_unresolved(container_image) and not container_image.strip():
@@ -173,33 +205,35 @@ class BatchTrainingCluster(Construct):
         low, high = _TIME_LIMIT_MINUTES
         if not low <= capacity_wait_minutes <= high:
             raise ValueError(f"{name}: capacity_wait_minutes {capacity_wait_minutes} must lie between {low} and {high}")
-        accelerator = "neuron" if facts.is_neuron else "gpu"
-        if ami is None:
-            ami = AmiSpec.family(catalog.default_ami_family(f"ecs-{accelerator}"))  # ECS images carry their own driver
+        if ami is None:  # ECS images carry their own driver
+            ami = AmiSpec.family(catalog.default_ami_family(f"ecs-{'neuron' if facts.is_neuron else 'gpu'}"))
         minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
         root_gib = root_volume_gib if root_volume_gib is not None else minimum
         if root_gib < minimum:
             raise ValueError(
                 f"{name}: root_volume_gib {root_gib} GiB is below the {minimum} GiB a {facts.accelerator} node needs"
             )
+        return ami, root_gib
 
-        self.instance_type = facts
-        self.queue_name = f"{environment}-{name}"
-        self.job_definition_name = f"{environment}-{name}"
-        pool_tags = {**(tags or {}), "neuronkit:pool": name}
-
-        # --- network: the EFA group (shared construct with the plain cluster), placement group --------
+    def _network(
+        self, vpc: ec2.IVpc, facts: catalog.InstanceType, storage: StorageAccess | None, extra: Sequence[str]
+    ) -> list[str]:
+        """The EFA group (shared construct with the plain cluster), the placement group; the nodes' groups."""
         self.security_group = EfaSecurityGroup(
             self, "EfaSecurityGroup", vpc=vpc, description=f"{self.queue_name}: EFA and collectives within the Batch nodes"
         ).security_group
-        groups = [self.security_group.security_group_id, *extra_security_group_ids]
+        groups = [self.security_group.security_group_id, *extra]
         if storage is not None and storage.client_security_group_id is not None:
             groups.append(storage.client_security_group_id)
         self.placement_group: ec2.CfnPlacementGroup | None = None
         if "cluster" in facts.placement_strategies:
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+        return groups
 
-        # --- roles: node instance profile, job role (Batch itself acts through its service-linked role) ----
+    def _roles(
+        self, name: str, facts: catalog.InstanceType, storage: StorageAccess | None, compile_cache: str
+    ) -> iam.CfnInstanceProfile:
+        """Node instance profile and job role (Batch itself acts through its service-linked role)."""
         self.instance_role = node_role(
             self,
             "InstanceRole",
@@ -219,15 +253,27 @@ class BatchTrainingCluster(Construct):
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" and facts.is_neuron else None
         if storage is not None:
             storage.grant_node_access(self.job_role, compile_cache_prefix=cache_prefix, pool=name)
+        return profile
 
-        # --- launch template: EFA interfaces, root volume, IMDSv2, MIME user data --------------------
-        lustre = storage is not None and storage.lustre_dns_name is not None
+    def _launch_template(
+        self,
+        environment: str,
+        name: str,
+        facts: catalog.InstanceType,
+        storage: StorageAccess | None,
+        ami: AmiSpec,
+        root_gib: int,
+        interfaces: list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty] | None,
+        pool_tags: Mapping[str, str],
+    ) -> None:
+        """EFA interfaces, root volume, IMDSv2, MIME user data; no image, type, profile or market options
+        (the compute environment sets them)."""
         script = userdata.render(
             "batch-node.sh",
             {
                 "ENVIRONMENT": environment,
                 "POOL": name,
-                "ACCELERATOR": accelerator,
+                "ACCELERATOR": "neuron" if facts.is_neuron else "gpu",
                 "EXPECTED_ACCELERATORS": facts.neuron_devices if facts.is_neuron else facts.gpus,
                 "EXPECTED_EFA": facts.efa_max_interfaces,
                 "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
@@ -241,13 +287,11 @@ class BatchTrainingCluster(Construct):
         if len(user_data.encode()) > USER_DATA_LIMIT_BYTES - BATCH_PART_RESERVE_BYTES:
             # Batch merges its own part (the node's ECS cluster configuration) into ours; leave it room.
             raise ValueError(f"{name}: user data of {len(user_data.encode())} bytes leaves AWS Batch no room for its part")
-        interfaces = efa_network_interfaces(facts, groups) if facts.efa_supported else None
         tag_list = [CfnTag(key=k, value=v) for k, v in sorted(pool_tags.items())] if pool_tags else []
         self.launch_template = ec2.CfnLaunchTemplate(
             self,
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                # No image, instance type, profile or market options: the compute environment sets them.
                 network_interfaces=interfaces,
                 metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
                     http_tokens="required", http_put_response_hop_limit=2, http_endpoint="enabled"
@@ -276,9 +320,22 @@ class BatchTrainingCluster(Construct):
             ),
         )
 
-        # --- compute environment: type, subnet, placement, profile, AMI ------------------------------
-        image_id = ami.image_id(self)
-        stack = Stack.of(self)
+    def _compute_environment(
+        self,
+        environment: str,
+        name: str,
+        facts: catalog.InstanceType,
+        min_size: int,
+        max_size: int,
+        subnet_id: str,
+        groups: list[str],
+        interfaces: list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty] | None,
+        profile: iam.CfnInstanceProfile,
+        ami: AmiSpec,
+        az_id: str | None,
+        pool_tags: Mapping[str, str],
+    ) -> None:
+        """Type, subnet, placement, profile and AMI; the pool contract of neuronkit.pools in its Metadata."""
         # "Environment" (was "ComputeEnvironment" with a custom service role): a new logical ID, so that an
         # upgrade replaces the environment instead of switching its role in place, which Batch refuses.
         self.compute_environment = batch.CfnComputeEnvironment(
@@ -293,7 +350,7 @@ class BatchTrainingCluster(Construct):
             compute_resources=batch.CfnComputeEnvironment.ComputeResourcesProperty(
                 type="EC2",  # On-Demand: multi-node parallel jobs are not supported on Spot
                 allocation_strategy="BEST_FIT_PROGRESSIVE",
-                instance_types=[instance_type],
+                instance_types=[facts.name],
                 minv_cpus=min_size * facts.vcpus,
                 maxv_cpus=max_size * facts.vcpus,
                 subnets=[subnet_id],
@@ -306,8 +363,8 @@ class BatchTrainingCluster(Construct):
                 ),
                 ec2_configuration=[
                     batch.CfnComputeEnvironment.Ec2ConfigurationObjectProperty(
-                        image_type="ECS_AL2023_NVIDIA" if accelerator == "gpu" else "ECS_AL2023",
-                        image_id_override=image_id,
+                        image_type="ECS_AL2023" if facts.is_neuron else "ECS_AL2023_NVIDIA",
+                        image_id_override=ami.image_id(self),
                     )
                 ],
                 update_to_latest_image_version=False,  # the AMI changes with a deploy, never on its own
@@ -318,12 +375,12 @@ class BatchTrainingCluster(Construct):
         self.compute_environment.cfn_options.metadata = {
             "neuronkit": {
                 "environment": environment,
-                "region": stack.region,
+                "region": Stack.of(self).region,
                 "pool": name,
                 "role": "training" if facts.is_neuron else "training-gpu",
-                "instance_types": [instance_type],
-                "neuron_types": [instance_type] if facts.is_neuron else [],
-                "fallback_types": [] if facts.is_neuron else [instance_type],
+                "instance_types": [facts.name],
+                "neuron_types": [facts.name] if facts.is_neuron else [],
+                "fallback_types": [] if facts.is_neuron else [facts.name],
                 "min_size": min_size,
                 "max_size": max_size,
                 "desired_size": min_size,  # Batch starts nodes for queued jobs only
@@ -334,9 +391,10 @@ class BatchTrainingCluster(Construct):
         }
         self.compute_environment.add_metadata(IMAGE_METADATA, ami.metadata())
 
-        # --- queue: one compute environment; stuck jobs are cancelled --------------------------------
+    def _queue(self, capacity_wait_minutes: int) -> None:
+        """One compute environment; jobs stuck in RUNNABLE are cancelled."""
         wait = capacity_wait_minutes * 60
-        never = low * 60
+        never = _TIME_LIMIT_MINUTES[0] * 60
         self.job_queue = batch.CfnJobQueue(
             self,
             "JobQueue",
@@ -361,7 +419,19 @@ class BatchTrainingCluster(Construct):
             ],
         )
 
-        # --- job definition template ----------------------------------------------------------------
+    def _job_definition(
+        self,
+        environment: str,
+        name: str,
+        facts: catalog.InstanceType,
+        max_size: int,
+        container_image: str,
+        storage: StorageAccess | None,
+        checkpoint_dir: str | None,
+        compile_cache: str,
+        log_retention_days: int,
+    ) -> None:
+        """The multi-node job definition template and its log group."""
         self.log_group = logs.LogGroup(
             self,
             "JobLogs",
@@ -400,7 +470,7 @@ class BatchTrainingCluster(Construct):
                             environment=environment,
                             image=container_image,
                             storage=storage,
-                            lustre=lustre,
+                            lustre=storage is not None and storage.lustre_dns_name is not None,
                             checkpoint_dir=checkpoint_dir,
                             compile_cache=compile_cache,
                         ),

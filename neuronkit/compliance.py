@@ -6,7 +6,7 @@ the reason stays true when the code changes. This module registers the plugin.
 
 from __future__ import annotations
 
-from aws_cdk import Acknowledgment, App, Token, Validations
+from aws_cdk import Acknowledgment, App, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
@@ -17,7 +17,7 @@ def apply(app: App) -> None:
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding (``AwsSolutions-IAM5[Resource::...]``) with its reason."""
-    if Token.is_unresolved(rule):
+    if "${Token[" in rule:  # CDK's string token marker; checked here, not in the jsii kernel (66 calls a synth)
         # The finding names a deploy-time value (e.g. a generated bucket name): it cannot be matched
         # at synth, so it is left for the app that owns the value to review.
         return

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from aws_cdk import Aws, CfnTag, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import CfnTag, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -33,6 +33,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.addressing import addresses_per_node, batch_addresses_per_node  # noqa: F401 - re-exported
+from neuronkit.constructs import pseudo
 from neuronkit.constructs.launch_template import (
     IMAGE_METADATA,
     USER_DATA_LIMIT_BYTES,
@@ -551,7 +552,7 @@ class BatchTrainingCluster(Construct):
                 log_driver="awslogs",
                 options={
                     "awslogs-group": self.log_group.log_group_name,
-                    "awslogs-region": Aws.REGION,
+                    "awslogs-region": pseudo.REGION,
                     "awslogs-stream-prefix": name,
                 },
             ),

@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from aws_cdk import Duration, Tags
+from aws_cdk import Tags
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
+
+from neuronkit.constructs import durations
 
 # EC2 sends these through EventBridge (source aws.ec2): when the block's capacity is ready, and 40 minutes
 # before its end (instances start terminating 10 minutes later). EC2 user guide, "Monitor Capacity Blocks
@@ -78,7 +80,7 @@ class CapacityBlockWatch(Construct):
             metric_name="TriggeredRules",
             dimensions_map={"RuleName": self.expiration_rule.rule_name},
             statistic="Sum",
-            period=Duration.minutes(5),
+            period=durations.minutes(5),
         )
         self.expiration_alarm = cloudwatch.Alarm(
             self,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Aws, Stack
+from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs import pseudo
 
 # What a group reports to its notifications topic: launches and terminations, and their failures.
 NOTIFICATION_TYPES = (
@@ -33,7 +34,7 @@ def acknowledge_group_arn(role: iam.IRole, arn: str, whose: str) -> None:
     """The cdk-nag note on a policy that names a group by ARN: its ``*`` is the UUID, not a wildcard grant."""
     acknowledge(
         role,
-        f"AwsSolutions-IAM5[Resource::{arn.replace(Aws.PARTITION, '<AWS::Partition>')}]",
+        f"AwsSolutions-IAM5[Resource::{arn.replace(pseudo.PARTITION, '<AWS::Partition>')}]",
         f"The group's UUID is unknown before creation; the ARN is fixed to {whose}",
     )
 
@@ -104,7 +105,7 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
     acknowledge_group_arn(role, arn, f"the node's own group {group_name}")
     acknowledge(
         role,
-        f"AwsSolutions-IAM5[Resource::{instances.replace(Aws.PARTITION, '<AWS::Partition>').replace(Aws.REGION, '<AWS::Region>').replace(Aws.ACCOUNT_ID, '<AWS::AccountId>')}]",
+        f"AwsSolutions-IAM5[Resource::{instances.replace(pseudo.PARTITION, '<AWS::Partition>').replace(pseudo.REGION, '<AWS::Region>').replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]",
         "Nodes tag only instances of their own group (aws:ResourceTag/aws:autoscaling:groupName condition)",
     )
 

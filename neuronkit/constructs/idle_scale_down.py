@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -15,6 +15,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs import durations
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.python_function import python_function
 from neuronkit.lambdas.idle_scale_down import handler as code
@@ -96,5 +97,5 @@ class IdleScaleDown(Construct):
                 resources=[alarm.alarm_arn for alarm, _ in alarms.values()],
                 detail={"state": {"value": ["ALARM"]}},
             ),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=2, max_event_age=Duration.hours(1))],
+            targets=[targets.LambdaFunction(self.function, retry_attempts=2, max_event_age=durations.hours(1))],
         )

@@ -9,11 +9,9 @@ from typing import Literal
 
 from aws_cdk import (
     Annotations,
-    Aws,
     CfnAutoScalingRollingUpdate,
     CfnAutoScalingScheduledAction,
     CfnUpdatePolicy,
-    Duration,
     Fn,
     Stack,
 )
@@ -28,6 +26,7 @@ from constructs import Construct
 from neuronkit import catalog, serving, userdata
 from neuronkit.catalog import releases
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs import durations, pseudo
 from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_role import node_role
@@ -356,7 +355,7 @@ class InferenceFleet(Construct):
                     path=hc.path,
                     port=health_port,
                     protocol=elbv2.Protocol.HTTP,
-                    interval=Duration.seconds(hc.interval_seconds),
+                    interval=durations.seconds(hc.interval_seconds),
                     healthy_threshold_count=hc.healthy_threshold,
                     unhealthy_threshold_count=hc.unhealthy_threshold,
                 ),
@@ -400,7 +399,7 @@ class InferenceFleet(Construct):
                     path=hc.path if hc.protocol == "HTTP" else None,
                     port=health_port,
                     protocol=elbv2.Protocol.HTTP if hc.protocol == "HTTP" else elbv2.Protocol.TCP,
-                    interval=Duration.seconds(hc.interval_seconds),
+                    interval=durations.seconds(hc.interval_seconds),
                     healthy_threshold_count=hc.healthy_threshold,
                     unhealthy_threshold_count=hc.unhealthy_threshold,
                 ),
@@ -438,7 +437,7 @@ class InferenceFleet(Construct):
         )
         grant_node_lifecycle(self.role, self, self.group_name)
         self.role.add_to_policy(
-            iam.PolicyStatement(sid="SignalRollingUpdate", actions=["cloudformation:SignalResource"], resources=[Aws.STACK_ID])
+            iam.PolicyStatement(sid="SignalRollingUpdate", actions=["cloudformation:SignalResource"], resources=[pseudo.STACK_ID])
         )
 
     def _model_access(self, bucket: str, spec: ServingSpec | None, model_prefix: str | None, gpu_prefix: str | None) -> None:
@@ -450,7 +449,7 @@ class InferenceFleet(Construct):
         if any(p.cache_key for p in self.profiles.values()):
             # The compiled-model cache of this model: nodes read it, and the first node of a new key writes
             # it and its lock object (deleting the lock when done).
-            cache = f"arn:{Aws.PARTITION}:s3:::{bucket}/{serving.facts()['compiled_cache']['prefix']}{spec.model.slug}/*"
+            cache = f"arn:{pseudo.PARTITION}:s3:::{bucket}/{serving.facts()['compiled_cache']['prefix']}{spec.model.slug}/*"
             self.role.add_to_policy(
                 iam.PolicyStatement(
                     sid="CompiledModelCache", actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], resources=[cache]
@@ -460,7 +459,7 @@ class InferenceFleet(Construct):
                 iam.PolicyStatement(
                     sid="ListCompiledModelCache",
                     actions=["s3:ListBucket"],
-                    resources=[f"arn:{Aws.PARTITION}:s3:::{bucket}"],
+                    resources=[f"arn:{pseudo.PARTITION}:s3:::{bucket}"],
                     conditions={
                         "StringLike": {"s3:prefix": [f"{serving.facts()['compiled_cache']['prefix']}{spec.model.slug}/*"]}
                     },
@@ -468,7 +467,7 @@ class InferenceFleet(Construct):
             )
             acknowledge(
                 self.role,
-                f"AwsSolutions-IAM5[Resource::{cache.replace(Aws.PARTITION, '<AWS::Partition>')}]",
+                f"AwsSolutions-IAM5[Resource::{cache.replace(pseudo.PARTITION, '<AWS::Partition>')}]",
                 "the compiled artifacts of this fleet's model, keyed by release, type and parallelism below this prefix",
             )
 
@@ -480,7 +479,7 @@ class InferenceFleet(Construct):
             registry, _, prefix = spec.registry.partition("/")
             account, region = registry.split(".")[0], registry.split(".")[3]
             self._registry, self._registry_prefix = registry, prefix
-            repositories = f"arn:{Aws.PARTITION}:ecr:{region}:{account}:repository/{prefix + '/' if prefix else ''}*"
+            repositories = f"arn:{pseudo.PARTITION}:ecr:{region}:{account}:repository/{prefix + '/' if prefix else ''}*"
             rule = None
             actions = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]
         else:
@@ -489,9 +488,9 @@ class InferenceFleet(Construct):
             rule = ecr.CfnPullThroughCacheRule(
                 self, "ImageCache", ecr_repository_prefix=prefix, upstream_registry_url=serving.facts()["registry"]["upstream"]
             )
-            self._registry = f"{Aws.ACCOUNT_ID}.dkr.ecr.{Aws.REGION}.{Aws.URL_SUFFIX}"
+            self._registry = f"{pseudo.ACCOUNT_ID}.dkr.ecr.{pseudo.REGION}.{pseudo.URL_SUFFIX}"
             self._registry_prefix = prefix
-            repositories = f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:{Aws.ACCOUNT_ID}:repository/{prefix}/*"
+            repositories = f"arn:{pseudo.PARTITION}:ecr:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:repository/{prefix}/*"
             # The first pull of an image through the rule creates its repository and imports the image.
             actions = [
                 "ecr:BatchGetImage",
@@ -508,9 +507,9 @@ class InferenceFleet(Construct):
             "ecr:GetAuthorizationToken has no resource-level permissions (ECR user guide, registry authentication)",
         )
         rendered = (
-            repositories.replace(Aws.PARTITION, "<AWS::Partition>")
-            .replace(Aws.REGION, "<AWS::Region>")
-            .replace(Aws.ACCOUNT_ID, "<AWS::AccountId>")
+            repositories.replace(pseudo.PARTITION, "<AWS::Partition>")
+            .replace(pseudo.REGION, "<AWS::Region>")
+            .replace(pseudo.ACCOUNT_ID, "<AWS::AccountId>")
         )
         acknowledge(
             self.role,
@@ -589,7 +588,7 @@ class InferenceFleet(Construct):
         return {
             "ENVIRONMENT": environment,
             "FLEET": name,
-            "REGION": Aws.REGION,
+            "REGION": pseudo.REGION,
             "ASG_NAME": self.group_name,
             "ARTIFACTS_BUCKET": bucket,
             "SERVE_MODE": "container" if spec is not None else "command",
@@ -601,7 +600,7 @@ class InferenceFleet(Construct):
             "HEALTH_PATH": hc.path,
             "HEALTH_PROTOCOL": hc.protocol,
             "HEALTH_WAIT_SECONDS": self.grace_seconds,
-            "STACK_NAME": Aws.STACK_NAME,
+            "STACK_NAME": pseudo.STACK_NAME,
             "SIGNAL_RESOURCE": Stack.of(self).get_logical_id(self.auto_scaling_group),
             "LIFECYCLE_HOOK": lifecycle_values()["LIFECYCLE_HOOK"],
             "NEURON_CAPABILITIES": " ".join(serving.facts()["neuron_capabilities"]),
@@ -696,7 +695,7 @@ class InferenceFleet(Construct):
                 max_batch_size=batch,
                 wait_on_resource_signals=True,
                 min_successful_instances_percent=100,
-                pause_time=Duration.seconds(min(self.grace_seconds, _MAX_PAUSE_SECONDS)).to_iso_string(),
+                pause_time=durations.seconds(min(self.grace_seconds, _MAX_PAUSE_SECONDS)).to_iso_string(),
                 suspend_processes=_SUSPEND_DURING_UPDATE,
             ),
             # Deploys keep the sizes that target tracking and the schedules set.
@@ -773,7 +772,7 @@ class InferenceFleet(Construct):
 
     def grant_model_read(self, bucket: str, prefixes: Sequence[str]) -> None:
         """Let the nodes list and read these prefixes of ``bucket`` (and nothing else of it)."""
-        bucket_arn = f"arn:{Aws.PARTITION}:s3:::{bucket}"
+        bucket_arn = f"arn:{pseudo.PARTITION}:s3:::{bucket}"
         objects = [f"{bucket_arn}/{p}*" for p in prefixes]
         self.role.add_to_policy(
             iam.PolicyStatement(
@@ -785,7 +784,7 @@ class InferenceFleet(Construct):
         )
         self.role.add_to_policy(iam.PolicyStatement(sid="ReadModel", actions=["s3:GetObject"], resources=objects))
         for resource in objects:
-            rendered = resource.replace(Aws.PARTITION, "<AWS::Partition>")
+            rendered = resource.replace(pseudo.PARTITION, "<AWS::Partition>")
             acknowledge(
                 self.role, f"AwsSolutions-IAM5[Resource::{rendered}]", "read the fleet's model artifacts under this prefix only"
             )

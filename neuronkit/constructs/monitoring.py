@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aws_cdk import Duration, Stack, Tags, Token
+from aws_cdk import Stack, Tags, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
@@ -18,6 +18,7 @@ from constructs import Construct
 
 from neuronkit import catalog
 from neuronkit.catalog import pricing, quotas
+from neuronkit.constructs import durations
 from neuronkit.constructs.observability import DEFAULT_NAMESPACE
 
 # The rebalancer of an inference fleet publishes the instances in service per family under this name
@@ -191,7 +192,7 @@ class EnvironmentMonitoring(Construct):
 
         self.cost_per_hour = self._cost_expression()
         self.dashboard = cloudwatch.Dashboard(
-            self, "Dashboard", dashboard_name=f"neuronkit-{environment}", default_interval=Duration.hours(6)
+            self, "Dashboard", dashboard_name=f"neuronkit-{environment}", default_interval=durations.hours(6)
         )
         for row in self._rows(lustre):
             self.dashboard.add_widgets(*row.widgets)
@@ -231,7 +232,7 @@ class EnvironmentMonitoring(Construct):
             metric_name=name,
             dimensions_map={"Environment": self.environment, "Pool": pool},
             statistic=statistic,
-            period=Duration.minutes(period_minutes),
+            period=durations.minutes(period_minutes),
             label=label,
         )
 
@@ -248,7 +249,7 @@ class EnvironmentMonitoring(Construct):
                 metric_name=FAMILY_METRIC,
                 dimensions_map={"Environment": self.environment, "Pool": p.pool, "Family": family},
                 statistic="Maximum",
-                period=Duration.minutes(period_minutes),
+                period=durations.minutes(period_minutes),
                 label=label,
             )
         if p.runs_neuron and p.runs_gpu:
@@ -303,7 +304,7 @@ class EnvironmentMonitoring(Construct):
                 metric_name=GPU_UTILIZATION,
                 dimensions_map={"Environment": self.environment, "Pool": p.pool},
                 statistic="Average",
-                period=Duration.minutes(1),
+                period=durations.minutes(1),
             )
             what = "GPU utilization"
         threshold = _number(t.idle_utilization_percent)
@@ -317,7 +318,7 @@ class EnvironmentMonitoring(Construct):
         expression = cloudwatch.MathExpression(
             expression=f"IF({condition}, 1, 0)",
             using_metrics=metrics,
-            period=Duration.minutes(1),
+            period=durations.minutes(1),
             label=f"{p.pool} idle",
         )
         self.idle_alarm_names[p.pool] = f"{self.environment}-{p.pool}-idle"
@@ -347,7 +348,7 @@ class EnvironmentMonitoring(Construct):
                 metric_name="TargetResponseTime",
                 dimensions_map=dims,
                 statistic="p99",
-                period=Duration.minutes(1),
+                period=durations.minutes(1),
             ),
             threshold=t.p99_latency_ms / 1000,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -366,7 +367,7 @@ class EnvironmentMonitoring(Construct):
                     "elb5xx": _alb(dims, "HTTPCode_ELB_5XX_Count"),
                     "requests": _alb(dims, "RequestCount"),
                 },
-                period=Duration.minutes(1),
+                period=durations.minutes(1),
                 label=f"{p.pool} 5xx %",
             ),
             threshold=t.error_5xx_percent,
@@ -380,7 +381,7 @@ class EnvironmentMonitoring(Construct):
         """A total outage: the group wants nodes but the target group has no healthy one (the 5xx rate is
         silent then: with no healthy target there may be no requests to count)."""
         namespace = "AWS/ApplicationELB" if lb.kind == "alb" else "AWS/NetworkELB"
-        minute = Duration.minutes(1)
+        minute = durations.minutes(1)
         self._alarm(
             p,
             "no-healthy-hosts",
@@ -423,7 +424,7 @@ class EnvironmentMonitoring(Construct):
                 metric_name="NeuronDriverVersions",
                 dimensions_map={"Environment": self.environment, "Pool": p.pool},
                 statistic="Maximum",
-                period=Duration.minutes(5),
+                period=durations.minutes(5),
             ),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -440,7 +441,7 @@ class EnvironmentMonitoring(Construct):
         return self._alarm(
             None,
             f"{name}-errors",
-            metric=function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+            metric=function.metric_errors(period=durations.minutes(5), statistic="Sum"),
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
@@ -476,7 +477,7 @@ class EnvironmentMonitoring(Construct):
                 metric_name="FreeDataStorageCapacity",
                 dimensions_map={"FileSystemId": lustre.file_system_id},
                 statistic="Minimum",
-                period=Duration.minutes(5),
+                period=durations.minutes(5),
             ),
             threshold=floor,
             comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
@@ -497,7 +498,7 @@ class EnvironmentMonitoring(Construct):
             metric=cloudwatch.MathExpression(
                 expression="100 * usage / SERVICE_QUOTA(usage)",
                 using_metrics={"usage": usage_metric(quota.usage_class)},
-                period=Duration.minutes(5),
+                period=durations.minutes(5),
                 label=f"{quota.name} (% of quota)",
             ),
             threshold=self.thresholds.quota_usage_percent,
@@ -535,7 +536,7 @@ class EnvironmentMonitoring(Construct):
         return cloudwatch.MathExpression(
             expression=" + ".join(terms),
             using_metrics=using,
-            period=Duration.minutes(5),
+            period=durations.minutes(5),
             label=f"≈ $/hour On-Demand (prices of {table.as_of})",
         )
 
@@ -613,7 +614,7 @@ class EnvironmentMonitoring(Construct):
                                 metric_name=GPU_UTILIZATION,
                                 dimensions_map={"Environment": self.environment, "Pool": p.pool},
                                 statistic="Average",
-                                period=Duration.minutes(5),
+                                period=durations.minutes(5),
                                 label=p.pool,
                             )
                             for p in gpu
@@ -649,7 +650,7 @@ class EnvironmentMonitoring(Construct):
                         f'Environment="{self.environment}" Pool="{p.pool}"\', \'Sum\', 300)'
                     ),
                     label=f"{p.pool} nodes per Neuron driver",
-                    period=Duration.minutes(5),
+                    period=durations.minutes(5),
                 )
                 for p in trained
             ]
@@ -691,7 +692,7 @@ class EnvironmentMonitoring(Construct):
                         metric_name="NewFlowCount",
                         dimensions_map=dims,
                         statistic="Sum",
-                        period=Duration.minutes(1),
+                        period=durations.minutes(1),
                         label=f"{p.pool} new flows",
                     )
                 )
@@ -701,7 +702,7 @@ class EnvironmentMonitoring(Construct):
                         metric_name="TCP_Target_Reset_Count",
                         dimensions_map=dims,
                         statistic="Sum",
-                        period=Duration.minutes(1),
+                        period=durations.minutes(1),
                         label=f"{p.pool} target resets",
                     )
                 )
@@ -719,7 +720,7 @@ def usage_metric(usage_class: str) -> cloudwatch.Metric:
         metric_name="ResourceCount",
         dimensions_map={"Service": "EC2", "Type": "Resource", "Resource": "vCPU", "Class": usage_class},
         statistic="Maximum",
-        period=Duration.minutes(5),
+        period=durations.minutes(5),
     )
 
 
@@ -737,7 +738,7 @@ def _group_in_service(group_name: str, period_minutes: int, label: str | None) -
         metric_name="GroupInServiceInstances",
         dimensions_map={"AutoScalingGroupName": group_name},
         statistic="Average",
-        period=Duration.minutes(period_minutes),
+        period=durations.minutes(period_minutes),
         label=label,
     )
 
@@ -748,7 +749,7 @@ def _alb(dims: Mapping[str, str], name: str, statistic: str = "Sum") -> cloudwat
         metric_name=name,
         dimensions_map=dict(dims),
         statistic=statistic,
-        period=Duration.minutes(1),
+        period=durations.minutes(1),
     )
 
 
@@ -757,7 +758,7 @@ def _lustre_widgets(lustre: LustreRef) -> list[cloudwatch.IWidget]:
 
     def fsx(name: str, statistic: str) -> cloudwatch.Metric:
         return cloudwatch.Metric(
-            namespace="AWS/FSx", metric_name=name, dimensions_map=dims, statistic=statistic, period=Duration.minutes(5)
+            namespace="AWS/FSx", metric_name=name, dimensions_map=dims, statistic=statistic, period=durations.minutes(5)
         )
 
     throughput = [

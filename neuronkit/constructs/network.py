@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Annotations, Aws, RemovalPolicy, Stack
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.addressing import plan_subnets, private_prefix_for
+from neuronkit.constructs import pseudo
 
 # The arithmetic lives in neuronkit.addressing (validation uses it too); re-exported for existing imports.
 __all__ = ["AcceleratorNetwork", "plan_subnets", "private_prefix_for", "retention_days"]
@@ -107,7 +108,7 @@ class AcceleratorNetwork(Construct):
             self,
             "S3Endpoint",
             vpc_id=vpc.ref,
-            service_name=f"com.amazonaws.{Aws.REGION}.s3",
+            service_name=f"com.amazonaws.{pseudo.REGION}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=route_tables,
         )
@@ -133,7 +134,7 @@ class AcceleratorNetwork(Construct):
                     self,
                     "Endpoint" + "".join(part.capitalize() for part in service.split(".")),
                     vpc_id=vpc.ref,
-                    service_name=f"com.amazonaws.{Aws.REGION}.{service}",
+                    service_name=f"com.amazonaws.{pseudo.REGION}.{service}",
                     vpc_endpoint_type="Interface",
                     private_dns_enabled=True,
                     subnet_ids=list(self.subnet_ids.values()),

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
+
+from neuronkit.constructs import pseudo
 
 # The service-linked role Auto Scaling publishes notifications with (Auto Scaling User Guide, "Service-linked
 # roles for Amazon EC2 Auto Scaling"; KMS key policies must name it: "Required AWS KMS key policy for use
@@ -39,7 +40,7 @@ class NotificationTopic(Construct):
         super().__init__(scope, id)
         self.key = kms.Key(self, "Key", enable_key_rotation=True, description=f"{display_name} (SNS)")
         self.topic = sns.Topic(self, "Topic", display_name=display_name, master_key=self.key, enforce_ssl=True)
-        account = Aws.ACCOUNT_ID
+        account = pseudo.ACCOUNT_ID
         same_account = {"StringEquals": {"aws:SourceAccount": account}}
         for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com", *service_publishers):
             self.key.add_to_resource_policy(
@@ -61,7 +62,7 @@ class NotificationTopic(Construct):
                 resources=["*"],
                 conditions={
                     "StringEquals": {"kms:CallerAccount": account},
-                    "ArnLike": {"aws:PrincipalArn": AUTOSCALING_SLR_ARN.format(partition=Aws.PARTITION, account=account)},
+                    "ArnLike": {"aws:PrincipalArn": AUTOSCALING_SLR_ARN.format(partition=pseudo.PARTITION, account=account)},
                 },
             )
         )
@@ -74,7 +75,7 @@ class NotificationTopic(Construct):
                 resources=[self.topic.topic_arn],
                 conditions={
                     **same_account,
-                    "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{account}:alarm:*"},
+                    "ArnLike": {"aws:SourceArn": f"arn:{pseudo.PARTITION}:cloudwatch:{pseudo.REGION}:{account}:alarm:*"},
                 },
             )
         )

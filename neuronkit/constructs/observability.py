@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack, Tags
+from aws_cdk import ArnFormat, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
@@ -16,6 +16,7 @@ from constructs import Construct
 from neuronkit import userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.config import LOG_RETENTION_DAYS
+from neuronkit.constructs import pseudo
 
 PUBLISHER = "neuron_monitor_publisher.py"
 KIT_DIR = "kit"
@@ -129,10 +130,10 @@ class NodeObservability(Construct):
             "cloudwatch:PutMetricData has no resource-level permissions; a cloudwatch:namespace condition scopes it",
         )
         for arn in stream_arns:
-            rendered = arn.replace(Aws.PARTITION, "<AWS::Partition>").replace(Aws.REGION, "<AWS::Region>")
+            rendered = arn.replace(pseudo.PARTITION, "<AWS::Partition>").replace(pseudo.REGION, "<AWS::Region>")
             acknowledge(
                 role,
-                f"AwsSolutions-IAM5[Resource::{rendered.replace(Aws.ACCOUNT_ID, '<AWS::AccountId>')}]",
+                f"AwsSolutions-IAM5[Resource::{rendered.replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]",
                 "the CloudWatch agent creates one log stream per instance in this log group; the ARN is fixed to the group",
             )
 
@@ -141,7 +142,7 @@ class NodeObservability(Construct):
         return {
             "ENVIRONMENT": self.environment,
             "POOL": self.pool,
-            "REGION": Aws.REGION,
+            "REGION": pseudo.REGION,
             "ACCELERATOR": accelerator,
             "METRICS_NAMESPACE": self.namespace,
             "BOOT_LOG_GROUP": self.boot_log_group.ref,  # Ref: the name, and nodes launch after the group exists

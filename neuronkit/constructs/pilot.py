@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack, Token
+from aws_cdk import Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
 from neuronkit.catalog import pricing
+from neuronkit.constructs import durations
 from neuronkit.pilot_metrics import NAMESPACE, SIDES
 
 
@@ -42,7 +43,7 @@ class PilotDashboard(Construct):
                 metric_name=name,
                 dimensions_map={"Environment": environment, "Pilot": pilot, "Side": side},
                 statistic=statistic,
-                period=Duration.minutes(5),
+                period=durations.minutes(5),
                 label=f"{side} ({instance_types[side]})",
             )
 
@@ -60,7 +61,7 @@ class PilotDashboard(Construct):
                 expression=f"{nodes * price:.6g} / (tps_{side} * 3600) * 1000000",
                 using_metrics={f"tps_{side}": metric("TokensPerSecond", side)},
                 label=f"{side}: $ per million tokens ({nodes} x {instance_types[side]} at ${price:g}/h)",
-                period=Duration.minutes(5),
+                period=durations.minutes(5),
             )
         text = (
             f"# Pilot {pilot}: Trainium against GPU\n"

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+
+from neuronkit.constructs import durations
 
 
 def python_function(
@@ -38,7 +40,7 @@ def python_function(
         handler="handler.handler",
         code=lambda_.Code.from_asset(str(code_dir), exclude=["__pycache__", "*.pyc", "__init__.py"]),
         role=role,
-        timeout=Duration.seconds(timeout_seconds),
+        timeout=durations.seconds(timeout_seconds),
         memory_size=memory_mib,
         log_group=log_group,
         description=description,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -14,6 +14,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs import durations
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.network import retention_days
 from neuronkit.constructs.python_function import python_function
@@ -145,8 +146,8 @@ class Rebalancer(Construct):
             self,
             "Schedule",
             description=f"neuronkit: run the {group_name} rebalancer every {every_minutes} minutes",
-            schedule=events.Schedule.rate(Duration.minutes(every_minutes)),
-            targets=[targets.LambdaFunction(self.function, retry_attempts=0, max_event_age=Duration.minutes(every_minutes))],
+            schedule=events.Schedule.rate(durations.minutes(every_minutes)),
+            targets=[targets.LambdaFunction(self.function, retry_attempts=0, max_event_age=durations.minutes(every_minutes))],
         )
 
     def metric(self, family: str, *, period_minutes: int = 5) -> cloudwatch.Metric:
@@ -158,5 +159,5 @@ class Rebalancer(Construct):
             metric_name=METRIC_NAME,
             dimensions_map={"Environment": self.environment, "Pool": self.pool, "Family": family},
             statistic="Maximum",
-            period=Duration.minutes(period_minutes),
+            period=durations.minutes(period_minutes),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from aws_cdk import Aws, Duration, RemovalPolicy
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
@@ -14,6 +14,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs import durations, pseudo
 
 # Lustre's LNET port and the ports its servers and clients use (FSx user guide, "File system access
 # control with Amazon VPC").
@@ -73,7 +74,7 @@ class TrainingStorage(Construct):
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             removal_policy=RemovalPolicy.RETAIN,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            lifecycle_rules=[s3.LifecycleRule(expiration=durations.days(365))],
         )
         # Versioned by default: an overwritten or deleted training file can be recovered (and the dataset a run
         # used can be told apart from today's); datasets_versioned=False for very large, regenerable data.
@@ -83,8 +84,8 @@ class TrainingStorage(Construct):
             versioned=True,
             lifecycle_rules=[
                 s3.LifecycleRule(
-                    noncurrent_version_expiration=Duration.days(checkpoint_noncurrent_days),
-                    abort_incomplete_multipart_upload_after=Duration.days(7),
+                    noncurrent_version_expiration=durations.days(checkpoint_noncurrent_days),
+                    abort_incomplete_multipart_upload_after=durations.days(7),
                 )
             ],
         )
@@ -214,7 +215,7 @@ class StorageAccess:
         the compile cache prefix."""
 
         def arn(bucket: str, path: str = "") -> str:
-            return f"arn:{Aws.PARTITION}:s3:::{bucket}{path}"
+            return f"arn:{pseudo.PARTITION}:s3:::{bucket}{path}"
 
         buckets = [self.datasets_bucket, self.checkpoints_bucket, self.artifacts_bucket]
         statements = [
@@ -259,5 +260,5 @@ class StorageAccess:
         if compile_cache_prefix:
             reasons[arn(self.artifacts_bucket, f"/{compile_cache_prefix}*")] = "write the pool's own Neuron compile cache prefix"
         for resource, reason in reasons.items():
-            rendered = resource.replace(Aws.PARTITION, "<AWS::Partition>")
+            rendered = resource.replace(pseudo.PARTITION, "<AWS::Partition>")
             acknowledge(role, f"AwsSolutions-IAM5[Resource::{rendered}]", reason)

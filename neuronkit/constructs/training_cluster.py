@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from aws_cdk import Aws, CfnAutoScalingScheduledAction, CfnTag, CfnUpdatePolicy, Stack
+from aws_cdk import CfnAutoScalingScheduledAction, CfnTag, CfnUpdatePolicy, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -16,6 +16,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
+from neuronkit.constructs import pseudo
 from neuronkit.constructs.groups import drain_hook, grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_role import node_role
@@ -333,7 +334,7 @@ class TrainingCluster(Construct):
                 **self.observability.userdata_values(accelerator=accelerator),
                 "ENVIRONMENT": environment,
                 "POOL": name,
-                "REGION": Aws.REGION,
+                "REGION": pseudo.REGION,
                 "ASG_NAME": self.group_name,
                 "ACCELERATOR": accelerator,
                 "EXPECTED_ACCELERATORS": facts.neuron_devices if facts.is_neuron else facts.gpus,

@@ -23,8 +23,6 @@ import logging
 import os
 from typing import Any
 
-import boto3
-
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
@@ -91,4 +89,6 @@ def handle(event: dict[str, Any], autoscaling: Any, groups: dict[str, str]) -> d
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    import boto3  # here, not at the top: the kit imports this module at synth, without boto3's cost
+
     return handle(event, boto3.client("autoscaling"), groups_from_env())

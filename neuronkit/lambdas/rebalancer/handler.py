@@ -30,8 +30,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
-
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
@@ -83,6 +81,8 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if event.get("source") != "aws.events" or event.get("detail-type") != "Scheduled Event":
         LOG.warning("ignoring an event that is not EventBridge's scheduled event: %s", json.dumps(event)[:500])
         return {"action": "ignored", "reason": "not a scheduled event"}
+    import boto3  # here, not at the top: the kit imports this module's constants at synth, without boto3's cost
+
     result = rebalance(
         Settings.from_env(),
         event_time(event),

@@ -52,7 +52,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
@@ -346,33 +345,41 @@ class Settings:
         return [pool, [*pool, ("InstanceId", self.instance_id)]] if self.instance_id else [pool]
 
 
+def interval_start(when: dt.datetime, interval: float) -> dt.datetime:
+    """The start of the wall-clock interval holding ``when`` (a minute boundary for 60 s)."""
+    epoch = when.timestamp()
+    return dt.datetime.fromtimestamp(epoch - epoch % interval, dt.timezone.utc)
+
+
 def run(
     lines: Iterable[str],
     settings: Settings,
     sink: Sink,
     *,
-    clock: Callable[[], float] = time.monotonic,
     now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.timezone.utc),
     log: IO[str] = sys.stderr,
     busy: Callable[[], bool] | None = None,
 ) -> int:
-    """Publish every ``settings.interval`` seconds from a stream of reports, and once more at its end.
+    """Publish one set of datapoints per wall-clock interval, stamped with the interval's start.
 
-    Returns the number of intervals published. An interval is closed when a report arrives after it
-    elapsed (neuron-monitor reports every few seconds) and at the end of the stream.
+    Intervals are aligned to the clock (minute boundaries by default), not counted from the last flush: an
+    interval closes at the first report of the next one (neuron-monitor reports every few seconds) and at
+    the end of the stream. So every minute has exactly one datapoint per metric, which the idle alarm's
+    every-minute evaluation needs (counting from the last flush drifted to ~70 s and left minutes empty).
+    Returns the number of intervals published.
     """
     window = Window()
-    started = clock()
+    start: dt.datetime | None = None
     published = 0
 
     def flush() -> None:
-        nonlocal window, started, published
-        data = window.metric_data(settings.dimension_sets, now(), busy() if busy is not None else None)
-        if data:
-            publish(settings.namespace, data, sink, log=log)
-            published += 1
+        nonlocal window, published
+        if start is not None:
+            data = window.metric_data(settings.dimension_sets, start, busy() if busy is not None else None)
+            if data:
+                publish(settings.namespace, data, sink, log=log)
+                published += 1
         window = Window()
-        started = clock()
 
     for number, line in enumerate(lines, 1):
         text = line.strip()
@@ -386,9 +393,11 @@ def run(
         if not isinstance(report, dict):
             print(f"neuron_monitor_publisher: line {number} is not a JSON object; skipped", file=log)
             continue
-        window.add(report)
-        if clock() - started >= settings.interval:
+        current = interval_start(now(), settings.interval)
+        if start is not None and current != start:
             flush()
+        start = current
+        window.add(report)
     flush()
     return published
 

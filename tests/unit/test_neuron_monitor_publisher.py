@@ -157,25 +157,25 @@ def test_stream_is_published_per_interval_with_exact_requests(aws_credentials: N
     stubber = Stubber(client)
     training = [line for line in lines("trn1-32xlarge-training.jsonl")]
     idle = [line for line in lines("trn1-32xlarge-idle.jsonl")]
-    # Reports arrive at t = 0, 10, 20 (training) and 70, 80 (idle): the interval closes at the report of t=70.
-    times = iter([0.0, 0.0, 10.0, 20.0, 70.0, 70.0, 80.0, 80.0])
+    # Reports arrive at 12:00:00, :10, :20 (training) and 12:01:10, :20 (idle): the 12:00 minute closes at 12:01:10.
+    times = iter([NOW + dt.timedelta(seconds=s) for s in (0, 10, 20, 70, 80)])
     first = pub.Window()
-    for line in training + idle[:1]:
+    for line in training:
         first.add(json.loads(line))
     second = pub.Window()
-    second.add(json.loads(idle[1]))
-    for w in (first, second):
+    for line in idle[:2]:
+        second.add(json.loads(line))
+    for w, stamp in ((first, NOW), (second, NOW + dt.timedelta(minutes=1))):
         stubber.add_response(
-            "put_metric_data", {}, {"Namespace": "Neuronkit", "MetricData": w.metric_data(SETTINGS.dimension_sets, NOW)}
+            "put_metric_data", {}, {"Namespace": "Neuronkit", "MetricData": w.metric_data(SETTINGS.dimension_sets, stamp)}
         )
     with stubber:
-        published = pub.run(
-            training + idle, SETTINGS, pub.boto3_sink("us-east-1", client), clock=lambda: next(times), now=lambda: NOW
-        )
+        published = pub.run(training + idle, SETTINGS, pub.boto3_sink("us-east-1", client), now=lambda: next(times))
     stubber.assert_no_pending_responses()
     assert published == 2
-    # The first interval saw three busy reports and one idle one.
-    assert stats(first, "NeuronCoreUtilization") == (4, 170.0, 0.0, 70.0)
+    # Each minute holds only its own reports: the first the three busy ones, the second the idle ones.
+    busy_stats, idle_stats = stats(first, "NeuronCoreUtilization"), stats(second, "NeuronCoreUtilization")
+    assert busy_stats[0] == 3 and busy_stats[2] > 0 and idle_stats == (2, 0.0, 0.0, 0.0)
 
 
 def test_failed_request_is_logged_and_the_publisher_carries_on(aws_credentials: None) -> None:
@@ -184,12 +184,12 @@ def test_failed_request_is_logged_and_the_publisher_carries_on(aws_credentials: 
     stubber.add_client_error("put_metric_data", service_error_code="Throttling", service_message="Rate exceeded")
     stubber.add_response("put_metric_data", {})
     log = io.StringIO()
-    # Reports at t = 0 and 61 (the interval closes: the request fails), then 70; the stream ends at 130.
-    times = iter([0.0, 0.0, 61.0, 61.0, 70.0, 130.0])
+    # Reports at 12:00:00 and 12:01:01 (the 12:00 minute closes: the request fails), then 12:01:10; the stream ends.
+    times = iter([NOW + dt.timedelta(seconds=s) for s in (0, 61, 70)])
     report = lines("trn1-32xlarge-idle.jsonl")[0]
     with stubber:
         published = pub.run(
-            [report, report, report], SETTINGS, pub.boto3_sink("us-east-1", client), clock=lambda: next(times), log=log
+            [report, report, report], SETTINGS, pub.boto3_sink("us-east-1", client), now=lambda: next(times), log=log
         )
     stubber.assert_no_pending_responses()
     assert published == 2
@@ -330,3 +330,17 @@ def test_every_interval_publishes_whether_the_node_is_busy() -> None:
     run(['{"neuron_runtime_data": []}'], settings, lambda ns, data: sent.extend(data), busy=lambda: True)
     (busy,) = [d for d in sent if d["MetricName"] == BUSY]
     assert busy["Value"] == 1.0 and {"Name": "Pool", "Value": "p"} in busy["Dimensions"]
+
+
+def test_every_minute_gets_one_datapoint_stamped_on_its_boundary() -> None:
+    # neuron-monitor every 7 s for five minutes from 12:00:03: counting 60 s from each flush would close an
+    # interval every ~63 s and skip a minute now and then; clock-aligned intervals give each minute one.
+    report = lines("trn1-32xlarge-idle.jsonl")[0]
+    times = iter([NOW + dt.timedelta(seconds=3 + 7 * i) for i in range(43)])
+    stamps: list[dt.datetime] = []
+
+    def sink(namespace: str, data: list[dict[str, Any]]) -> None:
+        stamps.extend({d["Timestamp"] for d in data})
+
+    published = pub.run([report] * 43, SETTINGS, sink, now=lambda: next(times), log=io.StringIO())
+    assert stamps == [NOW + dt.timedelta(minutes=m) for m in range(5)] and published == 5  # 12:00:03 .. 12:04:57

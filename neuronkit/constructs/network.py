@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from aws_cdk import Annotations, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from neuronkit.addressing import plan_subnets, private_prefix_for
+from neuronkit.compliance import acknowledge
 from neuronkit.constructs import pseudo
 
 # The arithmetic lives in neuronkit.addressing (validation uses it too); re-exported for existing imports.
 __all__ = ["AcceleratorNetwork", "plan_subnets", "private_prefix_for", "retention_days"]
+
+
+# The id of the singleton function aws-cdk-lib's AwsCustomResource adds to a stack (custom-resources, aws-custom-resource.ts).
+_AWS_CUSTOM_RESOURCE_PROVIDER = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 class AcceleratorNetwork(Construct):
@@ -23,7 +29,8 @@ class AcceleratorNetwork(Construct):
     Creates a VPC with one private subnet per AZ ID (sized for ``addresses_per_az``), optional NAT
     gateways in small public subnets (defaults to one), an S3 gateway endpoint, interface endpoints
     (defaults to SSM, logs, metrics, STS, ECR) so S3 and SSM traffic never crosses a NAT gateway, and
-    VPC flow logs to CloudWatch Logs (defaults to 90 days). With ``existing_vpc_id`` it creates
+    VPC flow logs to CloudWatch Logs (defaults to 90 days), and (``restrict_default_security_group``,
+    default True) takes every rule out of the VPC's default security group. With ``existing_vpc_id`` it creates
     nothing and uses the given VPC and subnets (endpoints are then the VPC owner's business).
 
     Public attributes: ``vpc`` (an ``ec2.IVpc`` for L2 constructs), ``vpc_id``,
@@ -43,6 +50,7 @@ class AcceleratorNetwork(Construct):
         flow_log_retention_days: int = 90,
         existing_vpc_id: str | None = None,
         existing_subnet_ids: Mapping[str, str] | None = None,
+        restrict_default_security_group: bool = True,
     ) -> None:
         super().__init__(scope, id)
         self.az_ids = list(az_ids)
@@ -64,7 +72,16 @@ class AcceleratorNetwork(Construct):
         self.vpc_id = vpc.ref
         self.vpc_cidr = cidr
         self.subnet_ids = {}
+        nat_ids = self._public_subnets(vpc, public_cidrs, nat_gateways)
+        route_tables = self._private_subnets(vpc, private_cidrs, nat_ids)
+        self._endpoints(vpc, cidr, route_tables, interface_endpoints)
+        self._flow_logs(vpc, flow_log_retention_days)
+        if restrict_default_security_group:
+            self._restrict_default_security_group(vpc)
+        self.vpc = self._as_ivpc()
 
+    def _public_subnets(self, vpc: ec2.CfnVPC, public_cidrs: Sequence[str], nat_gateways: int) -> list[str]:
+        """With NAT gateways: the internet gateway, one small public subnet per AZ ID, the gateways' ids."""
         nat_ids: list[str] = []
         if nat_gateways > 0:
             igw = ec2.CfnInternetGateway(self, "Igw")
@@ -84,7 +101,10 @@ class AcceleratorNetwork(Construct):
                     nat = ec2.CfnNatGateway(self, f"Nat{i}", subnet_id=sub.ref, allocation_id=eip.attr_allocation_id)
                     nat.node.add_dependency(attach)
                     nat_ids.append(nat.ref)
+        return nat_ids
 
+    def _private_subnets(self, vpc: ec2.CfnVPC, private_cidrs: Sequence[str], nat_ids: Sequence[str]) -> list[str]:
+        """One private subnet and route table per AZ ID (out through a NAT gateway when there is one)."""
         route_tables = []
         for i, (az, block) in enumerate(zip(self.az_ids, private_cidrs, strict=True)):
             sub = ec2.CfnSubnet(
@@ -103,7 +123,10 @@ class AcceleratorNetwork(Construct):
             self.subnet_ids[az] = sub.ref
             self.route_table_ids[az] = rt.ref
             route_tables.append(rt.ref)
+        return route_tables
 
+    def _endpoints(self, vpc: ec2.CfnVPC, cidr: str, route_tables: list[str], interface_endpoints: Sequence[str]) -> None:
+        """The S3 gateway endpoint on every private route table, and the interface endpoints with their group."""
         ec2.CfnVPCEndpoint(
             self,
             "S3Endpoint",
@@ -141,6 +164,8 @@ class AcceleratorNetwork(Construct):
                     security_group_ids=[sg.ref],
                 )
 
+    def _flow_logs(self, vpc: ec2.CfnVPC, flow_log_retention_days: int) -> None:
+        """Every flow of the VPC to a retained CloudWatch Logs group."""
         log_group = logs.LogGroup(self, "FlowLogs", removal_policy=RemovalPolicy.RETAIN)
         cfn_group = log_group.node.default_child
         assert isinstance(cfn_group, logs.CfnLogGroup)
@@ -163,7 +188,61 @@ class AcceleratorNetwork(Construct):
             log_group_name=log_group.log_group_name,
             deliver_logs_permission_arn=role.role_arn,
         )
-        self.vpc = self._as_ivpc()
+
+    def _restrict_default_security_group(self, vpc: ec2.CfnVPC) -> None:
+        """Revoke the rules AWS puts in a new VPC's default group (all traffic from the group itself, all out).
+
+        Nothing of the kit uses that group, but anything launched into the VPC without a group of its own
+        gets it (Security Hub control EC2.2). CloudFormation cannot change a default group's rules, so two
+        custom resources revoke them through the EC2 API on create and put them back on delete, as CDK's own
+        Vpc does with @aws-cdk/aws-ec2:restrictDefaultSecurityGroup (docs/aws-contracts.md).
+        """
+        group = vpc.attr_default_security_group
+        arn = Stack.of(self).format_arn(service="ec2", resource="security-group", resource_name=group)
+        rules = {
+            "Ingress": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}],
+            "Egress": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+        }
+        for direction, permissions in rules.items():
+            call = {"service": "EC2", "parameters": {"GroupId": group, "IpPermissions": permissions}}
+            cr.AwsCustomResource(
+                self,
+                f"RestrictDefault{direction}",
+                resource_type="Custom::RestrictDefaultSecurityGroup",
+                install_latest_aws_sdk=False,
+                on_create=cr.AwsSdkCall(
+                    **call,
+                    action=f"revokeSecurityGroup{direction}",
+                    physical_resource_id=cr.PhysicalResourceId.of(f"default-security-group-{direction.lower()}"),
+                    ignore_error_codes_matching="InvalidPermission.NotFound",  # already revoked
+                ),
+                # Put back (turning the option off restores AWS's default), unless someone already did.
+                on_delete=cr.AwsSdkCall(
+                    **call,
+                    action=f"authorizeSecurityGroup{direction}",
+                    ignore_error_codes_matching="InvalidPermission.Duplicate",
+                ),
+                policy=cr.AwsCustomResourcePolicy.from_statements(
+                    [
+                        iam.PolicyStatement(
+                            actions=[f"ec2:RevokeSecurityGroup{direction}", f"ec2:AuthorizeSecurityGroup{direction}"],
+                            resources=[arn],
+                        )
+                    ]
+                ),
+            )
+        # The function CDK runs the calls with (one per stack) logs through AWS's basic execution policy.
+        provider = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_PROVIDER)
+        if provider is not None:
+            function = provider.node.default_child
+            if isinstance(function, CfnResource):
+                # CDK adds DependsOn its role, which the function's Role GetAtt already orders (cfn-lint W3005).
+                function.add_deletion_override("DependsOn")
+            acknowledge(
+                provider,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                "CDK's AwsCustomResource function: AWS-maintained policy that only lets it write its own logs",
+            )
 
     def _as_ivpc(self) -> ec2.IVpc:
         # The L2 Vpc places subnets by AZ name; ours are placed by AZ ID. This view carries only what

@@ -162,6 +162,25 @@ def _unmodelled_getatt_outputs() -> bool:
     return True
 
 
+def _custom_resources_unmodelled() -> bool:
+    from moto.cloudformation import parsing
+
+    name = "custom-resources-unmodelled"
+    if is_installed(parsing, "resource_class_from_type", name):
+        return False
+    original = parsing.resource_class_from_type
+
+    def resource_class_from_type(resource_type: str) -> Any:
+        # A custom resource is a call into a Lambda function: moto would run it in Docker and wait for its
+        # answer forever without one. Skip it like any type moto does not model (reported, not created).
+        if resource_type.startswith("Custom::") or resource_type == "AWS::CloudFormation::CustomResource":
+            return None
+        return original(resource_type)
+
+    _install(parsing, "resource_class_from_type", resource_class_from_type, name)
+    return True
+
+
 def _unmodelled_getatt_values() -> bool:
     from moto.cloudformation import parsing
 
@@ -498,6 +517,17 @@ def _deleted_stack_outputs() -> bool:
 
 
 WORKAROUNDS: tuple[Workaround, ...] = (
+    Workaround(
+        "custom-resources-unmodelled",
+        "moto runs a custom resource's Lambda function in Docker and, without Docker, waits for its answer forever "
+        "(the network stack's default-security-group resources). Installed: parsing.resource_class_from_type treats "
+        "Custom:: and AWS::CloudFormation::CustomResource types as unmodelled, so they are skipped and reported.",
+        (
+            "tests/moto/test_deploy.py::test_every_stack_reaches_create_complete",
+            "tests/moto/test_rehearse.py::test_every_stack_reaches_create_complete_in_its_own_account",
+        ),
+        _custom_resources_unmodelled,
+    ),
     Workaround(
         "unmodelled-getatt-outputs",
         "moto skips resource types it does not model (e.g. AWS::FSx::FileSystem) with a warning, then its output "

@@ -335,3 +335,40 @@ def test_tls_listeners_name_a_certificate_and_a_tls13_policy(synth: Synth) -> No
     for stack, r in tls:
         assert r["Properties"]["Certificates"][0]["CertificateArn"].startswith("arn:aws:acm:"), stack
         assert r["Properties"]["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06", stack
+
+
+def _joined(value: Any) -> Any:
+    """A custom resource's Create/Delete call: the Fn::Join of JSON with GetAtts spliced in, parsed back."""
+    parts = value["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "<" + ".".join(p["Fn::GetAtt"]) + ">" for p in parts)
+    return json.loads(text)
+
+
+def test_every_vpc_the_kit_creates_has_its_default_security_group_emptied(synth: Synth) -> None:
+    """Amazon VPC User Guide, "Default security groups for your VPCs": a new VPC's default group allows all
+    traffic from itself and all traffic out, and CloudFormation cannot change its rules; Security Hub control
+    EC2.2 wants it empty. The network stack revokes both rules on create and puts them back on delete."""
+    vpcs = list(_resources(synth, "AWS::EC2::VPC"))
+    assert vpcs
+    for stack, vpc_id, _ in vpcs:
+        template = synth.template(stack)
+        group = f"<{vpc_id}.DefaultSecurityGroup>"
+        calls = {}
+        for r in template["Resources"].values():
+            if r["Type"] == "Custom::RestrictDefaultSecurityGroup":
+                create, delete = _joined(r["Properties"]["Create"]), _joined(r["Properties"]["Delete"])
+                assert create["parameters"] == delete["parameters"] and create["parameters"]["GroupId"] == group
+                assert delete["action"] == create["action"].replace("revoke", "authorize")
+                calls[create["action"]] = create["parameters"]["IpPermissions"]
+        assert calls == {
+            "revokeSecurityGroupIngress": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}],
+            "revokeSecurityGroupEgress": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
+        }, stack
+        # The function that makes the calls may touch that group only.
+        policies = [
+            s
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::IAM::Policy" and "CustomResourcePolicy" in json.dumps(r["Properties"].get("PolicyName", ""))
+            for s in r["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        assert policies and all("security-group/" in json.dumps(s["Resource"]) for s in policies), stack

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -29,6 +30,7 @@ from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public_parameter
 from neuronkit.stacks import build_environment
 from tests.conftest import pinned_app
+from tests.moto.test_deploy import publish_assets
 from tests.unit.test_batch import BASE, CUDA_IMAGE, FILE, IMAGE
 
 # Types moto skips warn on every read of the stack; tests/moto/test_deploy.py lists and covers them.
@@ -48,7 +50,8 @@ class Deployed:
 def deployed(aws_credentials: None) -> Iterator[Deployed]:
     app, _ = pinned_app(lambda a: build_environment(a, ENV))  # the AMI lookups, as the CLI does them
     compliance.apply(app)
-    templates = {s.stack_name: s.template for s in app.synth().stacks}
+    assembly = app.synth()
+    templates = {s.stack_name: s.template for s in assembly.stacks}
     moto_workarounds.apply()  # the Batch workarounds among them
     mp = pytest.MonkeyPatch()
     mp.setenv("MOTO_ACCOUNT_ID", ENV.account)
@@ -63,6 +66,7 @@ def deployed(aws_credentials: None) -> Iterator[Deployed]:
         session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         cfn = session.client("cloudformation")
         for name in STACKS:
+            publish_assets(session, Path(assembly.directory), name)  # Lambda code (the network's custom resources)
             cfn.create_stack(
                 StackName=name, TemplateBody=json.dumps(templates[name]), Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"]
             )

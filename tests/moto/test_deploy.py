@@ -31,6 +31,7 @@ from tests.moto.buckets import ensure_bucket
 
 # Resource types moto's CloudFormation skips, and the assertion test that covers each one.
 SKIPPED_COVERED_BY = {
+    "Custom::RestrictDefaultSecurityGroup": "tests/contracts/test_aws_contracts.py::test_every_vpc_the_kit_creates_has_its_default_security_group_emptied",
     "AWS::ECR::PullThroughCacheRule": "tests/unit/test_inference_fleet.py::test_images_come_through_the_fleets_pull_through_cache",
     "AWS::FSx::FileSystem": "tests/unit/test_storage.py::test_prod_lustre_is_persistent_2_15_with_throughput_and_kms",
     "AWS::FSx::DataRepositoryAssociation": "tests/unit/test_storage.py::test_data_repository_associations",

@@ -44,6 +44,7 @@ SKIPPED_COVERED_BY = {
 }
 # Skipped in the stacks the inference stack imports from; tests/moto/test_deploy.py covers them.
 IMPORTED_STACKS_SKIP = {
+    "Custom::RestrictDefaultSecurityGroup",
     "AWS::FSx::FileSystem",
     "AWS::FSx::DataRepositoryAssociation",
     "AWS::S3::BucketPolicy",
@@ -133,6 +134,7 @@ def deployed(
         assert ec2.describe_images(ImageIds=sorted(images.values()))["Images"]
         session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         assert upload_assets(session, synth, synth.template(f"{env.name}-inference"))
+        upload_assets(session, synth, synth.template(f"{env.name}-network"))  # the default-security-group function
         cfn = session.client("cloudformation")
         skipped: dict[str, set[str]] = {}
         for name in names:

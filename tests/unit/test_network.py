@@ -132,3 +132,15 @@ def test_the_vpc_view_carries_each_private_subnets_route_table() -> None:
     tables = [stack.resolve(s.route_table.route_table_id) for s in net.vpc.private_subnets]
     assert len(tables) == 2 and all(t["Ref"].startswith(f"NetPrivate{i}RouteTable") for i, t in enumerate(tables))
     Annotations.from_stack(stack).has_no_warning("*", Match.any_value())
+
+
+def test_the_default_security_group_can_keep_its_rules_and_an_existing_vpc_is_left_alone() -> None:
+    def custom(stack: Stack) -> int:
+        resources = Template.from_stack(stack).to_json().get("Resources", {})
+        return sum(r["Type"] == "Custom::RestrictDefaultSecurityGroup" for r in resources.values())
+
+    own = Stack(new_app(), "Own", env=CdkEnv(account="123456789012", region="us-east-1"))
+    AcceleratorNetwork(own, "Net", az_ids=["use1-az4"])
+    kept = Stack(new_app(), "Kept", env=CdkEnv(account="123456789012", region="us-east-1"))
+    AcceleratorNetwork(kept, "Net", az_ids=["use1-az4"], restrict_default_security_group=False)
+    assert (custom(own), custom(kept)) == (2, 0)

@@ -58,6 +58,13 @@ class CapacityBlockWatch(Construct):
         }
         plan = f"the cluster scales to zero at {_iso(scale_down_at)} (jobs are asked to checkpoint), then {after.get(fallback, fallback)}"
 
+        self._ec2_events(label, plan, reservation_ids, end, topic)
+        self._expiration_alarm(environment, pool, label, plan, topic)
+        self._notices(label, plan, end, warn_hours_before_end, topic)
+
+    def _ec2_events(self, label: str, plan: str, reservation_ids: Sequence[str], end: dt.datetime, topic: sns.ITopic) -> None:
+        """EC2's own events for the block (delivered; ending in 10 minutes) forwarded to the topic in words."""
+
         def ec2_event(rule_id: str, detail_type: str, text: str) -> events.Rule:
             return events.Rule(
                 self,
@@ -75,6 +82,9 @@ class CapacityBlockWatch(Construct):
             EXPIRATION_WARNING,
             f"{label} ends at {_iso(end)}: EC2 starts terminating its instances in 10 minutes; {plan}.",
         )
+
+    def _expiration_alarm(self, environment: str, pool: str, label: str, plan: str, topic: sns.ITopic) -> None:
+        """An alarm on the expiration rule firing, so the ending shows among the environment's alarms."""
         triggered = cloudwatch.Metric(
             namespace="AWS/Events",
             metric_name="TriggeredRules",
@@ -96,6 +106,9 @@ class CapacityBlockWatch(Construct):
         )
         self.expiration_alarm.add_alarm_action(actions.SnsAction(topic))
         Tags.of(self.expiration_alarm).add("neuronkit:pool", pool)
+
+    def _notices(self, label: str, plan: str, end: dt.datetime, warn_hours_before_end: Sequence[int], topic: sns.ITopic) -> None:
+        """One scheduled notice per ``warn_hours_before_end`` (24 h and 2 h by default)."""
         self.notices: dict[int, events.Rule] = {}
         for hours in sorted(set(warn_hours_before_end), reverse=True):
             at = end - dt.timedelta(hours=hours)

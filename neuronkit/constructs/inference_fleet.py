@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from aws_cdk import (
     Annotations,
@@ -223,39 +223,56 @@ class InferenceFleet(Construct):
         self._launch_templates(group, values, neuron_ami, gpu_ami, root_volume_gib, tags)
         self._update_policy(group, max_size, min_healthy_percentage)
         group.cfn_options.metadata = {
-            "neuronkit": {
-                "environment": environment,
-                "region": Stack.of(self).region,
-                "pool": name,
-                "role": "inference",
-                "instance_types": self.neuron_types + self.fallback_types,
-                "neuron_types": self.neuron_types,
-                "fallback_types": self.fallback_types,
-                "min_size": min_size,
-                "max_size": max_size,
-                "desired_size": desired_size if desired_size is not None else min_size,
-                "capacity": "on-demand",
-                "az_ids": list(subnet_ids),
-                "listener": f"{'HTTPS' if tls and load_balancer == 'alb' else 'TLS' if tls else 'HTTP' if load_balancer == 'alb' else 'TCP'}:{self.listener_port}",
-                **(
-                    {
-                        "model": serving.model.id,
-                        "profiles": {
-                            t: {
-                                "image": p.image,
-                                "tensor_parallel": p.tensor_parallel,
-                                **({"cache_key": p.cache_key} if p.cache_key else {}),
-                            }
-                            for t, p in self.profiles.items()
-                        },
-                    }
-                    if serving is not None
-                    else {}
-                ),
-            }
+            "neuronkit": self._pool_metadata(
+                environment, name, min_size, max_size, desired_size, subnet_ids, load_balancer, tls, serving
+            )
         }
         self._scaling(group, load_balancer, requests_per_target, scheduled_actions)
         self._rebalancer(environment, name, metrics_namespace, rebalance_minutes, group)
+
+    def _pool_metadata(
+        self,
+        environment: str,
+        name: str,
+        min_size: int,
+        max_size: int,
+        desired_size: int | None,
+        subnet_ids: Mapping[str, str],
+        load_balancer: str,
+        tls: TlsSpec | None,
+        serving: ServingSpec | None,
+    ) -> dict[str, Any]:
+        """The pool contract of neuronkit.pools on the group, with the listener and each type's serving profile."""
+        return {
+            "environment": environment,
+            "region": Stack.of(self).region,
+            "pool": name,
+            "role": "inference",
+            "instance_types": self.neuron_types + self.fallback_types,
+            "neuron_types": self.neuron_types,
+            "fallback_types": self.fallback_types,
+            "min_size": min_size,
+            "max_size": max_size,
+            "desired_size": desired_size if desired_size is not None else min_size,
+            "capacity": "on-demand",
+            "az_ids": list(subnet_ids),
+            "listener": f"{'HTTPS' if tls and load_balancer == 'alb' else 'TLS' if tls else 'HTTP' if load_balancer == 'alb' else 'TCP'}:{self.listener_port}",
+            **(
+                {
+                    "model": serving.model.id,
+                    "profiles": {
+                        t: {
+                            "image": p.image,
+                            "tensor_parallel": p.tensor_parallel,
+                            **({"cache_key": p.cache_key} if p.cache_key else {}),
+                        }
+                        for t, p in self.profiles.items()
+                    },
+                }
+                if serving is not None
+                else {}
+            ),
+        }
 
     # --- serving profiles and timing ------------------------------------------------------------------
     def _serving_profiles(self, spec: ServingSpec | None) -> dict[str, serving.ServingProfile]:

@@ -95,6 +95,10 @@ class NodeObservability(Construct):
             Tags.of(group).add("neuronkit:pool", pool)
         self.kit = s3_assets.Asset(self, "NodeKit", path=str(Path(userdata.script_path(PUBLISHER)).parent), exclude=KIT_EXCLUDE)
 
+        self._grants(role, names, spec.namespace)
+
+    def _grants(self, role: iam.IRole, names: dict[str, str], namespace: str) -> None:
+        """Let the nodes publish metrics in the namespace, ship to the two log groups and read the node kit."""
         stack = Stack.of(self)
         stream_arns = [
             stack.format_arn(
@@ -107,7 +111,7 @@ class NodeObservability(Construct):
                 sid="PublishMetrics",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],  # PutMetricData has no resource-level permissions; the namespace condition scopes it
-                conditions={"StringEquals": {"cloudwatch:namespace": spec.namespace}},
+                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
             )
         )
         role.add_to_principal_policy(

@@ -196,6 +196,32 @@ class AcceleratorLaunchTemplate(Construct):
     ) -> None:
         super().__init__(scope, id)
         facts = catalog.get(instance_type)
+        size = self._checked(facts, root_volume_gib, capacity_reservation_id, capacity_reservation_group_arn,
+                             capacity_block, security_group_ids, user_data)  # fmt: skip
+        self.instance_type = facts
+        self.role = role or node_role(
+            self,
+            "Role",
+            also_managed={"CloudWatchAgentServerPolicy": "AWS-maintained policy of the CloudWatch agent (node metrics and logs)"},
+        )
+        profile = iam.CfnInstanceProfile(self, "Profile", roles=[self.role.role_name])
+        self.image_id = ami.image_id(self)
+        data = self._data(facts, ami, profile, security_group_ids, efa, size, user_data,
+                          capacity_reservation_id, capacity_reservation_group_arn, capacity_block, tags)  # fmt: skip
+        self.launch_template = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=data)
+        self.launch_template.add_metadata(IMAGE_METADATA, ami.metadata())
+
+    @staticmethod
+    def _checked(
+        facts: catalog.InstanceType,
+        root_volume_gib: int | None,
+        capacity_reservation_id: str | None,
+        capacity_reservation_group_arn: str | None,
+        capacity_block: bool,
+        security_group_ids: Sequence[str],
+        user_data: str,
+    ) -> int:
+        """Refuse what EC2 would refuse at launch; the root volume size."""
         minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
         size = root_volume_gib if root_volume_gib is not None else minimum
         if size < minimum:
@@ -216,20 +242,27 @@ class AcceleratorLaunchTemplate(Construct):
                 f"user_data: {len(user_data.encode())} bytes is too close to EC2's {USER_DATA_LIMIT_BYTES}-byte limit; "
                 "ship large files (scripts, agents) through the artifacts bucket and fetch them at boot"
             )
+        return size
 
-        self.instance_type = facts
-        self.role = role or node_role(
-            self,
-            "Role",
-            also_managed={"CloudWatchAgentServerPolicy": "AWS-maintained policy of the CloudWatch agent (node metrics and logs)"},
-        )
-        profile = iam.CfnInstanceProfile(self, "Profile", roles=[self.role.role_name])
-        self.image_id = ami.image_id(self)
-
+    def _data(
+        self,
+        facts: catalog.InstanceType,
+        ami: AmiSpec,
+        profile: iam.CfnInstanceProfile,
+        security_group_ids: Sequence[str],
+        efa: bool,
+        size: int,
+        user_data: str,
+        capacity_reservation_id: str | None,
+        capacity_reservation_group_arn: str | None,
+        capacity_block: bool,
+        tags: Mapping[str, str] | None,
+    ) -> ec2.CfnLaunchTemplate.LaunchTemplateDataProperty:
+        """Image, type, profile, EFA interfaces, IMDSv2, encrypted gp3 root, user data, capacity, tags."""
         tag_list = [CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())]
-        data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+        return ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
             image_id=self.image_id,
-            instance_type=instance_type,
+            instance_type=facts.name,
             iam_instance_profile=ec2.CfnLaunchTemplate.IamInstanceProfileProperty(arn=profile.attr_arn),
             network_interfaces=efa_network_interfaces(facts, security_group_ids)[: None if efa else 1],
             metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
@@ -268,5 +301,3 @@ class AcceleratorLaunchTemplate(Construct):
                 else None
             ),
         )
-        self.launch_template = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=data)
-        self.launch_template.add_metadata(IMAGE_METADATA, ami.metadata())

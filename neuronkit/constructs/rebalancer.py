@@ -71,12 +71,22 @@ class Rebalancer(Construct):
         backoff = backoff_minutes if backoff_minutes is not None else 4 * every_minutes
         arn = group_arn(self, group_name)
 
+        self._logs(log_retention_days)
+        role = self._role(group_name, arn, namespace)
+        self._function_and_schedule(
+            role, environment, pool, group_name, namespace, neuron_types, fallback_types, backoff, min_in_service, every_minutes
+        )
+
+    def _logs(self, log_retention_days: int) -> None:
+        """The function's log group, removed with the stack."""
         self.log_group = logs.LogGroup(self, "Logs", removal_policy=RemovalPolicy.DESTROY)
         cfn_logs = self.log_group.node.default_child
         assert isinstance(cfn_logs, logs.CfnLogGroup)
         # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
         cfn_logs.retention_in_days = retention_days(log_retention_days)
 
+    def _role(self, group_name: str, arn: str, namespace: str) -> iam.Role:
+        """The function's role: its logs, read any group, replace instances in its own group, its metric."""
         role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=f"{group_name} rebalancer"
         )
@@ -121,7 +131,22 @@ class Rebalancer(Construct):
             "PutMetricData has none either and is limited to the namespace by a condition",
         )
         acknowledge_group_arn(role, arn, "this fleet's group name")
+        return role
 
+    def _function_and_schedule(
+        self,
+        role: iam.Role,
+        environment: str,
+        pool: str,
+        group_name: str,
+        namespace: str,
+        neuron_types: Sequence[str],
+        fallback_types: Sequence[str],
+        backoff: int,
+        min_in_service: int,
+        every_minutes: int,
+    ) -> None:
+        """The function and the EventBridge schedule that runs it every ``every_minutes``."""
         self.function = python_function(
             self,
             "Function",

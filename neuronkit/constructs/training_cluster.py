@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from aws_cdk import CfnAutoScalingScheduledAction, CfnTag, CfnUpdatePolicy, Stack
 from aws_cdk import aws_autoscaling as autoscaling
@@ -145,6 +145,35 @@ class TrainingCluster(Construct):
                 "DRAIN_SECONDS": capacity.drain_minutes * 60,
             },
         )
+        self._launch_template(
+            instance_type, ami, storage, extra_security_group_ids, script, root_volume_gib, capacity, reservation_id
+        )
+        if is_block:
+            # Capacity Blocks refuse launches before their start: the group stays empty until then.
+            min_size, desired_size = 0, 0
+            scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
+        hooks = [launch_hook(boot_timeout_seconds)] + ([drain_hook(capacity.drain_minutes * 60)] if is_block else [])
+        group = self._group(min_size, max_size, desired_size, subnet_id, scale_in_protection, hooks, notifications_topic_arn)
+        group.cfn_options.metadata = {
+            "neuronkit": self._pool_metadata(
+                environment, name, role, facts, min_size, max_size, desired_size, capacity, az_id, lnc, ultraserver_size
+            )
+        }
+        if is_block:
+            self._block_schedule(capacity, max_size)
+
+    def _launch_template(
+        self,
+        instance_type: str,
+        ami: AmiSpec | None,
+        storage: StorageAccess | None,
+        extra_security_group_ids: Sequence[str],
+        script: str,
+        root_volume_gib: int | None,
+        capacity: CapacitySpec,
+        reservation_id: str | None,
+    ) -> None:
+        """The nodes' launch template: EFA interfaces, the role, the boot script, the reservation or block."""
         self.launch_template = AcceleratorLaunchTemplate(
             self,
             "LaunchTemplate",
@@ -156,46 +185,54 @@ class TrainingCluster(Construct):
             root_volume_gib=root_volume_gib,
             capacity_reservation_id=reservation_id if capacity.kind != "on-demand" and not self.reservation_group else None,
             capacity_reservation_group_arn=self.reservation_group.attr_arn if self.reservation_group else None,
-            capacity_block=is_block,
+            capacity_block=capacity.kind == "capacity-block",
             tags=self._tags,
         )
-        if is_block:
-            # Capacity Blocks refuse launches before their start: the group stays empty until then.
-            min_size, desired_size = 0, 0
-            scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
-        hooks = [launch_hook(boot_timeout_seconds)] + ([drain_hook(capacity.drain_minutes * 60)] if is_block else [])
-        group = self._group(min_size, max_size, desired_size, subnet_id, scale_in_protection, hooks, notifications_topic_arn)
-        group.cfn_options.metadata = {
-            "neuronkit": {
-                "environment": environment,
-                "region": Stack.of(self).region,
-                "pool": name,
-                "role": role,
-                "instance_types": [instance_type],
-                "neuron_types": [instance_type] if facts.is_neuron else [],
-                "fallback_types": [] if facts.is_neuron else [instance_type],
-                "min_size": min_size,
-                "max_size": max_size,
-                "desired_size": desired_size if desired_size is not None else min_size,
-                "capacity": capacity.kind,
-                "az_id": az_id,
-                **({"reserved": capacity.create_count} if capacity.create_count else {}),
-                **({"lnc": lnc} if lnc else {}),
-                **({"ultraserver_size": ultraserver_size} if ultraserver_size else {}),
-                **(
-                    {
-                        "block_start": _iso(capacity.start),
-                        "block_end": _iso(capacity.end),
-                        "scale_down_at": _iso(capacity.scale_down_at),
-                        **({"block_fee": capacity.upfront_fee_usd} if capacity.upfront_fee_usd else {}),
-                    }
-                    if is_block and capacity.start and capacity.end and capacity.scale_down_at
-                    else {}
-                ),
-            }
+
+    def _pool_metadata(
+        self,
+        environment: str,
+        name: str,
+        role: str,
+        facts: catalog.InstanceType,
+        min_size: int,
+        max_size: int,
+        desired_size: int | None,
+        capacity: CapacitySpec,
+        az_id: str,
+        lnc: int | None,
+        ultraserver_size: int,
+    ) -> dict[str, Any]:
+        """The pool contract of neuronkit.pools on the group, with LNC, UltraServer and block dates."""
+        instance_type = facts.name
+        is_block = capacity.kind == "capacity-block"
+        return {
+            "environment": environment,
+            "region": Stack.of(self).region,
+            "pool": name,
+            "role": role,
+            "instance_types": [instance_type],
+            "neuron_types": [instance_type] if facts.is_neuron else [],
+            "fallback_types": [] if facts.is_neuron else [instance_type],
+            "min_size": min_size,
+            "max_size": max_size,
+            "desired_size": desired_size if desired_size is not None else min_size,
+            "capacity": capacity.kind,
+            "az_id": az_id,
+            **({"reserved": capacity.create_count} if capacity.create_count else {}),
+            **({"lnc": lnc} if lnc else {}),
+            **({"ultraserver_size": ultraserver_size} if ultraserver_size else {}),
+            **(
+                {
+                    "block_start": _iso(capacity.start),
+                    "block_end": _iso(capacity.end),
+                    "scale_down_at": _iso(capacity.scale_down_at),
+                    **({"block_fee": capacity.upfront_fee_usd} if capacity.upfront_fee_usd else {}),
+                }
+                if is_block and capacity.start and capacity.end and capacity.scale_down_at
+                else {}
+            ),
         }
-        if is_block:
-            self._block_schedule(capacity, max_size)
 
     # --- placement and capacity ------------------------------------------------------------------------
     def _placement(self, capacity: CapacitySpec) -> None:

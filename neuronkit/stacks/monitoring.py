@@ -60,6 +60,19 @@ class MonitoringStack(NeuronkitStack):
             service_publishers=["budgets.amazonaws.com"],
         )
         pools = self._pools(config, training, inference)
+        self._monitoring(config, storage, pools)
+        self._budget(config)
+        self._pilot(config)
+        self._capacity_blocks(config)
+        self.schedule: DayNightSchedule | None = None
+        if m.day_night is not None:
+            self.schedule = self._day_night(config)
+        self._idle_scale_down(config, pools)
+        self._watch_functions(inference)
+
+    def _monitoring(self, config: Environment, storage: StorageStack, pools: list[WatchedPool]) -> None:
+        """The dashboard and the alarms of every pool, the file system and the vCPU quotas."""
+        m = config.monitoring
         fs = storage.storage.file_system
         lustre = config.storage.lustre
         self.monitoring = EnvironmentMonitoring(
@@ -74,6 +87,8 @@ class MonitoringStack(NeuronkitStack):
             quota_instance_types=_instance_types(config),
         )
 
+    def _budget(self, config: Environment) -> None:
+        """The monthly cost budget with its notifications, when the file sets one."""
         self.budget: CostBudget | None = None
         if config.budget is not None:
             self.budget = CostBudget(
@@ -85,6 +100,8 @@ class MonitoringStack(NeuronkitStack):
                 tags=environment_tags(config),
             )
 
+    def _pilot(self, config: Environment) -> None:
+        """The pilot's side-by-side dashboard, when the file has a pilot: section."""
         # The pilot: one workload on the cluster's Neuron and GPU queues, compared side by side.
         self.pilot: PilotDashboard | None = None
         if config.pilot is not None:
@@ -99,6 +116,8 @@ class MonitoringStack(NeuronkitStack):
                 nodes=config.pilot.nodes,
             )
 
+    def _capacity_blocks(self, config: Environment) -> None:
+        """One watch per Capacity Block cluster."""
         # Capacity Blocks: EC2's delivered and expiration events, an alarm on the expiry, notices before the end.
         self.capacity_blocks: dict[str, CapacityBlockWatch] = {}
         for c in config.training:
@@ -118,10 +137,9 @@ class MonitoringStack(NeuronkitStack):
                     fallback=c.capacity.fallback,
                 )
 
-        self.schedule: DayNightSchedule | None = None
-        if m.day_night is not None:
-            self.schedule = self._day_night(config)
-
+    def _idle_scale_down(self, config: Environment, pools: list[WatchedPool]) -> None:
+        """The function that scales an idle cluster to its minimum, for the clusters that ask for it."""
+        m = config.monitoring
         scale_down = {
             self.monitoring.idle_alarm_names[p.pool]: (self.monitoring.idle_alarms[p.pool], p.group_name)
             for p in pools
@@ -133,6 +151,9 @@ class MonitoringStack(NeuronkitStack):
                 self, "IdleScaleDown", alarms=scale_down, log_retention_days=m.log_retention_days
             )
             self.monitoring.watch_function("idle-scale-down", self.idle_scale_down.function)
+
+    def _watch_functions(self, inference: InferenceStack | None) -> None:
+        """An errors alarm on each fleet's rebalancer."""
         # The kit's functions may not fail silently: an alarm on each one's errors.
         for name, fleet in sorted((inference.fleets if inference is not None else {}).items()):
             if fleet.rebalancer is not None:

@@ -6,9 +6,15 @@ the reason stays true when the code changes. This module registers the plugin.
 
 from __future__ import annotations
 
+import weakref
+
 from aws_cdk import Acknowledgment, App, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
+
+# Validations.of(scope) per scope, made once: a scope (a role, say) is acknowledged several times, and each
+# Validations.of is a round trip to the jsii kernel (docs/performance.md). The wrapper holds no state.
+_VALIDATIONS: weakref.WeakKeyDictionary[IConstruct, Validations] = weakref.WeakKeyDictionary()
 
 
 def apply(app: App) -> None:
@@ -24,4 +30,7 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     if not reason.strip():
         raise ValueError(f"{rule}: an acknowledgement needs a reason")
     # The plugin's prefix: without it CDK files the rule under annotations instead of the cdk-nag pack.
-    Validations.of(scope).acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
+    validations = _VALIDATIONS.get(scope)
+    if validations is None:
+        validations = _VALIDATIONS[scope] = Validations.of(scope)
+    validations.acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))

@@ -10,6 +10,7 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs import pseudo
+from neuronkit.constructs.policy import add_statement
 
 # What a group reports to its notifications topic: launches and terminations, and their failures.
 NOTIFICATION_TYPES = (
@@ -82,7 +83,8 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
     """What a node of ``group_name`` may do to its own group and itself: complete its launch hook, drop its
     scale-in protection at the end of a job, and tag itself (versions, ready), nothing else."""
     arn = group_arn(scope, group_name)
-    role.add_to_principal_policy(
+    add_statement(
+        role,
         iam.PolicyStatement(
             sid="OwnGroup",
             actions=[
@@ -91,16 +93,17 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
                 "autoscaling:SetInstanceProtection",
             ],
             resources=[arn],
-        )
+        ),
     )
     instances = Stack.of(scope).format_arn(service="ec2", resource="instance", resource_name="*")
-    role.add_to_principal_policy(
+    add_statement(
+        role,
         iam.PolicyStatement(
             sid="TagSelf",
             actions=["ec2:CreateTags"],
             resources=[instances],
             conditions={"StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": group_name}},
-        )
+        ),
     )
     acknowledge_group_arn(role, arn, f"the node's own group {group_name}")
     acknowledge(

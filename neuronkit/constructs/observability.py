@@ -17,6 +17,7 @@ from neuronkit import userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.config import LOG_RETENTION_DAYS
 from neuronkit.constructs import pseudo
+from neuronkit.constructs.policy import add_statement
 
 PUBLISHER = "neuron_monitor_publisher.py"
 KIT_DIR = "kit"
@@ -106,27 +107,30 @@ class NodeObservability(Construct):
             )
             for name in names.values()
         ]
-        role.add_to_principal_policy(
+        add_statement(
+            role,
             iam.PolicyStatement(
                 sid="PublishMetrics",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],  # PutMetricData has no resource-level permissions; the namespace condition scopes it
                 conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
-            )
+            ),
         )
-        role.add_to_principal_policy(
+        add_statement(
+            role,
             iam.PolicyStatement(
                 sid="ShipLogs",
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=stream_arns,
-            )
+            ),
         )
-        role.add_to_principal_policy(
+        add_statement(
+            role,
             iam.PolicyStatement(
                 sid="ReadNodeKit",
                 actions=["s3:GetObject"],
                 resources=[self.kit.bucket.arn_for_objects(self.kit.s3_object_key)],
-            )
+            ),
         )
         acknowledge(
             role,

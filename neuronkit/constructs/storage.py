@@ -15,6 +15,7 @@ from constructs import Construct
 
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs import durations, pseudo
+from neuronkit.constructs.policy import add_statement
 
 # Lustre's LNET port and the ports its servers and clients use (FSx user guide, "File system access
 # control with Amazon VPC").
@@ -247,7 +248,7 @@ class StorageAccess:
                 )
             )
         for statement in statements:
-            role.add_to_principal_policy(statement)
+            add_statement(role, statement)
         reasons = {
             arn(self.datasets_bucket, "/*"): "read any object of the datasets bucket (training data)",
             arn(self.artifacts_bucket, "/*"): "read any object of the artifacts bucket (compiled models, code)",

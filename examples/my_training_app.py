@@ -12,7 +12,7 @@ from aws_cdk import App, Environment, Stack
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from neuronkit.constructs import AmiSpec, TrainingCluster, TrainingStorage
+from neuronkit.constructs import AmiSpec, NodePoolSpec, TrainingCluster, TrainingStorage
 from neuronkit.constructs.storage import LustreSpec
 
 
@@ -39,12 +39,10 @@ class ResearchTrainingStack(Stack):
             "Cluster",
             environment="research",
             name="llama",
-            instance_type="trn1.32xlarge",
+            nodes=NodePoolSpec("trn1.32xlarge", max_size=4, ami=AmiSpec.family("neuron-base-ubuntu-24.04")),
             vpc=vpc,
             subnet_id="subnet-0a1b2c3d4e5f67890",
             az_id="use1-az6",
-            max_size=4,
-            ami=AmiSpec.family("neuron-base-ubuntu-24.04"),
             storage=storage.access(),
         )
 

@@ -41,6 +41,7 @@ from neuronkit.constructs.launch_template import (
     efa_network_interfaces,
 )
 from neuronkit.constructs.network import retention_days
+from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
@@ -103,7 +104,7 @@ class BatchTrainingCluster(Construct):
     multi-node parallel job definition template, so that ``aws batch submit-job`` starts a training job.
 
     Capacity and placement live on the compute environment (Batch ignores them in launch templates): On-
-    Demand only, ``instance_type`` only, ``min_size``..``max_size`` nodes (as vCPUs from the catalog), one
+    Demand only, ``nodes.instance_type`` only, ``nodes.min_size``..``nodes.max_size`` nodes (as vCPUs), one
     subnet, a cluster placement group, an instance profile with the ECS and Session Manager policies.
     Allocation is ``BEST_FIT_PROGRESSIVE``, which lets a deploy update the compute environment in place
     (a new launch template version or AMI) without terminating running jobs.
@@ -119,7 +120,7 @@ class BatchTrainingCluster(Construct):
     stuck multi-node job does not block the jobs behind it.
 
     The job definition (named like the queue, ``ENVIRONMENT-NAME``) runs ``container_image`` on
-    ``max_size`` nodes by default (submit with fewer through node overrides), with every accelerator and
+    ``nodes.max_size`` nodes by default (submit with fewer through node overrides), with every accelerator and
     EFA device of the type, ``memlock`` unlimited, ``JOB_MEMORY_SHARE`` of the instance's memory, the host
     volumes ``/fsx`` (with Lustre) and ``/local``, storage paths as environment variables
     (``NEURONKIT_DATASETS``, ``NEURONKIT_CHECKPOINTS``, ``NEURONKIT_CHECKPOINT_DIR``, ``NEURONKIT_ARTIFACTS``,
@@ -148,17 +149,13 @@ class BatchTrainingCluster(Construct):
         *,
         environment: str,
         name: str,
-        instance_type: str,
+        nodes: NodePoolSpec,
         vpc: ec2.IVpc,
         subnet_id: str,
         container_image: str,
-        max_size: int,
-        min_size: int = 0,
-        ami: AmiSpec | None = None,
         storage: StorageAccess | None = None,
         checkpoint_dir: str | None = None,
         compile_cache: Literal["local", "s3"] = "local",
-        root_volume_gib: int | None = None,
         extra_security_group_ids: Sequence[str] = (),
         capacity_wait_minutes: int = 240,
         log_retention_days: int = 30,
@@ -166,10 +163,9 @@ class BatchTrainingCluster(Construct):
         tags: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id)
-        facts = catalog.get(instance_type)
-        ami, root_gib = self._checked(
-            facts, name, min_size, max_size, container_image, capacity_wait_minutes, ami, root_volume_gib
-        )
+        facts, min_size, max_size = nodes.facts, nodes.min_size, nodes.max_size
+        ami = self._checked(facts, name, nodes, container_image, capacity_wait_minutes)
+        root_gib = nodes.root_gib
         self.instance_type = facts
         self.queue_name = f"{environment}-{name}"
         self.job_definition_name = f"{environment}-{name}"
@@ -189,32 +185,19 @@ class BatchTrainingCluster(Construct):
 
     @staticmethod
     def _checked(
-        facts: catalog.InstanceType,
-        name: str,
-        min_size: int,
-        max_size: int,
-        container_image: str,
-        capacity_wait_minutes: int,
-        ami: AmiSpec | None,
-        root_volume_gib: int | None,
-    ) -> tuple[AmiSpec, int]:
-        """Refuse what Batch or the node would refuse; the AMI (the catalog's ECS image) and root volume size."""
-        if min_size > max_size:
-            raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
+        facts: catalog.InstanceType, name: str, nodes: NodePoolSpec, container_image: str, capacity_wait_minutes: int
+    ) -> AmiSpec:
+        """Refuse what Batch would refuse (the spec checked its sizes); the AMI (default: the catalog's ECS image)."""
+        if nodes.desired_size is not None:
+            raise ValueError(f"{name}: desired_size does not apply to Batch, which starts nodes for queued jobs only")
         if not Token.is_unresolved(container_image) and not container_image.strip():
             raise ValueError(f"{name}: container_image is required (the training image of the job definition)")
         low, high = _TIME_LIMIT_MINUTES
         if not low <= capacity_wait_minutes <= high:
             raise ValueError(f"{name}: capacity_wait_minutes {capacity_wait_minutes} must lie between {low} and {high}")
-        if ami is None:  # ECS images carry their own driver
-            ami = AmiSpec.family(catalog.default_ami_family(f"ecs-{'neuron' if facts.is_neuron else 'gpu'}"))
-        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
-        root_gib = root_volume_gib if root_volume_gib is not None else minimum
-        if root_gib < minimum:
-            raise ValueError(
-                f"{name}: root_volume_gib {root_gib} GiB is below the {minimum} GiB a {facts.accelerator} node needs"
-            )
-        return ami, root_gib
+        if nodes.ami is not None:
+            return nodes.ami
+        return AmiSpec.family(catalog.default_ami_family(f"ecs-{'neuron' if facts.is_neuron else 'gpu'}"))  # own driver
 
     def _network(
         self, vpc: ec2.IVpc, facts: catalog.InstanceType, storage: StorageAccess | None, extra: Sequence[str]

@@ -19,6 +19,7 @@ from neuronkit.compliance import acknowledge
 from neuronkit.constructs import pseudo
 from neuronkit.constructs.groups import drain_hook, grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
@@ -63,12 +64,14 @@ class TrainingCluster(Construct):
     Safe for long jobs: new nodes are protected from scale-in (``scale_in_protection``, default on;
     a node runs ``neuronkit-release`` at the end of a job), AZ rebalancing is suspended by the first
     node, and a launch template change never replaces running nodes (no rolling update policy; the
-    group points at the template version current at deploy time). Scale to zero with ``min_size=0``.
+    group points at the template version current at deploy time). Scale to zero with ``nodes.min_size=0``.
     Capacity Blocks get scheduled actions that scale up at the block's start and to zero
     ``capacity.drain_minutes`` before EC2 reclaims the nodes, and a termination hook that gives each node
     that long to checkpoint its job (``kit/neuronkit-drain``). ``lnc`` sets the runtime's logical
     NeuronCore setting (Trn2/Trn3); ``ultraserver_size`` (servers per UltraServer, 0: none) ranks each
-    UltraServer's nodes together in the hostfile.
+    UltraServer's nodes together in the hostfile. ``nodes`` (a :class:`NodePoolSpec`) names the type, the
+    size bounds, the AMI (default: the Neuron DLAMI of the newest release that supports training on the
+    type, or the GPU DLAMI) and the root volume.
 
     User data runs ``neuronkit/userdata/observability.sh`` (CloudWatch agent, boot and journal logs to the
     pool's log groups, neuron-monitor metrics; ``observability`` sets the namespace and log retention,
@@ -88,21 +91,16 @@ class TrainingCluster(Construct):
         *,
         environment: str,
         name: str,
-        instance_type: str,
+        nodes: NodePoolSpec,
         vpc: ec2.IVpc,
         subnet_id: str,
         az_id: str,
-        max_size: int,
-        min_size: int = 0,
-        desired_size: int | None = None,
-        ami: AmiSpec | None = None,
         capacity: CapacitySpec | None = None,
         storage: StorageAccess | None = None,
         notifications_topic_arn: str | None = None,
         extra_security_group_ids: Sequence[str] = (),
         compile_cache: Literal["local", "s3"] = "local",
         scale_in_protection: bool = True,
-        root_volume_gib: int | None = None,
         role: Literal["training", "training-gpu"] = "training",
         tags: Mapping[str, str] | None = None,
         observability: ObservabilitySpec | None = None,
@@ -112,12 +110,9 @@ class TrainingCluster(Construct):
         ultraserver_size: int = 0,
     ) -> None:
         super().__init__(scope, id)
-        facts = catalog.get(instance_type)
+        facts, instance_type = nodes.facts, nodes.instance_type
+        min_size, max_size, desired_size = nodes.min_size, nodes.max_size, nodes.desired_size
         capacity = capacity or CapacitySpec()
-        if min_size > max_size:
-            raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
-        if desired_size is not None and not min_size <= desired_size <= max_size:
-            raise ValueError(f"{name}: desired_size {desired_size} must lie between min_size and max_size")
         self.instance_type = facts
         self.group_name = f"{environment}-{name}"
         self.pool = name
@@ -146,7 +141,7 @@ class TrainingCluster(Construct):
             },
         )
         self._launch_template(
-            instance_type, ami, storage, extra_security_group_ids, script, root_volume_gib, capacity, reservation_id
+            instance_type, nodes.ami, storage, extra_security_group_ids, script, nodes.root_volume_gib, capacity, reservation_id
         )
         if is_block:
             # Capacity Blocks refuse launches before their start: the group stays empty until then.

@@ -16,6 +16,7 @@ from constructs import Construct
 from neuronkit.config import Ami, Environment, PoolRelease, TrainingCluster, ami_family, gpu_ami_family, pool_releases
 from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.launch_template import AmiSpec
+from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.pools import gpu_pool_name
 from neuronkit.stacks.network import NetworkStack
@@ -96,18 +97,20 @@ def add_batch_clusters(
                 f"Batch-{pool.name}",
                 environment=config.name,
                 name=pool.name,
-                instance_type=pool.instance_type,
+                nodes=NodePoolSpec(
+                    instance_type=pool.instance_type,
+                    min_size=pool.min_size,
+                    max_size=pool.max_size,
+                    ami=pool.ami,
+                    root_volume_gib=c.root_volume_gib if pool.trainium else None,
+                ),
                 vpc=network.network.vpc,
                 subnet_id=subnets[pool.az_id],
                 container_image=pool.image,
-                min_size=pool.min_size,
-                max_size=pool.max_size,
-                ami=pool.ami,
                 storage=storage,
                 # The checkpoints bucket is linked at /fsx/checkpoints with automatic export to S3.
                 checkpoint_dir=f"/fsx/checkpoints/{pool.name}/" if lustre is not None and lustre.link_checkpoints else None,
                 compile_cache=c.compile_cache,
-                root_volume_gib=c.root_volume_gib if pool.trainium else None,
                 log_retention_days=config.monitoring.log_retention_days,
                 az_id=pool.az_id,
                 tags=tags,

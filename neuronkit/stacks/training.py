@@ -8,9 +8,10 @@ from aws_cdk import aws_autoscaling as autoscaling
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.config import Ami, CapacityBlock, Environment, Odcr, PoolRelease, pool_releases
+from neuronkit.config import Ami, CapacityBlock, Environment, GpuPool, Odcr, PoolRelease, pool_releases
 from neuronkit.config import TrainingCluster as ClusterConfig
 from neuronkit.constructs.launch_template import AmiSpec
+from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.observability import ObservabilitySpec
 from neuronkit.constructs.storage import StorageAccess
@@ -55,6 +56,18 @@ def _driver(pool: PoolRelease | None) -> str | None:
 def observability_spec(config: Environment) -> ObservabilitySpec:
     """Where the nodes' metrics and logs go: the file's monitoring namespace and log retention."""
     return ObservabilitySpec(namespace=config.monitoring.namespace, log_retention_days=config.monitoring.log_retention_days)
+
+
+def node_pool(pool: ClusterConfig | GpuPool, ami: AmiSpec) -> NodePoolSpec:
+    """The file's type, sizes and root volume of a cluster (or its GPU pool) as the constructs take them."""
+    return NodePoolSpec(
+        instance_type=pool.instance_type,
+        min_size=pool.min_size,
+        max_size=pool.max_size,
+        desired_size=pool.desired_size,
+        ami=ami,
+        root_volume_gib=pool.root_volume_gib if isinstance(pool, ClusterConfig) else None,
+    )
 
 
 def capacity_spec(cluster: ClusterConfig) -> CapacitySpec:
@@ -118,21 +131,16 @@ class TrainingStack(NeuronkitStack):
                 f"Cluster-{cluster.name}",
                 environment=config.name,
                 name=cluster.name,
-                instance_type=cluster.instance_type,
+                nodes=node_pool(cluster, ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name))),
                 vpc=network.network.vpc,
                 subnet_id=network.network.subnet_ids[cluster.az_id],
                 az_id=cluster.az_id,
-                min_size=cluster.min_size,
-                max_size=cluster.max_size,
-                desired_size=cluster.desired_size,
-                ami=ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name)),
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 capacity=capacity_spec(cluster),
                 storage=access,
                 notifications_topic_arn=self.events.topic.topic_arn,
                 compile_cache=cluster.compile_cache,
                 scale_in_protection=protected(config, cluster),
-                root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
                 observability=observability_spec(config),
                 lnc=lnc_of(cluster),
@@ -159,14 +167,10 @@ class TrainingStack(NeuronkitStack):
             environment=config.name,
             name=name,
             role="training-gpu",
-            instance_type=pool.instance_type,
+            nodes=node_pool(pool, ami_spec(pool.ami, "gpu")),
             vpc=network.network.vpc,
             subnet_id=network.network.subnet_ids[az],
             az_id=az,
-            min_size=pool.min_size,
-            max_size=pool.max_size,
-            desired_size=pool.desired_size,
-            ami=ami_spec(pool.ami, "gpu"),
             storage=access,
             notifications_topic_arn=self.events.topic.topic_arn,
             scale_in_protection=protected(config, cluster),
@@ -192,20 +196,21 @@ class TrainingStack(NeuronkitStack):
                 f"Cluster-{name}",
                 environment=config.name,
                 name=name,
-                instance_type=cluster.instance_type,
+                nodes=NodePoolSpec(
+                    instance_type=cluster.instance_type,
+                    max_size=cluster.max_size,
+                    desired_size=0,
+                    ami=ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name)),
+                    root_volume_gib=cluster.root_volume_gib,
+                ),
                 vpc=network.network.vpc,
                 subnet_id=network.network.subnet_ids[cluster.az_id],
                 az_id=cluster.az_id,
-                min_size=0,
-                max_size=cluster.max_size,
-                desired_size=0,
-                ami=ami_spec(cluster.ami, "neuron", self.releases.get(cluster.name)),
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 storage=access,
                 notifications_topic_arn=self.events.topic.topic_arn,
                 compile_cache=cluster.compile_cache,
                 scale_in_protection=protected(config, cluster),
-                root_volume_gib=cluster.root_volume_gib,
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
                 observability=observability_spec(config),
                 lnc=lnc_of(cluster),

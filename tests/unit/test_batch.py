@@ -30,6 +30,7 @@ from neuronkit.constructs.batch import (
     device_paths,
     mime_multipart,
 )
+from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.stacks import build_environment
 from neuronkit.stacks.network import addresses_per_az
 from neuronkit.userdata import SHELLCHECK_ARGS
@@ -565,14 +566,15 @@ def _construct(**over: Any) -> BatchTrainingCluster:
     app = new_app()
     stack = Stack(app, "S", env=CdkEnvironment(account="123456789012", region="us-east-1"))  # the AMI lookup needs both
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0123456789abcdef0", availability_zones=["us-east-1a"])
+    pool: dict[str, Any] = {"instance_type": "trn1.32xlarge", "max_size": 2}
+    pool.update({k: over.pop(k) for k in ("min_size", "desired_size", "root_volume_gib", "ami") if k in over})
     args: dict[str, Any] = {
         "environment": "t",
         "name": "jobs",
-        "instance_type": "trn1.32xlarge",
+        "nodes": NodePoolSpec(**pool),
         "vpc": vpc,
         "subnet_id": "subnet-0123456789abcdef0",
         "container_image": IMAGE,
-        "max_size": 2,
     }
     return BatchTrainingCluster(stack, "Jobs", **(args | over))
 
@@ -580,10 +582,12 @@ def _construct(**over: Any) -> BatchTrainingCluster:
 @pytest.mark.parametrize(
     ("over", "message"),
     [
-        ({"min_size": 3}, "jobs: min_size 3 is greater than max_size 2"),
+        # Sizes and volume are the NodePoolSpec's checks, made when the spec is (without the pool's name).
+        ({"min_size": 3}, "min_size 3 is greater than max_size 2"),
+        ({"root_volume_gib": 100}, "root_volume_gib 100 GiB is below the 512 GiB a trainium node needs"),
+        ({"desired_size": 1}, "jobs: desired_size does not apply to Batch"),
         ({"container_image": " "}, "jobs: container_image is required"),
         ({"capacity_wait_minutes": 5}, "jobs: capacity_wait_minutes 5 must lie between 10 and 1440"),
-        ({"root_volume_gib": 100}, "jobs: root_volume_gib 100 GiB is below the 512 GiB a trainium node needs"),
     ],
 )
 def test_construct_refuses_bad_arguments(over: dict[str, Any], message: str) -> None:

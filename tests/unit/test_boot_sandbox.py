@@ -14,7 +14,7 @@ import pytest
 
 from neuronkit import catalog, serving
 from neuronkit.catalog import releases
-from neuronkit.constructs import AmiSpec, BatchTrainingCluster, InferenceFleet, ServeSpec, TrainingCluster
+from neuronkit.constructs import AmiSpec, BatchTrainingCluster, InferenceFleet, NodePoolSpec, ServeSpec, TrainingCluster
 from neuronkit.constructs.inference_fleet import ServingSpec
 from neuronkit.constructs.storage import StorageAccess
 from tests.sandbox import INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
@@ -45,8 +45,9 @@ def _user_data(data: dict[str, Any]) -> str:
 def training_user_data() -> str:
     stack = bare_stack()
     TrainingCluster(
-        stack, "Cluster", environment="team", name="pretrain", instance_type="trn1.32xlarge", vpc=imported_vpc(stack),
-        subnet_id=SUBNET_ID, az_id="use1-az6", max_size=4, ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        stack, "Cluster", environment="team", name="pretrain", vpc=imported_vpc(stack),
+        nodes=NodePoolSpec("trn1.32xlarge", max_size=4, ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0")),
+        subnet_id=SUBNET_ID, az_id="use1-az6",
         storage=STORAGE, expected_neuron_driver=DRIVER,
     )  # fmt: skip
     data = template(stack)
@@ -59,8 +60,9 @@ def training_user_data() -> str:
 def batch_user_data() -> str:
     stack = bare_stack()
     BatchTrainingCluster(
-        stack, "Jobs", environment="team", name="jobs", instance_type="trn1.32xlarge", vpc=imported_vpc(stack),
-        subnet_id=SUBNET_ID, max_size=2, storage=STORAGE, ami=AmiSpec(root_device_name="/dev/xvda", ami_id="ami-0123456789abcdef0"),
+        stack, "Jobs", environment="team", name="jobs", vpc=imported_vpc(stack),
+        nodes=NodePoolSpec("trn1.32xlarge", max_size=2, ami=AmiSpec(root_device_name="/dev/xvda", ami_id="ami-0123456789abcdef0")),
+        subnet_id=SUBNET_ID, storage=STORAGE,
         container_image="public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04",
     )  # fmt: skip
     text = _user_data(template(stack))
@@ -149,8 +151,9 @@ def ultraserver_user_data() -> str:
     start, end = dt.datetime(2030, 3, 1, 11, 30, tzinfo=dt.UTC), dt.datetime(2030, 3, 15, 11, 30, tzinfo=dt.UTC)
     stack = bare_stack()
     TrainingCluster(
-        stack, "Cluster", environment="team", name="pretrain", instance_type="trn2u.48xlarge", vpc=imported_vpc(stack),
-        subnet_id=SUBNET_ID, az_id="use2-az3", max_size=8, ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        stack, "Cluster", environment="team", name="pretrain", vpc=imported_vpc(stack),
+        nodes=NodePoolSpec("trn2u.48xlarge", max_size=8, ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0")),
+        subnet_id=SUBNET_ID, az_id="use2-az3",
         storage=STORAGE, expected_neuron_driver=DRIVER, lnc=2, ultraserver_size=4,
         capacity=CapacitySpec(kind="capacity-block", reservation_ids=("cr-0aaaaaaaaaaaaaaaa", "cr-0bbbbbbbbbbbbbbbb"), start=start, end=end),
     )  # fmt: skip

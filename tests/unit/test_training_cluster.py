@@ -9,7 +9,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from neuronkit import catalog
-from neuronkit.constructs import AmiSpec, CapacitySpec, TrainingCluster
+from neuronkit.constructs import AmiSpec, CapacitySpec, NodePoolSpec, TrainingCluster
 from neuronkit.constructs.storage import StorageAccess
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, logical_id, one, resources, template
 
@@ -21,18 +21,21 @@ STORAGE = StorageAccess(
 )
 
 
+NODE_POOL_FIELDS = ("instance_type", "min_size", "max_size", "desired_size", "ami", "root_volume_gib")
+
+
 def cluster(**overrides: Any) -> dict[str, Any]:
     """One TrainingCluster in a bare stack, with explicit arguments; returns the template."""
     stack = bare_stack()
+    pool: dict[str, Any] = {"instance_type": "trn1.32xlarge", "max_size": 16, "ami": AMI}
+    pool.update({k: overrides.pop(k) for k in NODE_POOL_FIELDS if k in overrides})
     args: dict[str, Any] = {
         "environment": "team",
         "name": "pretrain",
-        "instance_type": "trn1.32xlarge",
+        "nodes": NodePoolSpec(**pool),
         "vpc": imported_vpc(stack),
         "subnet_id": SUBNET_ID,
         "az_id": "use1-az6",
-        "max_size": 16,
-        "ami": AMI,
         "storage": STORAGE,
     }
     args.update(overrides)
@@ -213,3 +216,18 @@ def test_template_size_does_not_grow_with_node_count(nodes: int) -> None:
     assert len(resources(data, "AWS::AutoScaling::AutoScalingGroup")) == 1
     assert len(resources(data, "AWS::EC2::LaunchTemplate")) == 1
     assert len(data["Resources"]) == len(cluster(capacity=CapacitySpec(kind="odcr", create_count=16))["Resources"])
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"max_size": 2, "min_size": 3}, "min_size 3 is greater than max_size 2"),
+        ({"max_size": 2, "desired_size": 3}, "desired_size 3 must lie between min_size and max_size"),
+        ({"max_size": 2, "min_size": -1}, "min_size -1 is negative"),
+        ({"max_size": 2, "root_volume_gib": 100}, "root_volume_gib 100 GiB is below the 512 GiB a trainium node needs"),
+    ],
+)
+def test_a_node_pool_spec_is_checked_when_it_is_made(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NodePoolSpec("trn1.32xlarge", **fields)
+    assert NodePoolSpec("trn1.32xlarge", max_size=2).root_gib == 512  # the catalog's Trainium minimum

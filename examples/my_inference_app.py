@@ -16,7 +16,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from neuronkit import compliance
-from neuronkit.constructs import InferenceFleet, ServeSpec
+from neuronkit.constructs import FleetNodesSpec, InferenceFleet, ServeSpec
 
 
 class ChatServingStack(Stack):
@@ -36,12 +36,9 @@ class ChatServingStack(Stack):
             "Chat",
             environment="research",
             name="chat",
-            neuron_types=["inf2.xlarge"],
-            fallback_types=["g5.xlarge"],
+            nodes=FleetNodesSpec(neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], min_size=1, max_size=4),
             vpc=vpc,
             subnet_ids={"use1-az6": "subnet-0aaaaaaaaaaaaaaa1", "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"},
-            min_size=1,
-            max_size=4,
             artifacts_bucket="research-artifacts-444444444444-us-east-1",
             model_s3_prefix="models/tiny-llama/neuron/",
             access_logs_bucket=s3.Bucket.from_bucket_name(self, "Logs", "research-logs-444444444444-us-east-1"),

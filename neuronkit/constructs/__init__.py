@@ -15,7 +15,7 @@ from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
-from neuronkit.constructs.node_pool import NodePoolSpec
+from neuronkit.constructs.node_pool import FleetNodesSpec, NodePoolSpec
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.pilot import PilotDashboard
 from neuronkit.constructs.rebalancer import Rebalancer
@@ -42,6 +42,7 @@ __all__ = [
     "LoadBalancerRef",
     "LustreRef",
     "NodeObservability",
+    "FleetNodesSpec",
     "NodePoolSpec",
     "ObservabilitySpec",
     "PilotDashboard",

@@ -23,12 +23,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit import catalog, serving, userdata
+from neuronkit import serving, userdata
 from neuronkit.catalog import releases
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs import durations, pseudo
 from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
@@ -126,8 +127,8 @@ class InferenceFleet(Construct):
     ``health_check_grace_seconds``) derive from the model's size. With ``serve`` (:class:`ServeSpec`)
     instead, nodes run your commands on the files under ``model_s3_prefix`` / ``gpu_model_s3_prefix``.
 
-    Capacity: a mixed instances policy, 100% On-Demand with the ``prioritized`` strategy: ``neuron_types``
-    in the given order, then ``fallback_types`` (GPU); termination policies ``AllocationStrategy`` then
+    Capacity: a mixed instances policy, 100% On-Demand with the ``prioritized`` strategy: ``nodes.neuron_types``
+    in the given order, then ``nodes.fallback_types`` (GPU); termination policies ``AllocationStrategy`` then
     ``Default`` remove GPU instances first. A :class:`Rebalancer` (``rebalance_minutes``, defaults to 30;
     None disables it) moves a steady fleet back to Neuron; it is created only with fallback types.
 
@@ -152,18 +153,14 @@ class InferenceFleet(Construct):
         *,
         environment: str,
         name: str,
-        neuron_types: Sequence[str],
+        nodes: FleetNodesSpec,
         vpc: ec2.IVpc,
         subnet_ids: Mapping[str, str],
-        max_size: int,
         artifacts_bucket: str,
         serving: ServingSpec | None = None,
         serve: ServeSpec | None = None,
         model_s3_prefix: str | None = None,
-        fallback_types: Sequence[str] = (),
         gpu_model_s3_prefix: str | None = None,
-        min_size: int = 1,
-        desired_size: int | None = None,
         load_balancer: Literal["alb", "nlb"] = "alb",
         port: int = 8080,
         tls: TlsSpec | None = None,
@@ -173,12 +170,9 @@ class InferenceFleet(Construct):
         requests_per_target: int = 100,
         min_healthy_percentage: int = 90,
         scheduled_actions: Sequence[ScheduleSpec] = (),
-        neuron_ami: AmiSpec | None = None,
-        gpu_ami: AmiSpec | None = None,
         ingress_cidr: str | None = None,
         access_logs_bucket: s3.IBucket | None = None,
         notifications_topic_arn: str | None = None,
-        root_volume_gib: int | None = None,
         rebalance_minutes: int | None = 30,
         metrics_namespace: str = "Neuronkit",
         log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS,
@@ -186,14 +180,12 @@ class InferenceFleet(Construct):
     ) -> None:
         super().__init__(scope, id)
         hc = health_check or HealthCheckSpec()
+        neuron_types, fallback_types = nodes.neuron_types, nodes.fallback_types
+        min_size, max_size, desired_size = nodes.min_size, nodes.max_size, nodes.desired_size
         self._validate(
             name=name,
-            neuron_types=neuron_types,
-            fallback_types=fallback_types,
+            nodes=nodes,
             subnet_ids=subnet_ids,
-            min_size=min_size,
-            max_size=max_size,
-            desired_size=desired_size,
             serving=serving,
             serve=serve,
             model_s3_prefix=model_s3_prefix,
@@ -220,7 +212,7 @@ class InferenceFleet(Construct):
         values = self._boot_values(
             environment, name, artifacts_bucket, serving, serve, model_s3_prefix, gpu_model_s3_prefix, port, hc
         )
-        self._launch_templates(group, values, neuron_ami, gpu_ami, root_volume_gib, tags)
+        self._launch_templates(group, values, nodes.neuron_ami, nodes.gpu_ami, nodes.root_volume_gib, tags)
         self._update_policy(group, max_size, min_healthy_percentage)
         group.cfn_options.metadata = {
             "neuronkit": self._pool_metadata(
@@ -810,12 +802,8 @@ class InferenceFleet(Construct):
     def _validate(
         *,
         name: str,
-        neuron_types: Sequence[str],
-        fallback_types: Sequence[str],
+        nodes: FleetNodesSpec,
         subnet_ids: Mapping[str, str],
-        min_size: int,
-        max_size: int,
-        desired_size: int | None,
         serving: ServingSpec | None,
         serve: ServeSpec | None,
         model_s3_prefix: str | None,
@@ -824,29 +812,18 @@ class InferenceFleet(Construct):
         health_check: HealthCheckSpec,
         min_healthy_percentage: int,
     ) -> None:
-        types = catalog.instance_types()
+        # The types and sizes are the FleetNodesSpec's checks, made when the spec is.
+        neuron_types, fallback_types = nodes.neuron_types, nodes.fallback_types
         if (serving is None) == (serve is None):
             raise ValueError(f"{name}: give serving (the kit's vLLM containers) or serve (your own commands), one of them")
         if serve is not None and not model_s3_prefix:
             raise ValueError(f"{name}: model_s3_prefix is required with serve")
         if serving is not None and neuron_types and serving.neuron_release is None and serving.neuron_image is None:
             raise ValueError(f"{name}: serving.neuron_release (or neuron_image) is required with Neuron types")
-        if not neuron_types:
-            raise ValueError(f"{name}: neuron_types: give at least one Inferentia or Trainium type")
-        for t in neuron_types:
-            if t not in types or not types[t].is_neuron:
-                raise ValueError(f"{name}: neuron_types: '{t}' is not an Inferentia or Trainium type")
-        for t in fallback_types:
-            if t not in types or types[t].gpus == 0:
-                raise ValueError(f"{name}: fallback_types: '{t}' has no GPU; fallback types must be GPU types")
         if fallback_types and serve is not None and not serve.gpu:
             raise ValueError(f"{name}: serve.gpu is required with fallback_types (the server command on GPU nodes)")
         if len(subnet_ids) < 2:
             raise ValueError(f"{name}: subnet_ids: a fleet spans at least two AZ IDs, got {len(subnet_ids)}")
-        if min_size > max_size:
-            raise ValueError(f"{name}: min_size {min_size} is greater than max_size {max_size}")
-        if desired_size is not None and not min_size <= desired_size <= max_size:
-            raise ValueError(f"{name}: desired_size {desired_size} must lie between min_size and max_size")
         if load_balancer == "alb" and health_check.protocol != "HTTP":
             raise ValueError(f"{name}: an ALB checks health over HTTP; use protocol HTTP or load_balancer='nlb'")
         if health_check.port is not None and health_check.port != port:

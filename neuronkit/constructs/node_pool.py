@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neuronkit import catalog
@@ -52,3 +53,46 @@ class NodePoolSpec:
     @property
     def root_gib(self) -> int:
         return self.root_volume_gib if self.root_volume_gib is not None else self.minimum_root_gib
+
+
+@dataclass(frozen=True)
+class FleetNodesSpec:
+    """The nodes of an inference fleet (InferenceFleet).
+
+    ``neuron_types`` (Inferentia or Trainium, at least one) in the order the group tries them, then the GPU
+    ``fallback_types`` it launches only when no Neuron type has capacity. ``min_size`` (default 1) <=
+    ``desired_size`` (default ``min_size``) <= ``max_size``. ``neuron_ami`` and ``gpu_ami`` default to the
+    catalog's images; ``root_volume_gib`` defaults to what each type's AMI, image, weights and compiled
+    artifacts need. Mistakes raise ValueError when the spec is made.
+    """
+
+    neuron_types: Sequence[str]
+    max_size: int
+    fallback_types: Sequence[str] = ()
+    min_size: int = 1
+    desired_size: int | None = None
+    neuron_ami: AmiSpec | None = None
+    gpu_ami: AmiSpec | None = None
+    root_volume_gib: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "neuron_types", tuple(self.neuron_types))
+        object.__setattr__(self, "fallback_types", tuple(self.fallback_types))
+        types = catalog.instance_types()
+        if not self.neuron_types:
+            raise ValueError("neuron_types: give at least one Inferentia or Trainium type")
+        for t in self.neuron_types:
+            if t not in types or not types[t].is_neuron:
+                raise ValueError(f"neuron_types: '{t}' is not an Inferentia or Trainium type")
+        for t in self.fallback_types:
+            if t not in types or types[t].gpus == 0:
+                raise ValueError(f"fallback_types: '{t}' has no GPU; fallback types must be GPU types")
+        if self.min_size < 0:
+            raise ValueError(f"min_size {self.min_size} is negative")
+        if self.min_size > self.max_size:
+            raise ValueError(f"min_size {self.min_size} is greater than max_size {self.max_size}")
+        if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
+            raise ValueError(f"desired_size {self.desired_size} must lie between min_size and max_size")
+        largest = catalog.capacity_facts()["max_root_volume_gib"]
+        if self.root_volume_gib is not None and not 8 <= self.root_volume_gib <= largest:
+            raise ValueError(f"root_volume_gib {self.root_volume_gib} must lie between 8 and {largest} GiB")

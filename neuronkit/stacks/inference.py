@@ -11,6 +11,7 @@ from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config.inference import model_spec
 from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
+from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
@@ -44,13 +45,18 @@ class InferenceStack(NeuronkitStack):
             f"Fleet-{f.name}",
             environment=config.name,
             name=f.name,
-            neuron_types=f.neuron_types,
-            fallback_types=f.fallback_types,
+            nodes=FleetNodesSpec(
+                neuron_types=f.neuron_types,
+                fallback_types=f.fallback_types,
+                min_size=f.min_size,
+                max_size=f.max_size,
+                desired_size=f.desired_size,
+                neuron_ami=ami_spec(f.neuron_ami, "neuron", pool_releases(config).get(f.name)),
+                gpu_ami=ami_spec(f.gpu_ami, "gpu"),
+                root_volume_gib=f.root_volume_gib,
+            ),
             vpc=network.network.vpc,
             subnet_ids={az: network.network.subnet_ids[az] for az in f.az_ids},
-            min_size=f.min_size,
-            max_size=f.max_size,
-            desired_size=f.desired_size,
             artifacts_bucket=bucket_names(config)["artifacts"],
             serving=_serving(config, f),
             serve=ServeSpec(neuron=f.serve.neuron, gpu=f.serve.gpu) if f.serve else None,
@@ -59,7 +65,6 @@ class InferenceStack(NeuronkitStack):
             load_balancer=f.load_balancer,
             port=f.port,
             tls=TlsSpec(certificate_arn=f.tls.certificate_arn, port=f.tls.port) if f.tls else None,
-            root_volume_gib=f.root_volume_gib,
             health_check=HealthCheckSpec(**hc.model_dump()),  # same fields as the file's health_check
             health_check_grace_seconds=f.health_check_grace_seconds,
             warmup_seconds=f.warmup_seconds,
@@ -69,8 +74,6 @@ class InferenceStack(NeuronkitStack):
                 ScheduleSpec(name=s.name, cron=s.cron, min_size=s.min_size, max_size=s.max_size, desired_size=s.desired_size)
                 for s in f.scheduled_actions
             ],
-            neuron_ami=ami_spec(f.neuron_ami, "neuron", pool_releases(config).get(f.name)),
-            gpu_ami=ami_spec(f.gpu_ami, "gpu"),
             ingress_cidr=config.network.cidr,
             access_logs_bucket=storage.storage.access_logs,
             notifications_topic_arn=self.events.topic.topic_arn,

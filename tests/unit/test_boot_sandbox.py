@@ -14,7 +14,15 @@ import pytest
 
 from neuronkit import catalog, serving
 from neuronkit.catalog import releases
-from neuronkit.constructs import AmiSpec, BatchTrainingCluster, InferenceFleet, NodePoolSpec, ServeSpec, TrainingCluster
+from neuronkit.constructs import (
+    AmiSpec,
+    BatchTrainingCluster,
+    FleetNodesSpec,
+    InferenceFleet,
+    NodePoolSpec,
+    ServeSpec,
+    TrainingCluster,
+)
 from neuronkit.constructs.inference_fleet import ServingSpec
 from neuronkit.constructs.storage import StorageAccess
 from tests.sandbox import INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
@@ -251,12 +259,14 @@ def inference_user_data() -> str:
     stack = bare_stack()
     vpc = imported_vpc(stack)
     InferenceFleet(
-        stack, "Chat", environment="team", name="chat", neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], vpc=vpc,
-        subnet_ids={"use1-az6": SUBNET_ID, "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"}, max_size=2,
+        stack, "Chat", environment="team", name="chat", vpc=vpc, nodes=FleetNodesSpec(
+            neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], max_size=2,
+            neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+            gpu_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef1"),
+        ),
+        subnet_ids={"use1-az6": SUBNET_ID, "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"},
         artifacts_bucket="team-artifacts-123456789012-us-east-1", model_s3_prefix="models/m/",
         serve=ServeSpec(neuron="serve --port $PORT", gpu="serve --port $PORT"),
-        neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
-        gpu_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef1"),
     )  # fmt: skip
     data = template(stack)
     lt = next(r for k, r in resources(data, "AWS::EC2::LaunchTemplate").items() if "Neuron" in k)
@@ -308,12 +318,14 @@ def container_user_data() -> dict[str, str]:
     stack = bare_stack()
     vpc = imported_vpc(stack)
     InferenceFleet(
-        stack, "Chat", environment="team", name="chat", neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], vpc=vpc,
-        subnet_ids={"use1-az6": SUBNET_ID, "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"}, max_size=2,
+        stack, "Chat", environment="team", name="chat", vpc=vpc, nodes=FleetNodesSpec(
+            neuron_types=["inf2.xlarge"], fallback_types=["g5.xlarge"], max_size=2,
+            neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+            gpu_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef1"),
+        ),
+        subnet_ids={"use1-az6": SUBNET_ID, "use1-az4": "subnet-0bbbbbbbbbbbbbbb2"},
         artifacts_bucket="team-artifacts-123456789012-us-east-1",
         serving=ServingSpec(model=TINY, neuron_release=releases.release("2.28.1")),
-        neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
-        gpu_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef1"),
     )  # fmt: skip
     data = template(stack)
     out = {}

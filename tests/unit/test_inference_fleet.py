@@ -531,3 +531,22 @@ def test_public_attributes_other_constructs_rely_on(nlb: Extra) -> None:
     metric = grpc.rebalancer.metric("gpu")
     assert (metric.namespace, metric.metric_name) == ("Neuronkit", "InstancesInService")
     assert metric.dimensions == {"Environment": "inference-nlb", "Pool": "grpc", "Family": "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"neuron_types": []}, "neuron_types: give at least one Inferentia or Trainium type"),
+        ({"neuron_types": ["g5.xlarge"]}, "neuron_types: 'g5.xlarge' is not an Inferentia or Trainium type"),
+        ({"fallback_types": ["inf2.xlarge"]}, "fallback_types: 'inf2.xlarge' has no GPU"),
+        ({"min_size": 5}, "min_size 5 is greater than max_size 4"),
+        ({"desired_size": 9}, "desired_size 9 must lie between min_size and max_size"),
+        ({"root_volume_gib": 20000}, "root_volume_gib 20000 must lie between 8 and 16384 GiB"),
+    ],
+)
+def test_a_fleet_nodes_spec_is_checked_when_it_is_made(fields: dict[str, Any], message: str) -> None:
+    from neuronkit.constructs import FleetNodesSpec
+
+    with pytest.raises(ValueError, match=message):
+        FleetNodesSpec(**({"neuron_types": ["inf2.xlarge"], "max_size": 4} | fields))
+    assert FleetNodesSpec(neuron_types=["inf2.xlarge"], max_size=4).neuron_types == ("inf2.xlarge",)

@@ -28,6 +28,37 @@ ROLES = ("training", "training-gpu", "inference")
 CAPACITY_TYPES = ("on-demand", "odcr", "capacity-block")
 
 
+def pool_metadata(
+    *,
+    environment: str,
+    region: str,
+    pool: str,
+    role: str,
+    neuron_types: list[str],
+    fallback_types: list[str],
+    min_size: int,
+    max_size: int,
+    desired_size: int | None,
+    capacity: str,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The contract above, as the constructs write it (``extra``: az_id(s), listener, LNC, block dates...)."""
+    return {
+        "environment": environment,
+        "region": region,
+        "pool": pool,
+        "role": role,
+        "instance_types": [*neuron_types, *fallback_types],
+        "neuron_types": list(neuron_types),
+        "fallback_types": list(fallback_types),
+        "min_size": min_size,
+        "max_size": max_size,
+        "desired_size": desired_size if desired_size is not None else min_size,
+        "capacity": capacity,
+        **extra,
+    }
+
+
 class PoolError(Exception):
     """A cdk.out folder or template that does not follow the Metadata contract; one line per problem."""
 

@@ -170,7 +170,7 @@ def root_volume_gib(model: ModelSpec, instance_type: str) -> int:
     compiled = model.weights_gib * disk["compiled_share_of_weights"] if kind == "neuron" else 0.0
     need = disk["ami_gib"][kind] + disk["image_gib"][kind] + weights + compiled + disk["margin_gib"]
     step = disk["round_to_gib"]
-    minimum = catalog.capacity_facts()["min_root_volume_gib"].get(it.accelerator, 100)
+    minimum = catalog.min_root_volume_gib(it)
     return max(minimum, int(math.ceil(need / step) * step))
 
 

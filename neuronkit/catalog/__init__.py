@@ -171,6 +171,18 @@ def capacity_facts() -> dict[str, Any]:
     return data
 
 
+def min_root_volume_gib(instance_type: InstanceType) -> int:
+    """The smallest root volume a node of this type boots with (capacity.yaml: DLAMI, images, compiler cache)."""
+    minimum: int = capacity_facts()["min_root_volume_gib"].get(instance_type.accelerator, 100)
+    return minimum
+
+
+def max_root_volume_gib() -> int:
+    """The largest gp3 volume a launch template can ask for (capacity.yaml, with its source)."""
+    largest: int = capacity_facts()["max_root_volume_gib"]
+    return largest
+
+
 @cache
 def software_facts() -> dict[str, Any]:
     """Software the boot scripts rely on (EFA installer, collective ports, lifecycle hook): software.yaml."""

@@ -117,7 +117,7 @@ class InferenceFleet(Strict):
     root_volume_gib: int | None = Field(
         default=None,
         ge=8,
-        le=catalog.capacity_facts()["max_root_volume_gib"],
+        le=catalog.max_root_volume_gib(),
         description="Defaults to what AMI, image, weights and compiled artifacts need.",
     )
     model_s3_prefix: str | None = Field(default=None, description="With serve: your server's files under the artifacts bucket.")

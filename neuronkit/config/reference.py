@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,6 @@ class Entry:
     default: Any = _MISSING
     rules: tuple[str, ...] = ()
     variant: str | None = None  # for keys of one variant of a discriminated union, e.g. "type: odcr"
-    children: list[str] = field(default_factory=list, compare=False)
 
     @property
     def depth(self) -> int:
@@ -119,7 +118,7 @@ def entries(schema: Mapping[str, Any]) -> list[Entry]:
             )
             out.append(entry)
             names.append(path)
-            entry.children.extend(_inner(prop, path))
+            _inner(prop, path)
         return names
 
     def _inner(prop: Mapping[str, Any], path: str) -> list[str]:

@@ -160,7 +160,7 @@ class TrainingCluster(Strict):
     root_volume_gib: int | None = Field(
         default=None,
         ge=1,
-        le=catalog.capacity_facts()["max_root_volume_gib"],
+        le=catalog.max_root_volume_gib(),
         description="Defaults to the catalog's minimum for the accelerator (512 GiB on Trainium).",
     )
     compile_cache: Literal["local", "s3"] = Field(
@@ -257,7 +257,7 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
     if ami_problem:
         add("ami.family", ami_problem)
     if it is not None:
-        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(it.accelerator, 100)
+        minimum = catalog.min_root_volume_gib(it)
         if c.root_volume_gib is not None and c.root_volume_gib < minimum:
             add("root_volume_gib", f"{c.root_volume_gib} GiB is below the {minimum} GiB a {it.accelerator} node needs; raise it")
 

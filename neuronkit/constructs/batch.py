@@ -45,6 +45,7 @@ from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.pools import pool_metadata
 
 # ECS registers less memory than the instance has (kernel, agent); a job asking for all of it is never
 # placed. Jobs ask for this share of the instance's memory (Batch user guide, "Compute resource memory
@@ -357,21 +358,20 @@ class BatchTrainingCluster(Construct):
         )
         # The pool contract of neuronkit.pools (the same keys as on Auto Scaling groups), plus the scheduler.
         self.compute_environment.cfn_options.metadata = {
-            "neuronkit": {
-                "environment": environment,
-                "region": Stack.of(self).region,
-                "pool": name,
-                "role": "training" if facts.is_neuron else "training-gpu",
-                "instance_types": [facts.name],
-                "neuron_types": [facts.name] if facts.is_neuron else [],
-                "fallback_types": [] if facts.is_neuron else [facts.name],
-                "min_size": min_size,
-                "max_size": max_size,
-                "desired_size": min_size,  # Batch starts nodes for queued jobs only
-                "capacity": "on-demand",
-                "az_id": az_id,
-                "scheduler": "batch",
-            }
+            "neuronkit": pool_metadata(
+                environment=environment,
+                region=Stack.of(self).region,
+                pool=name,
+                role="training" if facts.is_neuron else "training-gpu",
+                neuron_types=[facts.name] if facts.is_neuron else [],
+                fallback_types=[] if facts.is_neuron else [facts.name],
+                min_size=min_size,
+                max_size=max_size,
+                desired_size=min_size,  # Batch starts nodes for queued jobs only
+                capacity="on-demand",
+                az_id=az_id,
+                scheduler="batch",
+            )
         }
         self.compute_environment.add_metadata(IMAGE_METADATA, ami.metadata())
 

@@ -8,22 +8,7 @@ from functools import cache
 
 from aws_cdk import Duration
 
-
-@cache
-def seconds(amount: int | float) -> Duration:
-    return Duration.seconds(amount)
-
-
-@cache
-def minutes(amount: int | float) -> Duration:
-    return Duration.minutes(amount)
-
-
-@cache
-def hours(amount: int | float) -> Duration:
-    return Duration.hours(amount)
-
-
-@cache
-def days(amount: int | float) -> Duration:
-    return Duration.days(amount)
+seconds = cache(Duration.seconds)
+minutes = cache(Duration.minutes)
+hours = cache(Duration.hours)
+days = cache(Duration.days)

@@ -33,6 +33,7 @@ from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
+from neuronkit.pools import pool_metadata
 
 # The systemd unit inference-node.sh runs the model server as; its journal goes to the server log group.
 SERVER_UNIT = "neuronkit-model-server.service"
@@ -235,20 +236,19 @@ class InferenceFleet(Construct):
         serving: ServingSpec | None,
     ) -> dict[str, Any]:
         """The pool contract of neuronkit.pools on the group, with the listener and each type's serving profile."""
-        return {
-            "environment": environment,
-            "region": Stack.of(self).region,
-            "pool": name,
-            "role": "inference",
-            "instance_types": self.neuron_types + self.fallback_types,
-            "neuron_types": self.neuron_types,
-            "fallback_types": self.fallback_types,
-            "min_size": min_size,
-            "max_size": max_size,
-            "desired_size": desired_size if desired_size is not None else min_size,
-            "capacity": "on-demand",
-            "az_ids": list(subnet_ids),
-            "listener": f"{'HTTPS' if tls and load_balancer == 'alb' else 'TLS' if tls else 'HTTP' if load_balancer == 'alb' else 'TCP'}:{self.listener_port}",
+        return pool_metadata(
+            environment=environment,
+            region=Stack.of(self).region,
+            pool=name,
+            role="inference",
+            neuron_types=self.neuron_types,
+            fallback_types=self.fallback_types,
+            min_size=min_size,
+            max_size=max_size,
+            desired_size=desired_size,
+            capacity="on-demand",
+            az_ids=list(subnet_ids),
+            listener=f"{'HTTPS' if tls and load_balancer == 'alb' else 'TLS' if tls else 'HTTP' if load_balancer == 'alb' else 'TCP'}:{self.listener_port}",
             **(
                 {
                     "model": serving.model.id,
@@ -264,7 +264,7 @@ class InferenceFleet(Construct):
                 if serving is not None
                 else {}
             ),
-        }
+        )
 
     # --- serving profiles and timing ------------------------------------------------------------------
     def _serving_profiles(self, spec: ServingSpec | None) -> dict[str, serving.ServingProfile]:

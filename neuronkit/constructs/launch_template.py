@@ -222,7 +222,7 @@ class AcceleratorLaunchTemplate(Construct):
         user_data: str,
     ) -> int:
         """Refuse what EC2 would refuse at launch; the root volume size."""
-        minimum = catalog.capacity_facts()["min_root_volume_gib"].get(facts.accelerator, 100)
+        minimum = catalog.min_root_volume_gib(facts)
         size = root_volume_gib if root_volume_gib is not None else minimum
         if size < minimum:
             raise ValueError(f"root_volume_gib: {size} GiB is below the {minimum} GiB a {facts.accelerator} node needs")

@@ -19,8 +19,8 @@ from neuronkit.constructs import pseudo
 __all__ = ["AcceleratorNetwork", "plan_subnets", "private_prefix_for", "retention_days"]
 
 
-# The id of the singleton function aws-cdk-lib's AwsCustomResource adds to a stack (custom-resources, aws-custom-resource.ts).
-_AWS_CUSTOM_RESOURCE_PROVIDER = "AWS679f53fac002430cb0da5b7982bd2287"
+# The id of the singleton function aws-cdk-lib's AwsCustomResource adds to a stack: "AWS" + its UUID without dashes.
+_AWS_CUSTOM_RESOURCE_PROVIDER = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
 
 
 class AcceleratorNetwork(Construct):

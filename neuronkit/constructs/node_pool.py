@@ -9,6 +9,15 @@ from neuronkit import catalog
 from neuronkit.constructs.launch_template import AmiSpec
 
 
+def _check_sizes(min_size: int, max_size: int, desired_size: int | None) -> None:
+    if min_size < 0:
+        raise ValueError(f"min_size {min_size} is negative")
+    if min_size > max_size:
+        raise ValueError(f"min_size {min_size} is greater than max_size {max_size}")
+    if desired_size is not None and not min_size <= desired_size <= max_size:
+        raise ValueError(f"desired_size {desired_size} must lie between min_size and max_size")
+
+
 @dataclass(frozen=True)
 class NodePoolSpec:
     """The nodes of a training pool (TrainingCluster, BatchTrainingCluster).
@@ -29,12 +38,7 @@ class NodePoolSpec:
 
     def __post_init__(self) -> None:
         facts = self.facts
-        if self.min_size < 0:
-            raise ValueError(f"min_size {self.min_size} is negative")
-        if self.min_size > self.max_size:
-            raise ValueError(f"min_size {self.min_size} is greater than max_size {self.max_size}")
-        if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
-            raise ValueError(f"desired_size {self.desired_size} must lie between min_size and max_size")
+        _check_sizes(self.min_size, self.max_size, self.desired_size)
         if self.root_volume_gib is not None and self.root_volume_gib < self.minimum_root_gib:
             raise ValueError(
                 f"root_volume_gib {self.root_volume_gib} GiB is below the {self.minimum_root_gib} GiB "
@@ -47,8 +51,7 @@ class NodePoolSpec:
 
     @property
     def minimum_root_gib(self) -> int:
-        minimum: int = catalog.capacity_facts()["min_root_volume_gib"].get(self.facts.accelerator, 100)
-        return minimum
+        return catalog.min_root_volume_gib(self.facts)
 
     @property
     def root_gib(self) -> int:
@@ -87,12 +90,7 @@ class FleetNodesSpec:
         for t in self.fallback_types:
             if t not in types or types[t].gpus == 0:
                 raise ValueError(f"fallback_types: '{t}' has no GPU; fallback types must be GPU types")
-        if self.min_size < 0:
-            raise ValueError(f"min_size {self.min_size} is negative")
-        if self.min_size > self.max_size:
-            raise ValueError(f"min_size {self.min_size} is greater than max_size {self.max_size}")
-        if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
-            raise ValueError(f"desired_size {self.desired_size} must lie between min_size and max_size")
-        largest = catalog.capacity_facts()["max_root_volume_gib"]
+        _check_sizes(self.min_size, self.max_size, self.desired_size)
+        largest = catalog.max_root_volume_gib()
         if self.root_volume_gib is not None and not 8 <= self.root_volume_gib <= largest:
             raise ValueError(f"root_volume_gib {self.root_volume_gib} must lie between 8 and {largest} GiB")

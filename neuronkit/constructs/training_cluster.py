@@ -24,6 +24,7 @@ from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.pools import pool_metadata
 
 
 @dataclass(frozen=True)
@@ -201,19 +202,18 @@ class TrainingCluster(Construct):
         """The pool contract of neuronkit.pools on the group, with LNC, UltraServer and block dates."""
         instance_type = facts.name
         is_block = capacity.kind == "capacity-block"
-        return {
-            "environment": environment,
-            "region": Stack.of(self).region,
-            "pool": name,
-            "role": role,
-            "instance_types": [instance_type],
-            "neuron_types": [instance_type] if facts.is_neuron else [],
-            "fallback_types": [] if facts.is_neuron else [instance_type],
-            "min_size": min_size,
-            "max_size": max_size,
-            "desired_size": desired_size if desired_size is not None else min_size,
-            "capacity": capacity.kind,
-            "az_id": az_id,
+        return pool_metadata(
+            environment=environment,
+            region=Stack.of(self).region,
+            pool=name,
+            role=role,
+            neuron_types=[instance_type] if facts.is_neuron else [],
+            fallback_types=[] if facts.is_neuron else [instance_type],
+            min_size=min_size,
+            max_size=max_size,
+            desired_size=desired_size,
+            capacity=capacity.kind,
+            az_id=az_id,
             **({"reserved": capacity.create_count} if capacity.create_count else {}),
             **({"lnc": lnc} if lnc else {}),
             **({"ultraserver_size": ultraserver_size} if ultraserver_size else {}),
@@ -227,7 +227,7 @@ class TrainingCluster(Construct):
                 if is_block and capacity.start and capacity.end and capacity.scale_down_at
                 else {}
             ),
-        }
+        )
 
     # --- placement and capacity ------------------------------------------------------------------------
     def _placement(self, capacity: CapacitySpec) -> None:

@@ -372,3 +372,28 @@ def test_every_vpc_the_kit_creates_has_its_default_security_group_emptied(synth:
             for s in r["Properties"]["PolicyDocument"]["Statement"]
         ]
         assert policies and all("security-group/" in json.dumps(s["Resource"]) for s in policies), stack
+
+
+def test_subnets_and_the_vpc_block_are_sizes_aws_accepts(synth: Synth) -> None:
+    """Amazon VPC User Guide, "VPC CIDR blocks" and "Subnet CIDR blocks": a VPC block and each subnet lie
+    between /16 and /28, and AWS reserves 5 addresses per subnet. Validation sizes subnets from the pools'
+    maximum sizes (neuronkit/addressing.py); every synthesized one must still be a size AWS creates."""
+    import ipaddress
+
+    blocks = [r["Properties"]["CidrBlock"] for t in ("AWS::EC2::VPC", "AWS::EC2::Subnet") for _, _, r in _resources(synth, t)]
+    assert blocks
+    for block in blocks:
+        assert 16 <= ipaddress.IPv4Network(block).prefixlen <= 28, block
+
+
+def test_every_root_volume_is_a_gp3_size_a_launch_template_accepts(synth: Synth) -> None:
+    """EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize: gp3 volumes are 1 to 16,384 GiB
+    (catalog/capacity.yaml max_root_volume_gib)."""
+    sizes = [
+        m["Ebs"]["VolumeSize"]
+        for _, _, r in _resources(synth, "AWS::EC2::LaunchTemplate")
+        for m in r["Properties"]["LaunchTemplateData"].get("BlockDeviceMappings", [])
+        if m.get("Ebs", {}).get("VolumeType") == "gp3"
+    ]
+    assert sizes
+    assert all(1 <= size <= catalog.max_root_volume_gib() for size in sizes), sizes

@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 METADATA_KEY = "neuronkit"
+# A fleet's compile group (one node per new compiled-artifact key, docs/serving.md) carries this key
+# instead: it is no capacity pool, so the readers here skip it.
+COMPILE_METADATA_KEY = "neuronkit-precompile"
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 ROLES = ("training", "training-gpu", "inference")
 CAPACITY_TYPES = ("on-demand", "odcr", "capacity-block")
@@ -139,6 +142,8 @@ def pools_from_cdk_out(path: str | Path) -> list[Pool]:
                 continue
             where = f"{shown}: {logical_id}"
             meta = (resource.get("Metadata") or {}).get(METADATA_KEY)
+            if meta is None and COMPILE_METADATA_KEY in (resource.get("Metadata") or {}):
+                continue
             if meta is None:
                 problems.append(
                     f"{where}: Auto Scaling group has no Metadata.{METADATA_KEY}; "

@@ -22,7 +22,7 @@ from typing import Any
 from neuronkit import catalog
 from neuronkit.catalog import releases
 from neuronkit.constructs.launch_template import IMAGE_METADATA
-from neuronkit.pools import Pool, PoolError, pools_from_cdk_out
+from neuronkit.pools import COMPILE_METADATA_KEY, Pool, PoolError, pools_from_cdk_out
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
@@ -122,6 +122,8 @@ def _images(stack: StackInfo) -> list[Image]:
             image, types = data.get("ImageId"), str(data.get("InstanceType", "?"))
             tags = [t for spec in data.get("TagSpecifications", []) for t in spec.get("Tags", [])]
             pool = next((t["Value"] for t in tags if t.get("Key") == "neuronkit:pool"), logical_id)
+            if any(t.get("Key") == "neuronkit:compile" for t in tags):
+                continue  # a compile group's template: the same image as its type's serving template
             where = "launch template"
         else:
             res = props.get("ComputeResources") or {}
@@ -162,9 +164,12 @@ def _serving_rows(view: EnvironmentView) -> list[list[str]]:
     """Per type of each model-served fleet: the pinned image, tensor parallelism and compiled-artifact key."""
     rows = []
     for s in view.stacks:
+        compiled_first = {(c.get("pool"), c.get("instance_type"), c.get("cache_key")) for c in _compile_groups(s)}
         for _, r in _resources(s, "AWS::AutoScaling::AutoScalingGroup"):
             meta = ((r.get("Metadata") or {}).get("neuronkit") or {}) if isinstance(r.get("Metadata"), dict) else {}
             for t, p in (meta.get("profiles") or {}).items():
+                key = p.get("cache_key")
+                gate = " (compiled before the rollout)" if (meta.get("pool"), t, key) in compiled_first else ""
                 rows.append(
                     [
                         str(meta.get("pool")),
@@ -172,7 +177,7 @@ def _serving_rows(view: EnvironmentView) -> list[list[str]]:
                         t,
                         f"`{p.get('image')}`",
                         str(p.get("tensor_parallel")),
-                        f"`{p['cache_key']}`" if p.get("cache_key") else DASH,
+                        f"`{key}`{gate}" if key else DASH,
                         str(meta.get("listener", DASH)),
                     ]
                 )
@@ -181,6 +186,17 @@ def _serving_rows(view: EnvironmentView) -> list[list[str]]:
 
 def _resources(stack: StackInfo, *types: str) -> list[tuple[str, dict[str, Any]]]:
     return stack.resources(*types)
+
+
+def _compile_groups(stack: StackInfo) -> list[dict[str, Any]]:
+    """The ``neuronkit-precompile`` Metadata of the stack's compile groups (one per new compiled-artifact key)."""
+    out = []
+    for _, r in _resources(stack, ASG_TYPE):
+        meta = r.get("Metadata")
+        found = meta.get(COMPILE_METADATA_KEY) if isinstance(meta, dict) else None
+        if isinstance(found, dict):
+            out.append(found)
+    return out
 
 
 def _path_name(resource: dict[str, Any], fallback: str) -> str:
@@ -444,6 +460,9 @@ def _stack_contents(stack: StackInfo, view: EnvironmentView) -> str:
     pools = [p for p in view.pools if p.stack == stack.name]
     if pools:
         parts.append(f"{len(pools)} compute pool(s): {', '.join(p.pool.pool for p in pools)}")
+    compiles = _compile_groups(stack)
+    if compiles:
+        parts.append(f"{len(compiles)} compile group(s), one per compiled-artifact key")
     buckets = [s for s in view.storage if s.stack == stack.name and s.kind == "S3 bucket"]
     if buckets:
         parts.append(f"{len(buckets)} bucket(s)")

@@ -108,7 +108,20 @@ exit 0
     "sleep": "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\nexit 0\n",
     **{
         n: "exit 0\n"
-        for n in ("systemctl", "sysctl", "modprobe", "mdadm", "mkfs.xfs", "blkid", "apt-get", "dnf", "dpkg", "gpg", "nvidia-smi")
+        for n in (
+            "systemctl",
+            "shutdown",
+            "sysctl",
+            "modprobe",
+            "mdadm",
+            "mkfs.xfs",
+            "blkid",
+            "apt-get",
+            "dnf",
+            "dpkg",
+            "gpg",
+            "nvidia-smi",
+        )
     },
 }
 _EFA_INSTALLER = """#!/bin/bash

@@ -111,6 +111,11 @@ class InferenceFleet(Strict):
         default_factory=dict, description="Per-type overrides, e.g. inf2.24xlarge: {max_model_len: 4096}."
     )
     images: Images = Images()
+    precompile: bool = Field(
+        default=True,
+        description="With model: compile each Neuron type's new compiled-artifact key on a one-node group before the "
+        "rolling update starts (docs/serving.md); false leaves the compile to the update's first node.",
+    )
     tls: Tls | None = Field(
         default=None, description="Terminate TLS on the listener (prod); without it the listener is plain HTTP."
     )

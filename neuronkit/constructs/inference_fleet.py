@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -11,6 +12,8 @@ from aws_cdk import (
     Annotations,
     CfnAutoScalingRollingUpdate,
     CfnAutoScalingScheduledAction,
+    CfnCreationPolicy,
+    CfnResourceSignal,
     CfnUpdatePolicy,
     Fn,
     Stack,
@@ -27,13 +30,20 @@ from neuronkit import serving, userdata
 from neuronkit.catalog import releases
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs import durations, pseudo
-from neuronkit.constructs.groups import grant_node_lifecycle, launch_hook, lifecycle_values, notifications
+from neuronkit.constructs.groups import (
+    acknowledge_group_arn,
+    grant_node_lifecycle,
+    group_arn,
+    launch_hook,
+    lifecycle_values,
+    notifications,
+)
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
-from neuronkit.pools import pool_metadata
+from neuronkit.pools import COMPILE_METADATA_KEY, pool_metadata
 
 # The systemd unit inference-node.sh runs the model server as; its journal goes to the server log group.
 SERVER_UNIT = "neuronkit-model-server.service"
@@ -42,6 +52,10 @@ SERVER_UNIT = "neuronkit-model-server.service"
 _MAX_PAUSE_SECONDS = 3600
 # A lifecycle hook's heartbeat timeout is at most 7200 s (Auto Scaling API reference, PutLifecycleHook).
 _MAX_HEARTBEAT_SECONDS = 7200
+# A CreationPolicy's ResourceSignal timeout is at most 12 hours (CloudFormation, CreationPolicy attribute).
+_MAX_CREATION_SIGNAL_SECONDS = 43200
+# Metadata key of a compile group (not a capacity pool: neuronkit.pools skips it).
+PRECOMPILE_METADATA_KEY = COMPILE_METADATA_KEY
 # Processes AWS recommends suspending during a rolling update, so that health-check replacements,
 # alarms (target tracking) and schedules do not fight the update.
 _SUSPEND_DURING_UPDATE = ["HealthCheck", "ReplaceUnhealthy", "AZRebalance", "AlarmNotification", "ScheduledActions"]
@@ -91,6 +105,8 @@ class ServingSpec:
     vLLM container (or ``gpu_image``). ``registry`` None (the default) creates an ECR pull-through cache
     rule for ECR Public and pulls through it; or name your own ECR registry/prefix holding the same
     repositories. ``profiles`` override the derived tensor-parallel degree and vLLM limits per type.
+    ``precompile`` (the default) compiles every new compiled-artifact key on a one-node group of its own
+    before the rolling update starts (docs/serving.md); False leaves the compile to the update's first node.
     """
 
     model: serving.ModelSpec
@@ -99,6 +115,7 @@ class ServingSpec:
     registry: str | None = None
     neuron_image: str | None = None
     gpu_image: str | None = None
+    precompile: bool = True
 
 
 @dataclass(frozen=True)
@@ -144,7 +161,9 @@ class InferenceFleet(Construct):
     ``listener_port``, ``neuron_types``, ``fallback_types``, ``launch_templates`` (instance type -> launch
     template), ``profiles`` (instance type -> :class:`ServingProfile`, with ``serving``), ``image_cache``
     (the pull-through cache rule or None), ``security_group``, ``load_balancer_security_group``, ``role``,
-    ``rebalancer`` (or None), ``dns_name``, ``grace_seconds``.
+    ``rebalancer`` (or None), ``dns_name``, ``grace_seconds``, ``compile_groups`` (Neuron type -> its compile
+    group, with ``serving``: the one-node group that compiles the type's compiled-artifact key before the
+    rolling update starts; ``serving.precompile=False`` turns them off).
     """
 
     def __init__(
@@ -213,8 +232,9 @@ class InferenceFleet(Construct):
         values = self._boot_values(
             environment, name, artifacts_bucket, serving, serve, model_s3_prefix, gpu_model_s3_prefix, port, hc
         )
-        self._launch_templates(group, values, nodes.neuron_ami, nodes.gpu_ami, nodes.root_volume_gib, tags)
+        self._launch_templates(group, values, nodes, tags)
         self._update_policy(group, max_size, min_healthy_percentage)
+        self._compile_groups(group, values, nodes, subnet_ids, notifications_topic_arn, tags)
         group.cfn_options.metadata = {
             "neuronkit": self._pool_metadata(
                 environment, name, min_size, max_size, desired_size, subnet_ids, load_balancer, tls, serving
@@ -270,6 +290,7 @@ class InferenceFleet(Construct):
     def _serving_profiles(self, spec: ServingSpec | None) -> dict[str, serving.ServingProfile]:
         self._model = spec.model if spec else None
         self._model_id = spec.model.id if spec else ""
+        self._precompile = spec.precompile if spec else False
         if spec is None:
             return {}
         out = {}
@@ -600,6 +621,7 @@ class InferenceFleet(Construct):
             "REGION": pseudo.REGION,
             "ASG_NAME": self.group_name,
             "ARTIFACTS_BUCKET": bucket,
+            "NODE_ROLE": "serve",
             "SERVE_MODE": "container" if spec is not None else "command",
             "NEURON_MODEL_PREFIX": spec.model.s3_prefix if spec else model_prefix or "",
             "GPU_MODEL_PREFIX": spec.model.s3_prefix if spec else gpu_prefix or model_prefix or "",
@@ -637,39 +659,14 @@ class InferenceFleet(Construct):
         self,
         group: autoscaling.CfnAutoScalingGroup,
         values: dict[str, str | int],
-        neuron_ami: AmiSpec | None,
-        gpu_ami: AmiSpec | None,
-        root_volume_gib: int | None,
+        nodes: FleetNodesSpec,
         tags: Mapping[str, str] | None,
     ) -> None:
-        lt_tags = {**(tags or {}), "neuronkit:pool": self.pool}
-        port = int(values["PORT"])
         self.launch_templates: dict[str, AcceleratorLaunchTemplate] = {}
         overrides = []
         for t in self.neuron_types + self.fallback_types:
-            accelerator: Literal["neuron", "gpu"] = "neuron" if t in self.neuron_types else "gpu"
-            p = self.profiles.get(t)
-            user_data = userdata.render(
-                ["observability.sh", "inference-node.sh"],
-                {**self.observability.userdata_values(accelerator=accelerator), **values, **self._type_values(t, port)},
-            )
-            ami = (
-                (neuron_ami or AmiSpec.default_for(t, "vllm-serving"))
-                if accelerator == "neuron"
-                else (gpu_ami or AmiSpec.default_for(t))
-            )
-            lt = AcceleratorLaunchTemplate(
-                self,
-                f"{'Neuron' if accelerator == 'neuron' else 'Gpu'}LaunchTemplate-{t.replace('.', '-')}",
-                instance_type=t,
-                ami=ami,
-                security_group_ids=[self.security_group.security_group_id],
-                user_data=user_data,
-                role=self.role,
-                root_volume_gib=root_volume_gib or (p.root_volume_gib if p else None),
-                tags=lt_tags,
-                efa=False,  # inference nodes run no collectives across nodes
-            )
+            prefix = "Neuron" if t in self.neuron_types else "Gpu"
+            lt = self._launch_template(f"{prefix}LaunchTemplate-{t.replace('.', '-')}", t, values, nodes, tags)
             self.launch_templates[t] = lt
             overrides.append(
                 autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(
@@ -691,6 +688,121 @@ class InferenceFleet(Construct):
                 on_demand_percentage_above_base_capacity=100,
             ),
         )
+
+    def _launch_template(
+        self, id: str, t: str, values: dict[str, str | int], nodes: FleetNodesSpec, tags: Mapping[str, str] | None
+    ) -> AcceleratorLaunchTemplate:
+        """The launch template of type ``t``: the fleet's ``values`` with the type's own profile on top."""
+        accelerator: Literal["neuron", "gpu"] = "neuron" if t in self.neuron_types else "gpu"
+        p = self.profiles.get(t)
+        user_data = userdata.render(
+            ["observability.sh", "inference-node.sh"],
+            {
+                **self.observability.userdata_values(accelerator=accelerator),
+                **values,
+                **self._type_values(t, int(values["PORT"])),
+            },
+        )
+        ami = (
+            (nodes.neuron_ami or AmiSpec.default_for(t, "vllm-serving"))
+            if accelerator == "neuron"
+            else (nodes.gpu_ami or AmiSpec.default_for(t))
+        )
+        return AcceleratorLaunchTemplate(
+            self,
+            id,
+            instance_type=t,
+            ami=ami,
+            security_group_ids=[self.security_group.security_group_id],
+            user_data=user_data,
+            role=self.role,
+            root_volume_gib=nodes.root_volume_gib or (p.root_volume_gib if p else None),
+            tags={**(tags or {}), "neuronkit:pool": self.pool},
+            efa=False,  # inference nodes run no collectives across nodes
+        )
+
+    # --- compile before the rollout: a one-node group per new compiled-artifact key --------------------
+    def _compile_groups(
+        self,
+        group: autoscaling.CfnAutoScalingGroup,
+        values: dict[str, str | int],
+        nodes: FleetNodesSpec,
+        subnet_ids: Mapping[str, str],
+        topic_arn: str | None,
+        tags: Mapping[str, str] | None,
+    ) -> None:
+        """Per Neuron type with a compiled-artifact key, a group that compiles the key before the fleet changes.
+
+        The group's logical ID and name carry a digest of the key, so a new key (model, release, type,
+        parallelism, limits) is a new group: CloudFormation creates it, and its CreationPolicy waits for its
+        one node to signal that the key is in the cache (compiled and published, or found there). The
+        fleet's group depends on it, so the rolling update starts only then and its nodes only download.
+        The node then leaves its group (terminating itself and decrementing the desired capacity to 0);
+        after the update CloudFormation deletes the old key's group. An unchanged key keeps its group.
+        """
+        self.compile_groups: dict[str, autoscaling.CfnAutoScalingGroup] = {}
+        if not self._precompile:
+            return
+        stack = Stack.of(self)
+        for t in self.neuron_types:
+            key = self.profiles[t].cache_key if t in self.profiles else None
+            if not key:
+                continue
+            slug = f"{t.replace('.', '-')}-{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+            name = f"{self.group_name}-compile-{slug}"
+            compile_group = autoscaling.CfnAutoScalingGroup(
+                self,
+                f"Compile-{slug}",
+                auto_scaling_group_name=name,
+                # One node at creation; it leaves with its desired capacity, so the group then holds none.
+                min_size="0",
+                max_size="1",
+                desired_capacity="1",
+                vpc_zone_identifier=list(subnet_ids.values()),
+                notification_configurations=notifications(topic_arn),
+                tags=[
+                    autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
+                    for k, v in sorted({**(tags or {}), "neuronkit:pool": self.pool, "neuronkit:compile": key}.items())
+                ],
+            )
+            signal_seconds = min(self.profiles[t].boot_seconds + int(values["CACHE_LOCK_TIMEOUT"]), _MAX_CREATION_SIGNAL_SECONDS)
+            compile_group.cfn_options.creation_policy = CfnCreationPolicy(
+                resource_signal=CfnResourceSignal(count=1, timeout=durations.seconds(signal_seconds).to_iso_string())
+            )
+            # A later update of this group (same key, e.g. a changed boot script) keeps its size: 0 after the node left.
+            compile_group.cfn_options.update_policy = CfnUpdatePolicy(
+                auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True)
+            )
+            compile_group.cfn_options.metadata = {
+                PRECOMPILE_METADATA_KEY: {"pool": self.pool, "instance_type": t, "cache_key": key, "group": self.group_name}
+            }
+            compile_values = {
+                **values,
+                "NODE_ROLE": "compile",
+                "ASG_NAME": name,
+                "SIGNAL_RESOURCE": stack.get_logical_id(compile_group),
+                "LIFECYCLE_HOOK": "",
+            }
+            lt = self._launch_template(
+                f"CompileLaunchTemplate-{slug}", t, compile_values, nodes, {**(tags or {}), "neuronkit:compile": key}
+            )
+            compile_group.launch_template = _version_of(lt)
+            group.node.add_dependency(compile_group)
+            self.compile_groups[t] = compile_group
+        self._grant_leaving(sorted(g.auto_scaling_group_name or "" for g in self.compile_groups.values()))
+
+    def _grant_leaving(self, names: list[str]) -> None:
+        """A compile node may terminate itself in its compile group (and lower its desired capacity), nothing more."""
+        if not names:
+            return
+        arns = [group_arn(self, n) for n in names]
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="LeaveCompileGroup", actions=["autoscaling:TerminateInstanceInAutoScalingGroup"], resources=arns
+            )
+        )
+        for arn, name in zip(arns, names, strict=True):
+            acknowledge_group_arn(self.role, arn, f"the compile group {name}")
 
     # --- updates: CloudFormation's rolling update, waiting for each new node's signal -----------------
     def _update_policy(self, group: autoscaling.CfnAutoScalingGroup, max_size: int, min_healthy_percentage: int) -> None:

@@ -56,6 +56,8 @@ class WatchedPool:
     ``family_counts``: a fleet's rebalancer publishes its in-service instances per family (else the
     group's GroupInServiceInstances counts the pool's only family). ``load_balancer``: a fleet's.
     ``prepaid``: capacity paid up front (a Capacity Block), left out of the cost widget.
+    ``compile_group_names``: a fleet's compile groups (one node per new compiled-artifact key); their launch
+    failures go to the topic too.
     """
 
     pool: str
@@ -67,6 +69,7 @@ class WatchedPool:
     family_counts: bool = False
     load_balancer: LoadBalancerRef | None = None
     prepaid: bool = False  # a Capacity Block: paid up front, so the cost widget does not price what runs
+    compile_group_names: tuple[str, ...] = ()
 
     @property
     def runs_neuron(self) -> bool:
@@ -185,7 +188,7 @@ class EnvironmentMonitoring(Construct):
         for quota in _quotas_of(quota_instance_types if quota_instance_types is not None else watched_types):
             self._quota_alarm(quota)
 
-        groups = sorted({p.group_name for p in self.pools})
+        groups = sorted({p.group_name for p in self.pools} | {n for p in self.pools for n in p.compile_group_names})
         self.launch_failures: events.Rule | None = None
         if groups:
             self.launch_failures = self._launch_failures_rule(groups)

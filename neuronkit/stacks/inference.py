@@ -101,4 +101,5 @@ def _serving(config: Environment, f: FleetConfig) -> ServingSpec | None:
         registry=None if f.images.registry == "pull-through" else f.images.registry,
         neuron_image=f.images.neuron,
         gpu_image=f.images.gpu,
+        precompile=f.precompile,
     )

@@ -211,6 +211,7 @@ class MonitoringStack(NeuronkitStack):
                     neuron_types=tuple(fleet.neuron_types),
                     gpu_types=tuple(fleet.fallback_types),
                     family_counts=getattr(fleet, "rebalancer", None) is not None,
+                    compile_group_names=tuple(g.auto_scaling_group_name or "" for g in fleet.compile_groups.values()),
                     load_balancer=LoadBalancerRef(
                         kind=f.load_balancer,
                         full_name=fleet.load_balancer_full_name,

@@ -4,7 +4,7 @@
 # requires: ENVIRONMENT FLEET REGION ASG_NAME ARTIFACTS_BUCKET NEURON_MODEL_PREFIX GPU_MODEL_PREFIX
 # requires: SERVE_NEURON SERVE_GPU PORT HEALTH_PATH HEALTH_PROTOCOL HEALTH_WAIT_SECONDS STACK_NAME SIGNAL_RESOURCE
 # requires: LIFECYCLE_HOOK SERVE_MODE TENSOR_PARALLEL MODEL_ID SERVE_IMAGE SERVE_COMMAND_ARGS SERVE_ENV CACHE_PREFIX
-# requires: NEURON_CAPABILITIES CACHE_LOCK_TIMEOUT CACHE_POLL_SECONDS
+# requires: NEURON_CAPABILITIES CACHE_LOCK_TIMEOUT CACHE_POLL_SECONDS NODE_ROLE
 # One group mixes families (Neuron types first, GPU types when Neuron capacity is short); each type has
 # its own launch template and serving profile. The node checks its devices, fetches the model from S3 to
 # local disk and starts the server as a systemd unit: with SERVE_MODE=container the pinned vLLM container
@@ -14,6 +14,10 @@
 # service only then) and signals CloudFormation (rolling updates wait on it). Any failure, an
 # unexpected one included (ERR trap), completes the hook with ABANDON and signals FAILURE: the group
 # replaces the node. docs/node-lifecycle.md.
+# NODE_ROLE=compile: the one node of a fleet's compile group (docs/serving.md). It makes sure its type's
+# compiled-artifact key is in the shared cache (found there, or compiled and published here), signals
+# the group's CreationPolicy (the fleet's rolling update waits for it) and leaves its group; it has no
+# launch hook and never serves.
 set -Eeuo pipefail
 exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 
@@ -41,12 +45,28 @@ signal() {
 }
 
 complete_hook() {
+  [ -n "${LIFECYCLE_HOOK}" ] || return 0
   aws autoscaling complete-lifecycle-action --region "${REGION}" --auto-scaling-group-name "${ASG_NAME}" \
     --lifecycle-hook-name "${LIFECYCLE_HOOK}" --instance-id "${INSTANCE_ID}" --lifecycle-action-result "$1"
 }
 
+# A compile node's work is done (or failed): it terminates itself and lowers its group's desired
+# capacity to 0, so the group keeps no node and launches none until CloudFormation next updates it.
+leave_group() {
+  aws autoscaling terminate-instance-in-auto-scaling-group --region "${REGION}" --instance-id "${INSTANCE_ID}" \
+    --should-decrement-desired-capacity >/dev/null && return 0
+  log "could not leave ${ASG_NAME}; powering off instead"
+  shutdown -h now
+}
+
 fail_node() {
   trap - ERR
+  if [ "${NODE_ROLE}" = compile ]; then
+    log "compile failed: $*; signalling FAILURE (the stack update rolls back) and leaving the group"
+    signal FAILURE
+    leave_group
+    exit 1
+  fi
   log "node failed: $*; completing the launch hook with ABANDON so that the group replaces it"
   signal FAILURE
   complete_hook ABANDON || log "could not complete the hook; it times out with ABANDON"
@@ -176,7 +196,7 @@ wait_until_healthy() {
   local deadline=$((SECONDS + wait))
   until healthy; do
     [ "${SECONDS}" -lt "${deadline}" ] || fail_node "the server did not pass its health check within ${wait} s"
-    if [ $((SECONDS - beat)) -ge 300 ]; then
+    if [ -n "${LIFECYCLE_HOOK}" ] && [ $((SECONDS - beat)) -ge 300 ]; then
       aws autoscaling record-lifecycle-action-heartbeat --region "${REGION}" --auto-scaling-group-name "${ASG_NAME}" \
         --lifecycle-hook-name "${LIFECYCLE_HOOK}" --instance-id "${INSTANCE_ID}" >/dev/null || log "heartbeat not recorded"
       beat=${SECONDS}
@@ -187,12 +207,36 @@ wait_until_healthy() {
   if [ "${COMPILE_HERE}" = 1 ]; then
     bash "${SERVE}" cache-publish || fail_node "could not publish the compiled artifacts ${CACHE_PREFIX}"
   fi
+  [ "${NODE_ROLE}" = compile ] && return 0
   complete_hook CONTINUE
   signal SUCCESS
 }
 
-log "booting ${INSTANCE_ID} (${INSTANCE_TYPE}) in ${ASG_NAME}"
+# --- a compile node: the key in the cache, then the signal; the server runs only to compile --------
+compile_key() {
+  if bash "${SERVE}" cache-complete; then
+    log "${CACHE_PREFIX} is already in the cache; nothing to compile"
+  else
+    model_directory
+    fetch_model
+    prepare_container
+    if [ "${COMPILE_HERE}" = 1 ]; then
+      start_server
+      wait_until_healthy
+      systemctl disable --now neuronkit-model-server.service || log "could not stop the server"
+    fi
+    log "${CACHE_PREFIX} is in the cache"
+  fi
+  signal SUCCESS
+  leave_group
+}
+
+log "booting ${INSTANCE_ID} (${INSTANCE_TYPE}) in ${ASG_NAME} as a ${NODE_ROLE} node"
 detect_accelerator
+if [ "${NODE_ROLE}" = compile ]; then
+  compile_key
+  exit 0
+fi
 model_directory
 fetch_model
 [ "${SERVE_MODE}" = container ] && prepare_container

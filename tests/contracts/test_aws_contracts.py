@@ -30,6 +30,15 @@ def _resources(synth: Synth, type_: str) -> Iterator[tuple[str, str, dict[str, A
                 yield stack, logical_id, r
 
 
+def _pool_groups(synth: Synth) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Every capacity pool's group; every other group the kit makes must be a fleet's compile group."""
+    for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup"):
+        if "neuronkit" in group["Metadata"]:
+            yield stack, lid, group
+        else:
+            assert set(group["Metadata"]) == {"neuronkit-precompile"}, (stack, lid)
+
+
 def _logical_of(ref: Any) -> str | None:
     """The logical ID a Ref/GetAtt (or a cross-stack import of one) points at, when visible."""
     if isinstance(ref, dict) and "Ref" in ref:
@@ -125,7 +134,7 @@ def test_every_accelerator_group_has_a_launch_hook_that_abandons_by_default(synt
     """A booting node passes or fails through a launch lifecycle hook (CompleteLifecycleAction CONTINUE/ABANDON);
     a node that never answers is abandoned. https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks.html"""
     hook = catalog.software_facts()["lifecycle"]["hook_name"]
-    groups = list(_resources(synth, "AWS::AutoScaling::AutoScalingGroup"))
+    groups = list(_pool_groups(synth))
     assert groups
     for stack, lid, group in groups:
         assert group["Metadata"]["neuronkit"]["role"] in ACCELERATOR_ROLES
@@ -146,7 +155,7 @@ def test_a_capacity_block_drains_before_ec2_reclaims_its_nodes(synth: Synth) -> 
     reclaim = dt.timedelta(minutes=catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"])
     blocks = [
         (stack, lid, group)
-        for stack, lid, group in _resources(synth, "AWS::AutoScaling::AutoScalingGroup")
+        for stack, lid, group in _pool_groups(synth)
         if group["Metadata"]["neuronkit"]["capacity"] == "capacity-block"
     ]
     assert blocks  # prod trains on a Capacity Block
@@ -267,7 +276,7 @@ def test_node_roles_cannot_suspend_processes_or_mark_health(synth: Synth) -> Non
 def test_every_fleet_has_an_outage_alarm(synth: Synth, env: str) -> None:
     """A total outage has no 5xx to count; the target group's HealthyHostCount shows it.
     https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-cloudwatch-metrics.html"""
-    fleets = [g for s, _, g in _resources(synth, "AWS::AutoScaling::AutoScalingGroup") if s == f"{env}-inference"]
+    fleets = [g for s, _, g in _pool_groups(synth) if s == f"{env}-inference"]
     names = {a["Properties"]["AlarmName"] for s, _, a in _resources(synth, "AWS::CloudWatch::Alarm") if s == f"{env}-monitoring"}
     for group in fleets:
         pool = group["Metadata"]["neuronkit"]["pool"]
@@ -397,3 +406,50 @@ def test_every_root_volume_is_a_gp3_size_a_launch_template_accepts(synth: Synth)
     ]
     assert sizes
     assert all(1 <= size <= catalog.max_root_volume_gib() for size in sizes), sizes
+
+
+def _iso_seconds(value: str) -> int:
+    match = re.fullmatch(r"PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?", value)
+    assert match and any(match.groups()), value
+    hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def test_a_compile_group_is_one_signalled_node_that_can_leave_and_gates_its_fleet(synth: Synth) -> None:
+    """A CreationPolicy waits for Count signals within Timeout, at most 12 hours, and a node signals through
+    SignalResource with its group's logical ID. TerminateInstanceInAutoScalingGroup with
+    ShouldDecrementDesiredCapacity cannot take the desired capacity below MinSize, so MinSize is 0. The fleet's
+    group depends on the compile group, so its rolling update starts only after the signal.
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-attribute-creationpolicy.html
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_SignalResource.html
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_TerminateInstanceInAutoScalingGroup.html"""
+    compiles = [
+        (s, lid, g)
+        for s, lid, g in _resources(synth, "AWS::AutoScaling::AutoScalingGroup")
+        if "neuronkit-precompile" in g["Metadata"]
+    ]
+    assert {s for s, _, _ in compiles} == {"dev-inference", "prod-inference"}  # both example fleets serve a model on Neuron
+    for stack, lid, group in compiles:
+        props, template = group["Properties"], synth.templates[stack]
+        signal = group["CreationPolicy"]["ResourceSignal"]
+        assert signal["Count"] == int(props["DesiredCapacity"]) == 1 and props["MinSize"] == "0", (stack, lid)
+        assert 0 < _iso_seconds(signal["Timeout"]) <= 43200, (stack, lid)
+        assert len(props["AutoScalingGroupName"]) <= 255
+        lt = template["Resources"][props["LaunchTemplate"]["LaunchTemplateId"]["Ref"]]["Properties"]["LaunchTemplateData"]
+        text = resolve(lt["UserData"])
+        assert f"SIGNAL_RESOURCE='{lid}'" in text and "NODE_ROLE='compile'" in text, (stack, lid)
+        fleet = group["Metadata"]["neuronkit-precompile"]["group"]
+        (fleet_group,) = [g for _, _, g in _pool_groups(synth) if g["Properties"]["AutoScalingGroupName"] == fleet]
+        assert lid in fleet_group["DependsOn"], (stack, lid)
+        # The node's role (its instance profile's) may terminate itself in this group and signal this stack.
+        profile = template["Resources"][lt["IamInstanceProfile"]["Arn"]["Fn::GetAtt"][0]]["Properties"]
+        (role,) = [r["Ref"] for r in profile["Roles"]]
+        statements = [
+            st
+            for _, _, p in _resources(synth, "AWS::IAM::Policy")
+            if {"Ref": role} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        (leave,) = [st for st in statements if st["Action"] == "autoscaling:TerminateInstanceInAutoScalingGroup"]
+        assert f"autoScalingGroupName/{props['AutoScalingGroupName']}" in json.dumps(leave["Resource"]), (stack, lid)
+        assert any(st["Action"] == "cloudformation:SignalResource" for st in statements), (stack, lid)

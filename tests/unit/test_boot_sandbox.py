@@ -231,7 +231,7 @@ def test_a_block_node_asks_its_job_to_checkpoint_then_lets_the_group_terminate_i
 
 def test_batch_node_installs_efa_before_its_device_check(batch_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(batch_user_data, healthy(), tmp_path)
-    assert run.returncode == 0, run.output[-3000:]
+    assert "compile failed" not in run.output, run.output[-3000:]
     installer = [i for i, c in enumerate(run.calls) if c.startswith("efa_installer.sh")]
     assert installer and "-y --minimal" in run.calls[installer[0]]
     assert any("aws-efa-installer-" + catalog.software_facts()["efa_installer"]["version"] in c for c in run.called("curl"))
@@ -329,9 +329,10 @@ def container_user_data() -> dict[str, str]:
     )  # fmt: skip
     data = template(stack)
     out = {}
-    for lt in resources(data, "AWS::EC2::LaunchTemplate").values():
+    for logical_id, lt in resources(data, "AWS::EC2::LaunchTemplate").items():
         d = lt["Properties"]["LaunchTemplateData"]
-        out[d["InstanceType"]] = resolve(d["UserData"])
+        # The compile group's template of a Neuron type is keyed "compile <type>".
+        out[("compile " if "CompileLaunchTemplate" in logical_id else "") + d["InstanceType"]] = resolve(d["UserData"])
     return out
 
 
@@ -430,3 +431,89 @@ def test_the_container_command_passes_devices_capabilities_and_the_profile(
     assert (
         f"--tensor-parallel-size {tp} " in docker_run and "--served-model-name TinyLlama/TinyLlama-1.1B-Chat-v1.0" in docker_run
     )
+
+
+# --------------------------------------------------------------------------------------------
+# compile nodes: the one node of a compile group (InferenceFleet._compile_groups, docs/serving.md)
+# --------------------------------------------------------------------------------------------
+def _compile_signals(run: Run) -> list[str]:
+    calls = run.called("aws cloudformation signal-resource")
+    assert all("--logical-resource-id ChatCompileinf2xlarge" in c for c in calls), calls
+    return [c.rsplit("--status ", 1)[1].split()[0] for c in calls]
+
+
+def _left_group(run: Run) -> bool:
+    (leave,) = run.called("aws autoscaling terminate-instance-in-auto-scaling-group")
+    return f"--instance-id {INSTANCE_ID}" in leave and "--should-decrement-desired-capacity" in leave
+
+
+def test_a_compile_node_of_a_new_key_compiles_publishes_signals_then_leaves(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    run = run_user_data(
+        container_user_data["compile inf2.xlarge"], Scenario(neuron_devices=1, instance_type="inf2.xlarge"), tmp_path
+    )
+    assert "compile failed" not in run.output, run.output[-3000:]
+    assert _compile_signals(run) == ["SUCCESS"] and _left_group(run)
+    # Lock, compile by starting the server, publish, and only then signal; it never serves: no launch hook.
+    (lock,) = run.called("aws s3api put-object")
+    assert "_LOCK" in lock
+    published = run.calls.index(next(c for c in run.calls if c.startswith("aws s3 cp") and "_COMPLETE" in c))
+    signalled = run.calls.index(run.called("aws cloudformation signal-resource")[0])
+    left = run.calls.index(run.called("aws autoscaling terminate-instance-in-auto-scaling-group")[0])
+    assert published < signalled < left
+    assert not run.called("aws autoscaling complete-lifecycle-action")
+    assert not run.called("aws autoscaling record-lifecycle-action-heartbeat")
+    assert run.called("systemctl disable --now neuronkit-model-server.service")
+
+
+def test_a_compile_node_finding_its_key_signals_at_once_without_pulling(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    run = run_user_data(
+        container_user_data["compile inf2.xlarge"],
+        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "0"}),
+        tmp_path,
+    )
+    assert "compile failed" not in run.output, run.output[-3000:]
+    assert _compile_signals(run) == ["SUCCESS"] and _left_group(run)
+    assert not run.called("docker pull") and not run.called("aws s3 sync") and not run.called("aws s3api put-object")
+
+
+def test_a_compile_node_waits_for_another_compiling_node_without_a_hook(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    run = run_user_data(
+        container_user_data["compile inf2.xlarge"],
+        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "2", "lock-held": ""}),
+        tmp_path,
+    )
+    assert "compile failed" not in run.output, run.output[-3000:]
+    assert _compile_signals(run) == ["SUCCESS"] and _left_group(run)
+    assert not run.called("aws autoscaling record-lifecycle-action-heartbeat")  # the group has no hook to keep alive
+    assert not any(c.startswith("aws s3 sync") and "/opt/neuronkit/compiled s3://" in c for c in run.calls)
+
+
+@pytest.mark.parametrize(
+    ("case", "scenario"),
+    [
+        ("image pull fails", Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=["docker pull"])),
+        (
+            "model download fails",
+            Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=[r"aws s3 sync .*s3://[^ ]*/models/tiny/ "]),
+        ),
+        (
+            "publishing fails",
+            Scenario(neuron_devices=1, instance_type="inf2.xlarge", fail=[r"aws s3 sync .*/opt/neuronkit/compiled s3://"]),
+        ),
+        ("missing Neuron device", Scenario(neuron_devices=0, instance_type="inf2.xlarge")),
+    ],
+)
+def test_a_failed_compile_signals_failure_and_still_leaves(
+    container_user_data: dict[str, str], tmp_path: Path, case: str, scenario: Scenario
+) -> None:
+    run = run_user_data(container_user_data["compile inf2.xlarge"], scenario, tmp_path)
+    assert "compile failed" in run.output, case
+    assert _compile_signals(run) == ["FAILURE"], f"{case}: {run.output[-3000:]}"
+    assert _left_group(run), case
+    assert not run.called("aws autoscaling complete-lifecycle-action"), case

@@ -142,7 +142,8 @@ def test_every_launch_template_is_encrypted_imdsv2_without_efa(prod: dict[str, A
         *_of_type(prod, "AWS::EC2::LaunchTemplate").values(),
         *_of_type(nlb.template, "AWS::EC2::LaunchTemplate").values(),
     ]
-    assert len(templates) == len(CHAT.neuron_types) + len(CHAT.fallback_types) + 2 + 1  # prod chat; fixture grpc (+g6) and solo
+    # prod chat (a serving template per type, a compile template per Neuron type); fixture grpc (+g6) and solo
+    assert len(templates) == 2 * len(CHAT.neuron_types) + len(CHAT.fallback_types) + 2 + 1
     for lt in templates:
         data = lt["Properties"]["LaunchTemplateData"]
         assert all(m["Ebs"]["Encrypted"] is True for m in data["BlockDeviceMappings"])
@@ -186,9 +187,14 @@ def test_a_template_change_rolls_through_the_group_keeping_the_files_healthy_sha
 
 def test_nodes_signal_the_rolling_update_once_healthy(prod: dict[str, Any]) -> None:
     logical_id = next(k for k, v in _of_type(prod, ASG).items() if v["Properties"]["AutoScalingGroupName"] == "prod-chat")
-    for lt in _of_type(prod, "AWS::EC2::LaunchTemplate").values():
+    # A compile group's node signals that group (its CreationPolicy); every other node the fleet's group.
+    signalled_by = {g["Properties"]["LaunchTemplate"]["LaunchTemplateId"]["Ref"]: k for k, g in _of_type(prod, ASG).items()
+                    if "LaunchTemplate" in g["Properties"]}  # fmt: skip
+    templates = _of_type(prod, "AWS::EC2::LaunchTemplate")
+    assert len(signalled_by) == len(CHAT.neuron_types)
+    for lt_id, lt in templates.items():
         text = _user_data(lt["Properties"]["LaunchTemplateData"])
-        assert f"SIGNAL_RESOURCE='{logical_id}'" in text
+        assert f"SIGNAL_RESOURCE='{signalled_by.get(lt_id, logical_id)}'" in text
         assert '"Ref": "AWS::StackName"' in text and f"HEALTH_WAIT_SECONDS='{GRACE}'" in text
     statements = _policy(prod, "FleetchatNodeRole")
     assert statements["SignalRollingUpdate"]["Action"] == "cloudformation:SignalResource"
@@ -376,6 +382,7 @@ def test_node_role_reads_the_model_and_its_compiled_cache_only(prod: dict[str, A
         "OwnGroup",
         "TagSelf",
         "SignalRollingUpdate",
+        "LeaveCompileGroup",
         "PublishMetrics",
         "ShipLogs",
         "ReadNodeKit",

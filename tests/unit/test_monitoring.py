@@ -633,7 +633,8 @@ def test_every_instance_and_volume_an_auto_scaling_group_launches_carries_the_co
     for stack in (s for s in synth.templates if s.startswith(f"{env}-")):
         templates = resources(synth, stack, "AWS::EC2::LaunchTemplate")
         for logical_id, group in resources(synth, stack, "AWS::AutoScaling::AutoScalingGroup").items():
-            pool = group["Metadata"]["neuronkit"]["pool"]
+            # A pool's group, or a fleet's compile group (its pool is the fleet's).
+            pool = (group["Metadata"].get("neuronkit") or group["Metadata"]["neuronkit-precompile"])["pool"]
             props = group["Properties"]
             refs = []
             if "LaunchTemplate" in props:

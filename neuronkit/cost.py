@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronkit import catalog
+from neuronkit import catalog, serving
 from neuronkit.catalog import pricing
 from neuronkit.catalog.pricing import Equivalent, MissingPriceError, PriceTable
 from neuronkit.pools import Pool
@@ -163,6 +163,14 @@ def _pool_notes(pool: Pool, table: PriceTable) -> Iterable[str]:
         yield (
             f"GPU fallback: if no Neuron capacity can be had, at {level} capacity the fleet would cost up to "
             f"{usd(nodes * hourly * table.hours_per_month)} a month on {dearest} ({nodes} x {rate(hourly)}/hour)."
+        )
+    compile_prices = [(t, table.hourly(t, pool.region)) for t in pool.compile_types]
+    if compile_prices:
+        lock_hours = serving.facts()["compiled_cache"]["lock_timeout_seconds"] / 3600
+        shown = ", ".join(f"{t} ({rate(p)}/hour)" if p is not None else f"{t} (no price in the table)" for t, p in compile_prices)
+        yield (
+            f"Rollouts: a deploy that changes a compiled-artifact key first runs one compile node per Neuron type "
+            f"({shown}) until its key is compiled (a compile may take up to {lock_hours:g} hours); not in the monthly figures."
         )
     if pool.capacity == "odcr":
         yield (

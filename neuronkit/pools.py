@@ -94,6 +94,8 @@ class Pool:
     # A Capacity Block: what it cost (its UpfrontFee, paid at purchase) and how long it runs.
     block_fee: float | None = None
     block_hours: float | None = None
+    # A fleet's compile groups (docs/serving.md): one node of each of these types runs while a rollout compiles new keys.
+    compile_types: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -224,6 +226,7 @@ def _pool_from_metadata(meta: Any, stack: str) -> Pool:
         capacity=capacity,
         stack=stack,
         reserved=int(meta.get("reserved") or 0),
+        compile_types=_types(meta, "compile_types", required=False),
         **_block_from_metadata(meta),
     )
 
@@ -350,6 +353,7 @@ def pools_from_environment(env: Any) -> list[Pool]:
                 max_size=f.max_size,
                 desired_size=f.min_size if desired is None else desired,
                 capacity="on-demand",
+                compile_types=neuron if f.model is not None and f.precompile else (),
             )
         )
     return pools

@@ -393,7 +393,8 @@ def vcpu_needs(env: Environment) -> tuple[dict[str, list[VcpuNeed]], list[tuple[
     A pool of one type (a training cluster, a GPU pool) needs max_size x its vCPUs. An inference fleet
     can end up on any of its types, so for each quota it needs max_size x the largest vCPU count among
     its types that quota counts: its Neuron types against Inf (or Trn), its fallback types against G or
-    P (all GPU, when Neuron capacity is short).
+    P (all GPU, when Neuron capacity is short). A fleet with compile groups (``model`` and ``precompile``)
+    also needs one node of each Neuron type at once, while a rollout compiles new keys.
     """
     needs: dict[str, list[VcpuNeed]] = {}
     unmapped: list[tuple[str, list[str]]] = []
@@ -416,6 +417,19 @@ def vcpu_needs(env: Environment) -> tuple[dict[str, list[VcpuNeed]], list[tuple[
             of = f" (largest of its {len(types)} {which} types)" if len(types) > 1 else ""
             text = f"{p.pool}: {p.max_size} x {largest}{of} = {vcpus}" + (" if all GPU" if all_gpu else "")
             needs.setdefault(code, []).append(VcpuNeed(p.pool, vcpus, text, all_gpu))
+    for f in env.inference:
+        # A rollout that changes a key runs one compile node per Neuron type while the fleet still runs.
+        if f.model is None or not f.precompile:
+            continue
+        by_code = {}
+        for t in f.neuron_types:
+            quota = quotas.quota_for_family(catalog.get(t).family)
+            if quota is not None:
+                by_code.setdefault(quota.code, []).append(t)
+        for code, types in by_code.items():
+            vcpus = sum(catalog.get(t).vcpus for t in types)
+            text = f"{f.name} compile groups: {' + '.join(f'1 x {t}' for t in types)} = {vcpus} (during a rollout with new keys)"
+            needs.setdefault(code, []).append(VcpuNeed(f"{f.name} compile", vcpus, text))
     return needs, unmapped
 
 

@@ -269,6 +269,7 @@ class InferenceFleet(Construct):
             capacity="on-demand",
             az_ids=list(subnet_ids),
             listener=f"{'HTTPS' if tls and load_balancer == 'alb' else 'TLS' if tls else 'HTTP' if load_balancer == 'alb' else 'TCP'}:{self.listener_port}",
+            **({"compile_types": list(self.compile_groups)} if self.compile_groups else {}),
             **(
                 {
                     "model": serving.model.id,

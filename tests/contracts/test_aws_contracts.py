@@ -435,6 +435,9 @@ def test_a_compile_group_is_one_signalled_node_that_can_leave_and_gates_its_flee
         assert signal["Count"] == int(props["DesiredCapacity"]) == 1 and props["MinSize"] == "0", (stack, lid)
         assert 0 < _iso_seconds(signal["Timeout"]) <= 43200, (stack, lid)
         assert len(props["AutoScalingGroupName"]) <= 255
+        # Tag values (the group's and its instances', which carry the key) are at most 256 characters.
+        # https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_Tag.html
+        assert all(len(t["Value"]) <= 256 for t in props["Tags"]), (stack, lid)
         lt = template["Resources"][props["LaunchTemplate"]["LaunchTemplateId"]["Ref"]]["Properties"]["LaunchTemplateData"]
         text = resolve(lt["UserData"])
         assert f"SIGNAL_RESOURCE='{lid}'" in text and "NODE_ROLE='compile'" in text, (stack, lid)

@@ -452,6 +452,28 @@ def test_quota_counts_gpu_pools_and_fleets_at_their_worst_case(aws: boto3.sessio
     assert f"pretrain: 4 x trn1.32xlarge = {vcpus('trn1.32xlarge', 4)})" in checks[f"quota {TRN_QUOTA}"].detail
 
 
+def test_quota_counts_a_compile_node_per_neuron_type_of_a_model_fleet(aws: boto3.session.Session) -> None:
+    model = {"id": "meta-llama/Llama-3.1-8B-Instruct", "s3_prefix": "models/llama-8b/", "parameters_billion": 8.0}
+    served = fleet(neuron_types=["inf2.48xlarge", "inf2.24xlarge"], model=model, model_s3_prefix=None, serve=None)
+    need = vcpus("inf2.48xlarge", 4) + vcpus("inf2.48xlarge", 1) + vcpus("inf2.24xlarge", 1)
+    check = run(aws, make_env(inference=[served]), quota={TRN_QUOTA: 10_000.0, INF_QUOTA: need - 1, G_QUOTA: 10_000.0})[
+        f"quota {INF_QUOTA}"
+    ]
+    assert check.status == "FAIL"
+    compile_vcpus = vcpus("inf2.48xlarge", 1) + vcpus("inf2.24xlarge", 1)
+    assert (
+        f"serve compile groups: 1 x inf2.48xlarge + 1 x inf2.24xlarge = {compile_vcpus} (during a rollout with new keys)"
+        in check.detail
+    )
+    assert f"max sizes need {need} " in check.detail
+    off = run(
+        aws,
+        make_env(inference=[served | {"precompile": False}]),
+        quota={TRN_QUOTA: 10_000.0, INF_QUOTA: need - 1, G_QUOTA: 10_000.0},
+    )
+    assert "compile" not in off[f"quota {INF_QUOTA}"].detail
+
+
 @pytest.mark.parametrize(("ratio", "status"), [(1 / 0.9, "WARN"), (0.5, "FAIL")])
 def test_quota_sums_gpu_pool_and_fleet_in_one_family(aws: boto3.session.Session, ratio: float, status: str) -> None:
     # A GPU pool and a fleet's fallback types both count against G; the fleet's Neuron type against Inf.

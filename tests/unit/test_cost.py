@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from neuronkit import catalog, config
+from neuronkit import catalog, config, serving
 from neuronkit.catalog import pricing
 from neuronkit.cli import main
-from neuronkit.cost import cost_report, price_pools
+from neuronkit.cost import cost_report, price_pools, rate
 from neuronkit.pools import Pool, pools_from_cdk_out, pools_from_environment
+from tests.conftest import Synth
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -304,6 +305,7 @@ def test_prod_pools_are_the_cluster_its_gpu_pool_and_the_fleet():
             max_size=12,
             desired_size=4,
             capacity="on-demand",
+            compile_types=("inf2.48xlarge", "inf2.24xlarge"),  # a model fleet: compile groups per Neuron type
         ),
     ]
 
@@ -621,3 +623,28 @@ def test_the_report_compares_the_whole_maximum_with_the_budget(capsys, monkeypat
     path.write_text(yaml.safe_dump(data))
     code, out, _ = run(["cost", "--file", str(path)], capsys, monkeypatch)
     assert code == 0 and "over the budget: lower max sizes or raise budget.monthly_usd" in out
+
+
+def test_a_model_fleet_notes_what_its_compile_nodes_cost_per_rollout() -> None:
+    env = config.load_environment(REPO / "environments" / "prod.yaml")
+    (fleet,) = [p for p in pools_from_environment(env) if p.role == "inference"]
+    assert fleet.compile_types == tuple(env.inference[0].neuron_types)
+    report = cost_report([fleet])
+    table = pricing.load_prices()
+    note = next(line for line in report.splitlines() if "Rollouts:" in line)
+    for t in env.inference[0].neuron_types:
+        price = table.hourly(t, env.region)
+        assert price is not None and f"{t} ({rate(price)}/hour)" in note
+    hours = serving.facts()["compiled_cache"]["lock_timeout_seconds"] / 3600
+    assert f"up to {hours:g} hours" in note and "not in the monthly figures" in note
+    off = env.model_copy(update={"inference": [env.inference[0].model_copy(update={"precompile": False})]})
+    (plain,) = [p for p in pools_from_environment(off) if p.role == "inference"]
+    assert plain.compile_types == () and "Rollouts:" not in cost_report([plain])
+
+
+def test_the_synthesized_fleet_carries_the_same_compile_types(synth: Synth) -> None:
+    pools = {(p.environment, p.pool): p for p in pools_from_cdk_out(synth.outdir) if p.role == "inference"}
+    for name in ("dev", "prod"):
+        env = config.load_environment(REPO / "environments" / f"{name}.yaml")
+        for f in env.inference:
+            assert pools[(name, f.name)].compile_types == tuple(f.neuron_types)

@@ -489,6 +489,7 @@ def test_metadata_describes_the_fleet(prod: dict[str, Any]) -> None:
         "capacity": "on-demand",
         "az_ids": CHAT.az_ids,
         "listener": "HTTPS:443",
+        "compile_types": CHAT.neuron_types,  # each Neuron type's key is compiled on its own group first
         "model": "meta-llama/Llama-3.1-70B-Instruct",
         "profiles": {t: fleet_profile(t) for t in CHAT.neuron_types + CHAT.fallback_types},
     }

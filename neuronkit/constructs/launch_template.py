@@ -98,13 +98,19 @@ class AmiSpec:
             return self.ami_id
         if self.lookup is not None:
             stack = Stack.of(scope)
+            # One lookup per stack and image: every further template of the stack reads the same context value.
+            found: dict[tuple[str, str, str], str] = stack.__dict__.setdefault("_neuronkit_images", {})
+            key = (self.lookup.name, self.lookup.owner, repr(sorted(self.lookup.filters().items())))
+            if key in found:
+                return found[key]
             if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
                 raise ValueError(
                     f"{scope.node.path}: the AMI '{self.lookup.name}' is found by a lookup, which needs the stack's account "
                     "and region (Stack(..., env=Environment(account=..., region=...))); or pin one with AmiSpec(ami_id=...)"
                 )
             image = ec2.MachineImage.lookup(name=self.lookup.name, owners=[self.lookup.owner], filters=self.lookup.filters())
-            return image.get_image(scope).image_id
+            found[key] = image.get_image(scope).image_id
+            return found[key]
         assert self.ssm_parameter
         # A CloudFormation parameter of type AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>: resolved at
         # every deploy (asked for explicitly with track: latest).

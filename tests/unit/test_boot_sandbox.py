@@ -465,6 +465,8 @@ def test_a_compile_node_of_a_new_key_compiles_publishes_signals_then_leaves(
     assert not run.called("aws autoscaling complete-lifecycle-action")
     assert not run.called("aws autoscaling record-lifecycle-action-heartbeat")
     assert run.called("systemctl disable --now neuronkit-model-server.service")
+    # Every AWS call names the region: the AMI's CLI has no configured default.
+    assert [c for c in run.called("aws ") if "--region us-east-1" not in c] == []
 
 
 def test_a_compile_node_finding_its_key_signals_at_once_without_pulling(

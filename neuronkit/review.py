@@ -131,9 +131,24 @@ def compare_templates(
                 out.append(Change(stack, lid, r["Type"], "replaced", (), f"its logical ID changed to {twin}",
                                   r.get("DeletionPolicy") in RETAINED))  # fmt: skip
             else:
-                out.append(Change(stack, lid, r["Type"], "removed", retained=r.get("DeletionPolicy") in RETAINED))
-        out += [Change(stack, lid, v["Type"], "added") for lid, v in sorted(added.items())]
+                out.append(Change(stack, lid, r["Type"], "removed", why=_compile_note(r, "removed"),
+                                  retained=r.get("DeletionPolicy") in RETAINED))  # fmt: skip
+        out += [Change(stack, lid, v["Type"], "added", why=_compile_note(v, "added")) for lid, v in sorted(added.items())]
     return _cascade(out, new, regions)
+
+
+def _compile_note(resource: dict[str, Any], action: str) -> str:
+    """What an added or removed compile group (a fleet's one node per compiled-artifact key) means for a rollout."""
+    meta = resource.get("Metadata") if isinstance(resource.get("Metadata"), dict) else {}
+    found = meta.get("neuronkit-precompile") if isinstance(meta, dict) else None
+    if not isinstance(found, dict):
+        return ""
+    if action == "added":
+        return (
+            f"compiles {found.get('instance_type')}'s new key {found.get('cache_key')} on one node; "
+            f"{found.get('group')}'s rolling update waits for it"
+        )
+    return f"the compile group of {found.get('instance_type')}'s previous key {found.get('cache_key')} (holds no node)"
 
 
 def _refs(value: Any, exports: dict[str, tuple[str, str]], stack: str) -> set[tuple[str, str]]:

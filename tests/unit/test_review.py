@@ -60,6 +60,28 @@ def test_a_stateful_resource_under_a_new_logical_id_is_replaced() -> None:
     assert (change.logical_id, change.action, change.why) == ("Data", "replaced", "its logical ID changed to DataV2")
 
 
+def _compile_group(key: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::AutoScaling::AutoScalingGroup",
+        "Metadata": {
+            "neuronkit-precompile": {"pool": "chat", "instance_type": "inf2.48xlarge", "cache_key": key, "group": "prod-chat"}
+        },
+        "Properties": {"MinSize": "0", "MaxSize": "1", "DesiredCapacity": "1"},
+    }
+
+
+def test_a_new_compiled_artifact_key_reads_as_its_compile_group_swapped() -> None:
+    old = {"s": t({"CompileA": _compile_group("compiled/m/a/"), "Data": BUCKET})}
+    new = {"s": t({"CompileB": _compile_group("compiled/m/b/"), "Data": BUCKET})}
+    changes = {c.logical_id: c for c in compare_templates(old, new)}
+    assert changes["CompileA"].action == "removed" and "previous key compiled/m/a/" in changes["CompileA"].why
+    assert changes["CompileB"].action == "added"
+    assert changes["CompileB"].why == (
+        "compiles inf2.48xlarge's new key compiled/m/b/ on one node; prod-chat's rolling update waits for it"
+    )
+    assert "prod-chat's rolling update waits for it" in render(Review(base="main", changes=list(changes.values())))
+
+
 def test_a_replaced_subnet_replaces_the_file_system_in_another_stack() -> None:
     net_old = t({"Private0": SUBNET}, {"P0": {"Value": {"Ref": "Private0"}, "Export": {"Name": "net-private-0"}}})
     moved = copy.deepcopy(SUBNET)

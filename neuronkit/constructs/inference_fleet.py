@@ -766,7 +766,10 @@ class InferenceFleet(Construct):
                     for k, v in sorted({**(tags or {}), "neuronkit:pool": self.pool, "neuronkit:compile": key}.items())
                 ],
             )
-            signal_seconds = min(self.profiles[t].boot_seconds + int(values["CACHE_LOCK_TIMEOUT"]), _MAX_CREATION_SIGNAL_SECONDS)
+            # Boot (pull, download, load), the longest compile the lock allows, then the upload of the artifacts.
+            cache = serving.facts()["compiled_cache"]
+            work = self.profiles[t].boot_seconds + cache["lock_timeout_seconds"] + cache["publish_seconds"]
+            signal_seconds = min(work, _MAX_CREATION_SIGNAL_SECONDS)
             compile_group.cfn_options.creation_policy = CfnCreationPolicy(
                 resource_signal=CfnResourceSignal(count=1, timeout=durations.seconds(signal_seconds).to_iso_string())
             )

@@ -23,6 +23,7 @@ ASG = "AWS::AutoScaling::AutoScalingGroup"
 MODEL = serving.ModelSpec(id="meta-llama/Llama-3.1-8B-Instruct", s3_prefix="models/llama-8b/", parameters_billion=8.0)
 RELEASE = releases.release("2.28.1")
 LOCK_TIMEOUT = serving.facts()["compiled_cache"]["lock_timeout_seconds"]
+PUBLISH = serving.facts()["compiled_cache"]["publish_seconds"]
 
 
 def _fleet(serving_spec: ServingSpec | None = None, *, serve: ServeSpec | None = None) -> tuple[InferenceFleet, dict[str, Any]]:
@@ -80,8 +81,8 @@ def test_the_compile_group_starts_one_node_and_waits_for_its_signal(built: tuple
         assert props["VPCZoneIdentifier"] == [SUBNET_ID, "subnet-0bbbbbbbbbbbbbbb2"]
         assert props["NotificationConfigurations"][0]["TopicARN"] == "arn:aws:sns:us-east-1:123456789012:events"
         t = g["Metadata"][PRECOMPILE_METADATA_KEY]["instance_type"]
-        # The boot (pull, download, load) and the longest compile the cache lock allows.
-        seconds = fleet.profiles[t].boot_seconds + LOCK_TIMEOUT
+        # The boot (pull, download, load), the longest compile the cache lock allows, and the upload.
+        seconds = fleet.profiles[t].boot_seconds + LOCK_TIMEOUT + PUBLISH
         assert g["CreationPolicy"] == {"ResourceSignal": {"Count": 1, "Timeout": Duration.seconds(seconds).to_iso_string()}}
         assert "LifecycleHookSpecificationList" not in props and "TargetGroupARNs" not in props
 

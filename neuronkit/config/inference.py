@@ -250,6 +250,12 @@ def _serve_problems(loc: str, f: InferenceFleet) -> list[tuple[str, str]]:
 
     if f.model_s3_prefix is None:
         add("model_s3_prefix", "required with serve: your server's files under the artifacts bucket, e.g. models/my-model/")
+    if "precompile" in f.model_fields_set:
+        add(
+            "precompile",
+            "applies to a fleet served with model: (the kit compiles its keys); with serve: your server compiles nothing "
+            "the kit knows of; remove precompile",
+        )
     for key, command in (("serve.neuron", f.serve.neuron), ("serve.gpu", f.serve.gpu or "")):
         if "'" in command or "\n" in command:
             add(

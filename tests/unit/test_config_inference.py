@@ -123,6 +123,14 @@ def test_the_base_fleet_is_valid() -> None:
             id="az-outside-the-network",
         ),
         pytest.param(
+            {"precompile": True},
+            [
+                f"{FILE}: inference[0].precompile: applies to a fleet served with model: (the kit compiles its keys); "
+                "with serve: your server compiles nothing the kit knows of; remove precompile"
+            ],
+            id="precompile-with-serve",
+        ),
+        pytest.param(
             {"min_size": 5},
             [f"{FILE}: inference[0].min_size: min_size 5 is greater than max_size 4; raise max_size or lower min_size"],
             id="min-above-max",

@@ -181,6 +181,29 @@ def test_group_reads_back_with_its_prioritized_overrides(deployed: Deployment) -
     assert group["TerminationPolicies"][0] == "AllocationStrategy"
 
 
+def test_each_neuron_type_has_a_compile_group_booting_its_type_and_the_neuron_dlami(deployed: Deployment) -> None:
+    fleet = deployed.env.inference[0]
+    prefix = f"{deployed.env.name}-{fleet.name}-compile-"
+    autoscaling, ec2 = deployed.client("autoscaling"), deployed.client("ec2")
+    groups = [
+        g for g in autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"] if g["AutoScalingGroupName"].startswith(prefix)
+    ]
+    if fleet.model is None or not fleet.precompile:
+        assert groups == []
+        return
+    assert len(groups) == len(fleet.neuron_types)
+    booted = set()
+    for group in groups:
+        assert (group["MinSize"], group["MaxSize"]) == (0, 1)
+        template = group["LaunchTemplate"]["LaunchTemplateId"]
+        assert template in deployed.physical(f"{deployed.env.name}-inference", "AWS::EC2::LaunchTemplate")
+        (version,) = ec2.describe_launch_template_versions(LaunchTemplateId=template)["LaunchTemplateVersions"]
+        data = version["LaunchTemplateData"]
+        assert data["ImageId"] == deployed.images["neuron"]
+        booted.add(data["InstanceType"])
+    assert booted == set(fleet.neuron_types)
+
+
 def test_instances_launch_from_the_neuron_template_with_the_neuron_dlami(deployed: Deployment) -> None:
     fleet = deployed.env.inference[0]
     name = f"{deployed.env.name}-{fleet.name}"

@@ -387,6 +387,19 @@ class VcpuNeed:
     all_gpu: bool = False  # an inference fleet counted on its fallback types
 
 
+def _by_quota(instance_types: Iterable[str]) -> tuple[dict[str, list[str]], list[str]]:
+    """The types grouped by the On-Demand vCPU quota that counts them, and the types no quota maps."""
+    by_code: dict[str, list[str]] = {}
+    missing = []
+    for t in instance_types:
+        quota = quotas.quota_for_family(catalog.get(t).family)
+        if quota is None:
+            missing.append(t)
+        else:
+            by_code.setdefault(quota.code, []).append(t)
+    return by_code, missing
+
+
 def vcpu_needs(env: Environment) -> tuple[dict[str, list[VcpuNeed]], list[tuple[str, list[str]]]]:
     """vCPUs each pool needs at max_size, grouped by quota code; and the types no quota maps, per pool.
 
@@ -399,14 +412,7 @@ def vcpu_needs(env: Environment) -> tuple[dict[str, list[VcpuNeed]], list[tuple[
     needs: dict[str, list[VcpuNeed]] = {}
     unmapped: list[tuple[str, list[str]]] = []
     for p in pools_from_environment(env):
-        by_code: dict[str, list[str]] = {}
-        missing = []
-        for t in p.instance_types:
-            quota = quotas.quota_for_family(catalog.get(t).family)
-            if quota is None:
-                missing.append(t)
-            else:
-                by_code.setdefault(quota.code, []).append(t)
+        by_code, missing = _by_quota(p.instance_types)
         if missing:
             unmapped.append((p.pool, missing))
         for code, types in by_code.items():
@@ -417,19 +423,11 @@ def vcpu_needs(env: Environment) -> tuple[dict[str, list[VcpuNeed]], list[tuple[
             of = f" (largest of its {len(types)} {which} types)" if len(types) > 1 else ""
             text = f"{p.pool}: {p.max_size} x {largest}{of} = {vcpus}" + (" if all GPU" if all_gpu else "")
             needs.setdefault(code, []).append(VcpuNeed(p.pool, vcpus, text, all_gpu))
-    for f in env.inference:
         # A rollout that changes a key runs one compile node per Neuron type while the fleet still runs.
-        if f.model is None or not f.precompile:
-            continue
-        by_code = {}
-        for t in f.neuron_types:
-            quota = quotas.quota_for_family(catalog.get(t).family)
-            if quota is not None:
-                by_code.setdefault(quota.code, []).append(t)
-        for code, types in by_code.items():
+        for code, types in _by_quota(p.compile_types)[0].items():
             vcpus = sum(catalog.get(t).vcpus for t in types)
-            text = f"{f.name} compile groups: {' + '.join(f'1 x {t}' for t in types)} = {vcpus} (during a rollout with new keys)"
-            needs.setdefault(code, []).append(VcpuNeed(f"{f.name} compile", vcpus, text))
+            text = f"{p.pool} compile groups: {' + '.join(f'1 x {t}' for t in types)} = {vcpus} (during a rollout with new keys)"
+            needs.setdefault(code, []).append(VcpuNeed(f"{p.pool} compile", vcpus, text))
     return needs, unmapped
 
 

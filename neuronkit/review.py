@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from neuronkit.pools import COMPILE_METADATA_KEY
+
 STATEFUL = {
     "AWS::S3::Bucket": "bucket",
     "AWS::FSx::FileSystem": "file system",
@@ -140,7 +142,7 @@ def compare_templates(
 def _compile_note(resource: dict[str, Any], action: str) -> str:
     """What an added or removed compile group (a fleet's one node per compiled-artifact key) means for a rollout."""
     meta = resource.get("Metadata") if isinstance(resource.get("Metadata"), dict) else {}
-    found = meta.get("neuronkit-precompile") if isinstance(meta, dict) else None
+    found = meta.get(COMPILE_METADATA_KEY) if isinstance(meta, dict) else None
     if not isinstance(found, dict):
         return ""
     if action == "added":

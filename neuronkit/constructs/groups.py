@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_iam as iam
@@ -38,6 +40,14 @@ def acknowledge_group_arn(role: iam.IRole, arn: str, whose: str) -> None:
         f"AwsSolutions-IAM5[Resource::{arn.replace(pseudo.PARTITION, '<AWS::Partition>')}]",
         f"The group's UUID is unknown before creation; the ARN is fixed to {whose}",
     )
+
+
+def group_tags(tags: Mapping[str, str]) -> list[autoscaling.CfnAutoScalingGroup.TagPropertyProperty]:
+    """A group's tags, sorted, on the group only: its launch templates tag the instances and volumes."""
+    return [
+        autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
+        for k, v in sorted(tags.items())
+    ]
 
 
 def notifications(topic_arn: str | None) -> list[autoscaling.CfnAutoScalingGroup.NotificationConfigurationProperty] | None:

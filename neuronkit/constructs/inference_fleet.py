@@ -34,6 +34,7 @@ from neuronkit.constructs.groups import (
     acknowledge_group_arn,
     grant_node_lifecycle,
     group_arn,
+    group_tags,
     launch_hook,
     lifecycle_values,
     notifications,
@@ -54,8 +55,6 @@ _MAX_PAUSE_SECONDS = 3600
 _MAX_HEARTBEAT_SECONDS = 7200
 # A CreationPolicy's ResourceSignal timeout is at most 12 hours (CloudFormation, CreationPolicy attribute).
 _MAX_CREATION_SIGNAL_SECONDS = 43200
-# Metadata key of a compile group (not a capacity pool: neuronkit.pools skips it).
-PRECOMPILE_METADATA_KEY = COMPILE_METADATA_KEY
 # Processes AWS recommends suspending during a rolling update, so that health-check replacements,
 # alarms (target tracking) and schedules do not fight the update.
 _SUSPEND_DURING_UPDATE = ["HealthCheck", "ReplaceUnhealthy", "AZRebalance", "AlarmNotification", "ScheduledActions"]
@@ -589,10 +588,7 @@ class InferenceFleet(Construct):
             new_instances_protected_from_scale_in=False,
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
             notification_configurations=notifications(topic_arn),
-            tags=[
-                autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
-                for k, v in sorted({**(tags or {}), "neuronkit:pool": self.pool}.items())
-            ],
+            tags=group_tags({**(tags or {}), "neuronkit:pool": self.pool}),
         )
         self.auto_scaling_group = group
         acknowledge(
@@ -761,10 +757,7 @@ class InferenceFleet(Construct):
                 desired_capacity="1",
                 vpc_zone_identifier=list(subnet_ids.values()),
                 notification_configurations=notifications(topic_arn),
-                tags=[
-                    autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
-                    for k, v in sorted({**(tags or {}), "neuronkit:pool": self.pool, "neuronkit:compile": key}.items())
-                ],
+                tags=group_tags({**(tags or {}), "neuronkit:pool": self.pool, "neuronkit:compile": key}),
             )
             # Boot (pull, download, load), the longest compile the lock allows, then the upload of the artifacts.
             cache = serving.facts()["compiled_cache"]
@@ -778,7 +771,7 @@ class InferenceFleet(Construct):
                 auto_scaling_scheduled_action=CfnAutoScalingScheduledAction(ignore_unmodified_group_size_properties=True)
             )
             compile_group.cfn_options.metadata = {
-                PRECOMPILE_METADATA_KEY: {"pool": self.pool, "instance_type": t, "cache_key": key, "group": self.group_name}
+                COMPILE_METADATA_KEY: {"pool": self.pool, "instance_type": t, "cache_key": key, "group": self.group_name}
             }
             compile_values = {
                 **values,

@@ -17,7 +17,14 @@ from constructs import Construct
 from neuronkit import catalog, userdata
 from neuronkit.compliance import acknowledge
 from neuronkit.constructs import pseudo
-from neuronkit.constructs.groups import drain_hook, grant_node_lifecycle, launch_hook, lifecycle_values, notifications
+from neuronkit.constructs.groups import (
+    drain_hook,
+    grant_node_lifecycle,
+    group_tags,
+    launch_hook,
+    lifecycle_values,
+    notifications,
+)
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
 from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.node_role import node_role
@@ -417,10 +424,7 @@ class TrainingCluster(Construct):
             termination_policies=["NewestInstance"],
             notification_configurations=notifications(topic_arn),
             metrics_collection=[autoscaling.CfnAutoScalingGroup.MetricsCollectionProperty(granularity="1Minute")],
-            tags=[
-                autoscaling.CfnAutoScalingGroup.TagPropertyProperty(key=k, value=v, propagate_at_launch=False)
-                for k, v in sorted(self._tags.items())
-            ],
+            tags=group_tags(self._tags),
         )
         if self.capacity_reservation is not None:
             group.node.add_dependency(self.capacity_reservation)

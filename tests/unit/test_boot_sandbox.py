@@ -442,6 +442,12 @@ def _compile_signals(run: Run) -> list[str]:
     return [c.rsplit("--status ", 1)[1].split()[0] for c in calls]
 
 
+def _compile_node(container_user_data: dict[str, str], tmp_path: Path, **stub_files: str) -> Run:
+    """A compile node of inf2.xlarge with its Neuron device; ``stub_files`` set up the cache (tests/sandbox.py)."""
+    scenario = Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files=stub_files)
+    return run_user_data(container_user_data["compile inf2.xlarge"], scenario, tmp_path)
+
+
 def _left_group(run: Run) -> bool:
     (leave,) = run.called("aws autoscaling terminate-instance-in-auto-scaling-group")
     return f"--instance-id {INSTANCE_ID}" in leave and "--should-decrement-desired-capacity" in leave
@@ -450,9 +456,7 @@ def _left_group(run: Run) -> bool:
 def test_a_compile_node_of_a_new_key_compiles_publishes_signals_then_leaves(
     container_user_data: dict[str, str], tmp_path: Path
 ) -> None:
-    run = run_user_data(
-        container_user_data["compile inf2.xlarge"], Scenario(neuron_devices=1, instance_type="inf2.xlarge"), tmp_path
-    )
+    run = _compile_node(container_user_data, tmp_path)
     assert "compile failed" not in run.output, run.output[-3000:]
     assert _compile_signals(run) == ["SUCCESS"] and _left_group(run)
     # Lock, compile by starting the server, publish, and only then signal; it never serves: no launch hook.
@@ -472,11 +476,7 @@ def test_a_compile_node_of_a_new_key_compiles_publishes_signals_then_leaves(
 def test_a_compile_node_finding_its_key_signals_at_once_without_pulling(
     container_user_data: dict[str, str], tmp_path: Path
 ) -> None:
-    run = run_user_data(
-        container_user_data["compile inf2.xlarge"],
-        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "0"}),
-        tmp_path,
-    )
+    run = _compile_node(container_user_data, tmp_path, **{"cache-complete-after": "0"})
     assert "compile failed" not in run.output, run.output[-3000:]
     assert _compile_signals(run) == ["SUCCESS"] and _left_group(run)
     assert not run.called("docker pull") and not run.called("aws s3 sync") and not run.called("aws s3api put-object")
@@ -485,11 +485,7 @@ def test_a_compile_node_finding_its_key_signals_at_once_without_pulling(
 def test_a_compile_node_waits_for_another_compiling_node_without_a_hook(
     container_user_data: dict[str, str], tmp_path: Path
 ) -> None:
-    run = run_user_data(
-        container_user_data["compile inf2.xlarge"],
-        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"cache-complete-after": "2", "lock-held": ""}),
-        tmp_path,
-    )
+    run = _compile_node(container_user_data, tmp_path, **{"cache-complete-after": "2", "lock-held": ""})
     assert "compile failed" not in run.output, run.output[-3000:]
     assert _compile_signals(run) == ["SUCCESS"] and _left_group(run)
     assert not run.called("aws autoscaling record-lifecycle-action-heartbeat")  # the group has no hook to keep alive

@@ -16,7 +16,8 @@ from aws_cdk import Duration, Stack
 from neuronkit import serving
 from neuronkit.catalog import releases
 from neuronkit.constructs import AmiSpec, FleetNodesSpec, InferenceFleet, ServeSpec
-from neuronkit.constructs.inference_fleet import PRECOMPILE_METADATA_KEY, ServingSpec
+from neuronkit.constructs.inference_fleet import ServingSpec
+from neuronkit.pools import COMPILE_METADATA_KEY
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, resources, template
 
 ASG = "AWS::AutoScaling::AutoScalingGroup"
@@ -49,7 +50,7 @@ def built() -> tuple[InferenceFleet, dict[str, Any]]:
 
 
 def _compile_groups(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {k: g for k, g in resources(data, ASG).items() if PRECOMPILE_METADATA_KEY in (g.get("Metadata") or {})}
+    return {k: g for k, g in resources(data, ASG).items() if COMPILE_METADATA_KEY in (g.get("Metadata") or {})}
 
 
 def _fleet_group(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -60,11 +61,11 @@ def _fleet_group(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 def test_one_compile_group_per_neuron_type_named_after_its_key(built: tuple[InferenceFleet, dict[str, Any]]) -> None:
     fleet, data = built
     groups = _compile_groups(data)
-    by_type = {g["Metadata"][PRECOMPILE_METADATA_KEY]["instance_type"]: g for g in groups.values()}
+    by_type = {g["Metadata"][COMPILE_METADATA_KEY]["instance_type"]: g for g in groups.values()}
     assert sorted(by_type) == ["inf2.24xlarge", "inf2.48xlarge"]  # none for the GPU fallback: it compiles nothing
     for t, g in by_type.items():
         key = fleet.profiles[t].cache_key
-        assert key and g["Metadata"][PRECOMPILE_METADATA_KEY] == {
+        assert key and g["Metadata"][COMPILE_METADATA_KEY] == {
             "pool": "chat", "instance_type": t, "cache_key": key, "group": "team-chat"
         }  # fmt: skip
         digest = hashlib.sha256(key.encode()).hexdigest()[:8]
@@ -80,7 +81,7 @@ def test_the_compile_group_starts_one_node_and_waits_for_its_signal(built: tuple
         assert (props["MinSize"], props["MaxSize"], props["DesiredCapacity"]) == ("0", "1", "1")
         assert props["VPCZoneIdentifier"] == [SUBNET_ID, "subnet-0bbbbbbbbbbbbbbb2"]
         assert props["NotificationConfigurations"][0]["TopicARN"] == "arn:aws:sns:us-east-1:123456789012:events"
-        t = g["Metadata"][PRECOMPILE_METADATA_KEY]["instance_type"]
+        t = g["Metadata"][COMPILE_METADATA_KEY]["instance_type"]
         # The boot (pull, download, load), the longest compile the cache lock allows, and the upload.
         seconds = fleet.profiles[t].boot_seconds + LOCK_TIMEOUT + PUBLISH
         assert g["CreationPolicy"] == {"ResourceSignal": {"Count": 1, "Timeout": Duration.seconds(seconds).to_iso_string()}}
@@ -97,7 +98,7 @@ def test_the_compile_node_runs_its_types_profile_as_a_compile_node(built: tuple[
     fleet, data = built
     templates = resources(data, "AWS::EC2::LaunchTemplate")
     for logical_id, g in _compile_groups(data).items():
-        t = g["Metadata"][PRECOMPILE_METADATA_KEY]["instance_type"]
+        t = g["Metadata"][COMPILE_METADATA_KEY]["instance_type"]
         lt = templates[g["Properties"]["LaunchTemplate"]["LaunchTemplateId"]["Ref"]]["Properties"]["LaunchTemplateData"]
         text = json.dumps(lt["UserData"])
         assert "NODE_ROLE='compile'" in text and "LIFECYCLE_HOOK=''" in text

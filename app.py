@@ -9,8 +9,8 @@ from pathlib import Path
 
 from aws_cdk import App
 
-from neuronkit import compliance
 from neuronkit.config import ConfigError, load_all, load_environment, neuron_warnings
+from neuronkit.constructs import compliance
 from neuronkit.stacks import build_environment, missing_lookups
 
 HERE = Path(__file__).parent

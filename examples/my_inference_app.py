@@ -15,8 +15,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit import compliance
-from neuronkit.constructs import FleetNodesSpec, InferenceFleet, ServeSpec
+from neuronkit.constructs import FleetNodesSpec, InferenceFleet, ServeSpec, compliance
 
 
 class ChatServingStack(Stack):

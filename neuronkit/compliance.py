@@ -1,36 +1,5 @@
-"""cdk-nag (AwsSolutions) over the whole app, with every acknowledged finding explained.
+"""Deprecated path: this module moved to ``neuronkit.constructs.compliance`` (removed in neuronkit 0.3)."""
 
-Acknowledgements live next to the code that causes them (``acknowledge(scope, rule, reason)``), so
-the reason stays true when the code changes. This module registers the plugin.
-"""
+from neuronkit._moved import alias
 
-from __future__ import annotations
-
-import weakref
-
-from aws_cdk import Acknowledgment, App, Validations
-from cdk_nag import AwsSolutionsChecks
-from constructs import IConstruct
-
-# Validations.of(scope) per scope, made once: a scope (a role, say) is acknowledged several times, and each
-# Validations.of is a round trip to the jsii kernel (docs/performance.md). The wrapper holds no state.
-_VALIDATIONS: weakref.WeakKeyDictionary[IConstruct, Validations] = weakref.WeakKeyDictionary()
-
-
-def apply(app: App) -> None:
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-
-
-def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
-    """Acknowledge one cdk-nag finding (``AwsSolutions-IAM5[Resource::...]``) with its reason."""
-    if "${Token[" in rule:  # CDK's string token marker; checked here, not in the jsii kernel (66 calls a synth)
-        # The finding names a deploy-time value (e.g. a generated bucket name): it cannot be matched
-        # at synth, so it is left for the app that owns the value to review.
-        return
-    if not reason.strip():
-        raise ValueError(f"{rule}: an acknowledgement needs a reason")
-    # The plugin's prefix: without it CDK files the rule under annotations instead of the cdk-nag pack.
-    validations = _VALIDATIONS.get(scope)
-    if validations is None:
-        validations = _VALIDATIONS[scope] = Validations.of(scope)
-    validations.acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
+alias(__name__)

@@ -74,8 +74,8 @@ class Synth:
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """Every example environment, synthesized once with the cdk-nag plugin (a finding fails it)."""
-    from neuronkit import compliance
     from neuronkit.config import load_all
+    from neuronkit.constructs import compliance
     from neuronkit.stacks import build_environment
 
     environments = load_all(ROOT / "environments")

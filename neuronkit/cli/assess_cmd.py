@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from neuronkit import assess
+from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session
+from neuronkit.adoption import assess
 from neuronkit.cli import CliError
-from neuronkit.preflight import PreflightAbort, abort_message, aws_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

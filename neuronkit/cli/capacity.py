@@ -16,9 +16,17 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from neuronkit import catalog
+from neuronkit.account.preflight import (
+    DENIED_CODES,
+    Client,
+    PreflightAbort,
+    abort_message,
+    aws_session,
+    client_config,
+    iam_action,
+)
 from neuronkit.cli import CliError
 from neuronkit.config import CapacityBlock
-from neuronkit.preflight import DENIED_CODES, Client, PreflightAbort, abort_message, aws_session, client_config, iam_action
 
 PLATFORM = "Linux/UNIX"
 

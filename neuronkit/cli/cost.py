@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from neuronkit import config, cost
+from neuronkit import config
 from neuronkit.catalog.pricing import MissingPriceError
 from neuronkit.cli import CliError, selection
-from neuronkit.pools import Pool, PoolError, pools_from_cdk_out, pools_from_environment
+from neuronkit.reports import cost
+from neuronkit.reports.pools import Pool, PoolError, pools_from_cdk_out, pools_from_environment
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

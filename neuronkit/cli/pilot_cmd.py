@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from neuronkit import config, pilot
+from neuronkit import config
+from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session, client_config
+from neuronkit.adoption import pilot
 from neuronkit.cli import CliError, selection
-from neuronkit.preflight import PreflightAbort, abort_message, aws_session, client_config
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

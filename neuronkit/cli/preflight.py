@@ -1,6 +1,6 @@
 """``neuronkit preflight --env NAME | --file PATH``: check an environment against your AWS account.
 
-The checks live in :mod:`neuronkit.preflight`; this module loads the file, prints the table and
+The checks live in :mod:`neuronkit.account.preflight`; this module loads the file, prints the table and
 turns the result into the exit code: 0 without FAIL lines, 1 with any, 2 when AWS cannot be asked.
 """
 
@@ -10,8 +10,8 @@ import argparse
 from collections.abc import Sequence
 
 from neuronkit import config
+from neuronkit.account.preflight import Check, PreflightAbort, aws_session, run_checks
 from neuronkit.cli import CliError, selection
-from neuronkit.preflight import Check, PreflightAbort, aws_session, run_checks
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -6,8 +6,8 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from neuronkit import review
 from neuronkit.cli import CliError
+from neuronkit.reports import review
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

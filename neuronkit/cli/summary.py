@@ -5,7 +5,7 @@ neuronkit summary path/to/cdk.out    any synthesized cloud assembly
 neuronkit summary -o summary.md      write to a file instead of stdout
 
 ``make diff ENV=name`` prints ``cdk diff`` and then this summary; docs/github-actions-pr.yml posts both on
-every pull request. See :mod:`neuronkit.summary` for what the Markdown holds.
+every pull request. See :mod:`neuronkit.reports.summary` for what the Markdown holds.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 
 from neuronkit.cli import CliError
-from neuronkit.summary import SummaryError, summarize
+from neuronkit.reports.summary import SummaryError, summarize
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -7,7 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from neuronkit import addressing, catalog
+from neuronkit import catalog
+from neuronkit.config import addressing
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
 from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems

@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from neuronkit import catalog, serving
-from neuronkit.catalog import releases
+from neuronkit import catalog
+from neuronkit.catalog import releases, serving
 from neuronkit.config.base import AZ_ID_RE, CRON_RE, SERVE_COMMAND_MAX, Strict, _offered
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import Workload

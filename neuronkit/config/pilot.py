@@ -3,7 +3,7 @@
 The two sides are the AWS Batch queues of one training cluster with ``scheduler: batch`` and a
 ``gpu_pool``: the same subnet, storage and data, each with its own image. ``neuronkit pilot start``
 submits the workload to both with the same step budget; jobs report their steps with
-``neuronkit.pilot_metrics``; ``neuronkit pilot report`` compares them.
+``neuronkit.adoption.pilot_metrics``; ``neuronkit pilot report`` compares them.
 """
 
 from __future__ import annotations

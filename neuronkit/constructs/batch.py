@@ -32,7 +32,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit import catalog, userdata
-from neuronkit.addressing import addresses_per_node, batch_addresses_per_node  # noqa: F401 - re-exported
+from neuronkit.config.addressing import addresses_per_node, batch_addresses_per_node  # noqa: F401 - re-exported
 from neuronkit.constructs import pseudo
 from neuronkit.constructs.launch_template import (
     IMAGE_METADATA,
@@ -45,7 +45,7 @@ from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.pools import pool_metadata
+from neuronkit.reports.pools import pool_metadata
 
 # ECS registers less memory than the instance has (kernel, agent); a job asking for all of it is never
 # placed. Jobs ask for this share of the instance's memory (Batch user guide, "Compute resource memory
@@ -136,7 +136,7 @@ class BatchTrainingCluster(Construct):
     accelerator (``ecs-neuron`` or ``ecs-gpu``). ``checkpoint_dir`` is where jobs should write checkpoints
     (default: ``NEURONKIT_CHECKPOINTS``, the pool's prefix of the checkpoints bucket; pass the Lustre path
     that auto-exports to that bucket when there is one). ``az_id`` (optional) is only recorded in the
-    compute environment's ``neuronkit`` Metadata, the pool contract of :mod:`neuronkit.pools`.
+    compute environment's ``neuronkit`` Metadata, the pool contract of :mod:`neuronkit.reports.pools`.
 
     Public attributes: ``compute_environment``, ``job_queue``, ``job_definition``, ``launch_template``
     (L1 resources), ``security_group``, ``placement_group`` (or None), ``instance_role``, ``job_role``,
@@ -320,7 +320,7 @@ class BatchTrainingCluster(Construct):
         az_id: str | None,
         pool_tags: Mapping[str, str],
     ) -> None:
-        """Type, subnet, placement, profile and AMI; the pool contract of neuronkit.pools in its Metadata."""
+        """Type, subnet, placement, profile and AMI; the pool contract of neuronkit.reports.pools in its Metadata."""
         # "Environment" (was "ComputeEnvironment" with a custom service role): a new logical ID, so that an
         # upgrade replaces the environment instead of switching its role in place, which Batch refuses.
         self.compute_environment = batch.CfnComputeEnvironment(
@@ -356,7 +356,7 @@ class BatchTrainingCluster(Construct):
                 tags=dict(sorted(pool_tags.items())),
             ),
         )
-        # The pool contract of neuronkit.pools (the same keys as on Auto Scaling groups), plus the scheduler.
+        # The pool contract of neuronkit.reports.pools (the same keys as on Auto Scaling groups), plus the scheduler.
         self.compute_environment.cfn_options.metadata = {
             "neuronkit": pool_metadata(
                 environment=environment,

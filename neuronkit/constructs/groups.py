@@ -10,8 +10,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.compliance import acknowledge
 from neuronkit.constructs import pseudo
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.policy import add_statement
 
 # What a group reports to its notifications topic: launches and terminations, and their failures.

@@ -14,8 +14,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from neuronkit.compliance import acknowledge
 from neuronkit.constructs import durations
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.python_function import python_function
 from neuronkit.lambdas.idle_scale_down import handler as code

@@ -26,10 +26,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit import serving, userdata
-from neuronkit.catalog import releases
-from neuronkit.compliance import acknowledge
+from neuronkit import userdata
+from neuronkit.catalog import releases, serving
 from neuronkit.constructs import durations, pseudo
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
     acknowledge_group_arn,
     grant_node_lifecycle,
@@ -44,7 +44,7 @@ from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
-from neuronkit.pools import COMPILE_METADATA_KEY, pool_metadata
+from neuronkit.reports.pools import COMPILE_METADATA_KEY, pool_metadata
 
 # The systemd unit inference-node.sh runs the model server as; its journal goes to the server log group.
 SERVER_UNIT = "neuronkit-model-server.service"
@@ -136,7 +136,7 @@ class InferenceFleet(Construct):
     port). ALB access logs go to ``access_logs_bucket`` when given.
 
     Serving: with ``serving`` (:class:`ServingSpec`), every type, Neuron and GPU, gets its own launch
-    template carrying its profile (neuronkit/serving.py): the pinned vLLM container pulled through the
+    template carrying its profile (neuronkit/catalog/serving.py): the pinned vLLM container pulled through the
     fleet's ECR cache, the tensor-parallel degree of its NeuronCores or GPUs, and on Neuron the
     compiled-artifact key under ``compiled/`` of ``artifacts_bucket`` (the first node of a new key compiles
     and publishes, the others wait). The root volume (unless ``root_volume_gib``) and the boot time the
@@ -254,7 +254,7 @@ class InferenceFleet(Construct):
         tls: TlsSpec | None,
         serving: ServingSpec | None,
     ) -> dict[str, Any]:
-        """The pool contract of neuronkit.pools on the group, with the listener and each type's serving profile."""
+        """The pool contract of neuronkit.reports.pools on the group, with the listener and each type's serving profile."""
         return pool_metadata(
             environment=environment,
             region=Stack.of(self).region,

@@ -11,8 +11,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.addressing import addresses_per_node  # noqa: F401 - re-exported for existing imports
 from neuronkit.catalog import releases
+from neuronkit.config.addressing import addresses_per_node  # noqa: F401 - re-exported for existing imports
 from neuronkit.constructs.node_role import node_role
 
 # Resource metadata key naming how a launch template's (or compute environment's) image was chosen.

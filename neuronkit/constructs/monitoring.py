@@ -547,8 +547,8 @@ class EnvironmentMonitoring(Construct):
     # dashboard
     # ----------------------------------------------------------------------------------------
     def _rows(self, lustre: LustreRef | None) -> list[_Row]:
-        neuron = [p for p in self.pools if p.runs_neuron]
-        gpu = [p for p in self.pools if p.runs_gpu]
+        """The dashboard, top to bottom: header, Neuron and GPU health, capacity and cost, drivers, balancers,
+        Lustre, alarms."""
         rows = [
             _Row(
                 [
@@ -566,6 +566,33 @@ class EnvironmentMonitoring(Construct):
                 ]
             )
         ]
+        rows.extend(self._device_rows())
+        rows.append(self._capacity_row())
+        rows.extend(self._driver_rows())
+        fleets = [(p, p.load_balancer) for p in self.pools if p.load_balancer is not None]
+        if fleets:
+            rows.append(_Row(self._load_balancer_widgets(fleets)))  # type: ignore[arg-type]
+        if lustre is not None:
+            rows.append(_Row(_lustre_widgets(lustre)))
+        if self.alarms:
+            rows.append(
+                _Row(
+                    [
+                        cloudwatch.AlarmStatusWidget(
+                            title="Alarms",
+                            alarms=list(self.alarms.values()),
+                            width=24,
+                            height=max(3, math.ceil(len(self.alarms) / 4) + 1),
+                        )
+                    ]
+                )
+            )
+        return rows
+
+    def _device_rows(self) -> list[_Row]:
+        neuron = [p for p in self.pools if p.runs_neuron]
+        gpu = [p for p in self.pools if p.runs_gpu]
+        rows: list[_Row] = []
         rows.append(
             _Row(
                 [
@@ -626,6 +653,9 @@ class EnvironmentMonitoring(Construct):
                 ]
             )
         )
+        return rows
+
+    def _capacity_row(self) -> _Row:
         counts = [m for p in self.pools for f in ("neuron", "gpu") if (m := self.in_service(p, f)) is not None]  # type: ignore[arg-type]
         cost: list[cloudwatch.IWidget] = [_graph("Instances in service per pool (Neuron / GPU)", counts, stacked=True)]
         if self.cost_per_hour is not None:
@@ -642,7 +672,10 @@ class EnvironmentMonitoring(Construct):
                 )
             )
             cost[0] = _graph("Instances in service per pool (Neuron / GPU)", counts, stacked=True, width=12)
-        rows.append(_Row(cost))
+        return _Row(cost)
+
+    def _driver_rows(self) -> list[_Row]:
+        rows: list[_Row] = []
         trained = [p for p in self.pools if p.runs_neuron and p.role == "training"]
         if trained:
             # What the nodes really run: one line per driver version per pool (each node publishes its own).
@@ -658,24 +691,6 @@ class EnvironmentMonitoring(Construct):
                 for p in trained
             ]
             rows.append(_Row([_graph("Nodes per Neuron driver version (training pools)", versions, width=24)]))
-        fleets = [(p, p.load_balancer) for p in self.pools if p.load_balancer is not None]
-        if fleets:
-            rows.append(_Row(self._load_balancer_widgets(fleets)))  # type: ignore[arg-type]
-        if lustre is not None:
-            rows.append(_Row(_lustre_widgets(lustre)))
-        if self.alarms:
-            rows.append(
-                _Row(
-                    [
-                        cloudwatch.AlarmStatusWidget(
-                            title="Alarms",
-                            alarms=list(self.alarms.values()),
-                            width=24,
-                            height=max(3, math.ceil(len(self.alarms) / 4) + 1),
-                        )
-                    ]
-                )
-            )
         return rows
 
     def _load_balancer_widgets(self, fleets: list[tuple[WatchedPool, LoadBalancerRef]]) -> list[cloudwatch.IWidget]:

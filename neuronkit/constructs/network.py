@@ -11,11 +11,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from neuronkit.addressing import plan_subnets, private_prefix_for
-from neuronkit.compliance import acknowledge
+from neuronkit.config.addressing import plan_subnets, private_prefix_for
 from neuronkit.constructs import pseudo
+from neuronkit.constructs.compliance import acknowledge
 
-# The arithmetic lives in neuronkit.addressing (validation uses it too); re-exported for existing imports.
+# The arithmetic lives in neuronkit.config.addressing (validation uses it too); re-exported for existing imports.
 __all__ = ["AcceleratorNetwork", "plan_subnets", "private_prefix_for", "retention_days"]
 
 

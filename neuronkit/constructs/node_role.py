@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from neuronkit.compliance import acknowledge
+from neuronkit.constructs.compliance import acknowledge
 
 SESSION_MANAGER = "AmazonSSMManagedInstanceCore"
 

@@ -14,9 +14,9 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from neuronkit import userdata
-from neuronkit.compliance import acknowledge
 from neuronkit.config import LOG_RETENTION_DAYS
 from neuronkit.constructs import pseudo
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.policy import add_statement
 
 PUBLISHER = "neuron_monitor_publisher.py"

@@ -6,14 +6,14 @@ from aws_cdk import Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from neuronkit.adoption.pilot_metrics import NAMESPACE, SIDES
 from neuronkit.catalog import pricing
 from neuronkit.constructs import durations
-from neuronkit.pilot_metrics import NAMESPACE, SIDES
 
 
 class PilotDashboard(Construct):
     """A CloudWatch dashboard ``neuronkit-<environment>-pilot-<pilot>``: loss, tokens per second and step time
-    of both sides (the metrics ``neuronkit.pilot_metrics`` reports), and the cost per million tokens of each
+    of both sides (the metrics ``neuronkit.adoption.pilot_metrics`` reports), and the cost per million tokens of each
     side from the catalog's On-Demand price of its instance type times ``nodes``.
 
     ``instance_types`` maps a side (``neuron``, ``gpu``) to its type. Works in any stack with a concrete
@@ -66,7 +66,7 @@ class PilotDashboard(Construct):
         text = (
             f"# Pilot {pilot}: Trainium against GPU\n"
             f"Neuron side: {nodes} x {instance_types['neuron']}; GPU side: {nodes} x {instance_types['gpu']}. "
-            f"Metrics from `neuronkit.pilot_metrics` (namespace `{NAMESPACE}`); prices from catalog/prices.json "
+            f"Metrics from `neuronkit.adoption.pilot_metrics` (namespace `{NAMESPACE}`); prices from catalog/prices.json "
             f"as of {table.as_of}. `neuronkit pilot report` compares runs step by step (docs/adoption.md)."
             + ("".join(f"\n- {n}" for n in notes))
         )

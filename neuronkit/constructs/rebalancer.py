@@ -13,8 +13,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from neuronkit.compliance import acknowledge
 from neuronkit.constructs import durations
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.network import retention_days
 from neuronkit.constructs.python_function import python_function

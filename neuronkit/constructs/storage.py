@@ -13,8 +13,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit.compliance import acknowledge
 from neuronkit.constructs import durations, pseudo
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.policy import add_statement
 
 # Lustre's LNET port and the ports its servers and clients use (FSx user guide, "File system access

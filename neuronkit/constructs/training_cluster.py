@@ -15,8 +15,8 @@ from aws_cdk import aws_resourcegroups as resourcegroups
 from constructs import Construct
 
 from neuronkit import catalog, userdata
-from neuronkit.compliance import acknowledge
 from neuronkit.constructs import pseudo
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
     drain_hook,
     grant_node_lifecycle,
@@ -31,7 +31,7 @@ from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.pools import pool_metadata
+from neuronkit.reports.pools import pool_metadata
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class TrainingCluster(Construct):
         lnc: int | None,
         ultraserver_size: int,
     ) -> dict[str, Any]:
-        """The pool contract of neuronkit.pools on the group, with LNC, UltraServer and block dates."""
+        """The pool contract of neuronkit.reports.pools on the group, with LNC, UltraServer and block dates."""
         instance_type = facts.name
         is_block = capacity.kind == "capacity-block"
         return pool_metadata(

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuronkit import catalog
-from neuronkit.pools import COMPILE_METADATA_KEY
 from neuronkit.rehearsal.assembly import NOT_A_RESOURCE, StackInfo, unmodelled_types
+from neuronkit.reports.pools import COMPILE_METADATA_KEY
 
 # A boto3 client on the embedded server, acting in an account: client(service, account, region).
 Client = Callable[[str, str, str], Any]

@@ -18,7 +18,7 @@ from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.pools import gpu_pool_name
+from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.network import NetworkStack
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from constructs import Construct
 
-from neuronkit import serving
+from neuronkit.catalog import serving
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config.inference import model_spec

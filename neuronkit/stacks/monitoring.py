@@ -14,7 +14,7 @@ from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.pilot import PilotDashboard
-from neuronkit.pools import fallback_pool_name, gpu_pool_name
+from neuronkit.reports.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.storage import StorageStack

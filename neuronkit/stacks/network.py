@@ -4,8 +4,7 @@ from typing import Any
 
 from constructs import Construct
 
-from neuronkit import addressing
-from neuronkit.config import Environment
+from neuronkit.config import Environment, addressing
 from neuronkit.constructs.network import AcceleratorNetwork
 from neuronkit.stacks.base import NeuronkitStack
 

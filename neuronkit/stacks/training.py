@@ -16,7 +16,7 @@ from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.observability import ObservabilitySpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
-from neuronkit.pools import fallback_pool_name, gpu_pool_name
+from neuronkit.reports.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.batch import add_batch_clusters
 from neuronkit.stacks.network import NetworkStack

@@ -386,7 +386,7 @@ def test_every_vpc_the_kit_creates_has_its_default_security_group_emptied(synth:
 def test_subnets_and_the_vpc_block_are_sizes_aws_accepts(synth: Synth) -> None:
     """Amazon VPC User Guide, "VPC CIDR blocks" and "Subnet CIDR blocks": a VPC block and each subnet lie
     between /16 and /28, and AWS reserves 5 addresses per subnet. Validation sizes subnets from the pools'
-    maximum sizes (neuronkit/addressing.py); every synthesized one must still be a size AWS creates."""
+    maximum sizes (neuronkit/config/addressing.py); every synthesized one must still be a size AWS creates."""
     import ipaddress
 
     blocks = [r["Properties"]["CidrBlock"] for t in ("AWS::EC2::VPC", "AWS::EC2::Subnet") for _, _, r in _resources(synth, t)]

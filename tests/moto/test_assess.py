@@ -15,7 +15,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from neuronkit import assess
+from neuronkit.adoption import assess
 from neuronkit.catalog import pricing
 from neuronkit.cli import main
 from neuronkit.config import load_environment

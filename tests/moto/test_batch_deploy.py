@@ -23,8 +23,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from neuronkit import catalog, compliance
+from neuronkit import catalog
 from neuronkit.config import parse_environment
+from neuronkit.constructs import compliance
 from neuronkit.rehearsal import moto_workarounds
 from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public_parameter

@@ -22,10 +22,10 @@ from moto import mock_aws
 from neuronkit import catalog
 from neuronkit.config import CapacityBlock, load_all
 from neuronkit.constructs.day_night import daily_cron
-from neuronkit.pools import gpu_pool_name
 from neuronkit.rehearsal import moto_workarounds
 from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public_parameter
+from neuronkit.reports.pools import gpu_pool_name
 from tests.conftest import ROOT, Synth
 from tests.moto.buckets import ensure_bucket
 

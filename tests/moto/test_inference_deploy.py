@@ -24,7 +24,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from neuronkit import catalog, serving
+from neuronkit import catalog
+from neuronkit.catalog import serving
 from neuronkit.config import Environment, load_all, pool_releases
 from neuronkit.config.inference import model_spec
 from neuronkit.lambdas.rebalancer import handler as rebalancer

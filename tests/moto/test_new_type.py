@@ -18,10 +18,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from neuronkit import catalog, cost, pools, preflight
+from neuronkit import catalog
+from neuronkit.account import preflight
 from neuronkit.catalog import pricing, quotas, refresh
 from neuronkit.config import parse_environment
 from neuronkit.constructs import efa_network_interfaces
+from neuronkit.reports import cost, pools
 from neuronkit.stacks import build_environment
 from tests.conftest import new_app
 from tests.templates import resources

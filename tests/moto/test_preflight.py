@@ -26,13 +26,13 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ssm.models import ssm_backends
 
 from neuronkit import catalog
+from neuronkit.account.preflight import Check, PreflightAbort, check_capacity, run_checks
 from neuronkit.catalog import quotas
 from neuronkit.cli import main
 from neuronkit.cli.preflight import render
 from neuronkit.config import Environment, parse_environment
-from neuronkit.pools import pools_from_environment
-from neuronkit.preflight import Check, PreflightAbort, check_capacity, run_checks
 from neuronkit.rehearsal import moto_workarounds
+from neuronkit.reports.pools import pools_from_environment
 
 REGION = "us-east-1"
 ACCOUNT = DEFAULT_ACCOUNT_ID  # the account moto answers for

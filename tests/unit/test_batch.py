@@ -21,8 +21,9 @@ from aws_cdk import Environment as CdkEnvironment
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 
-from neuronkit import catalog, compliance, userdata
+from neuronkit import catalog, userdata
 from neuronkit.config import ConfigError, Environment, parse_environment
+from neuronkit.constructs import compliance
 from neuronkit.constructs.batch import (
     JOB_MEMORY_SHARE,
     BatchTrainingCluster,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from neuronkit import catalog, serving
-from neuronkit.catalog import releases
+from neuronkit import catalog
+from neuronkit.catalog import releases, serving
 from neuronkit.constructs import (
     AmiSpec,
     BatchTrainingCluster,

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 from aws_cdk import Duration, Stack
 
-from neuronkit import serving
-from neuronkit.catalog import releases
+from neuronkit.catalog import releases, serving
 from neuronkit.constructs import AmiSpec, FleetNodesSpec, InferenceFleet, ServeSpec
 from neuronkit.constructs.inference_fleet import ServingSpec
-from neuronkit.pools import COMPILE_METADATA_KEY
+from neuronkit.reports.pools import COMPILE_METADATA_KEY
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, resources, template
 
 ASG = "AWS::AutoScaling::AutoScalingGroup"

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from neuronkit import catalog, config, serving
-from neuronkit.catalog import pricing
+from neuronkit import catalog, config
+from neuronkit.catalog import pricing, serving
 from neuronkit.cli import main
-from neuronkit.cost import cost_report, price_pools, rate
-from neuronkit.pools import Pool, pools_from_cdk_out, pools_from_environment
+from neuronkit.reports.cost import cost_report, price_pools, rate
+from neuronkit.reports.pools import Pool, pools_from_cdk_out, pools_from_environment
 from tests.conftest import Synth
 
 REPO = Path(__file__).resolve().parents[2]
@@ -562,8 +562,8 @@ def test_no_prices_or_hours_are_written_into_the_code():
 
 
 def test_a_created_reservation_is_priced_apart_as_billed_used_or_not() -> None:
-    from neuronkit.cost import cost_report
-    from neuronkit.pools import Pool
+    from neuronkit.reports.cost import cost_report
+    from neuronkit.reports.pools import Pool
 
     pool = Pool(
         environment="team", region="us-east-1", pool="pretrain", role="training", instance_types=("trn1.32xlarge",),
@@ -586,7 +586,7 @@ def test_a_created_reservation_is_priced_apart_as_billed_used_or_not() -> None:
 def test_prod_fixed_costs_are_computed_from_the_service_price_list() -> None:
     import yaml
 
-    from neuronkit.cost import fixed_costs
+    from neuronkit.reports.cost import fixed_costs
 
     env = config.load_environment(REPO / "environments" / "prod.yaml")
     sp = yaml.safe_load((REPO / "neuronkit" / "catalog" / "service_prices.yaml").read_text())
@@ -607,7 +607,7 @@ def test_prod_fixed_costs_are_computed_from_the_service_price_list() -> None:
 def test_the_report_compares_the_whole_maximum_with_the_budget(capsys, monkeypatch, tmp_path):
     import yaml
 
-    from neuronkit.cost import fixed_costs
+    from neuronkit.reports.cost import fixed_costs
 
     code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
     assert code == 0

@@ -16,7 +16,7 @@ import pytest
 
 from neuronkit import catalog
 from neuronkit.config import parse_environment
-from neuronkit.pools import gpu_pool_name
+from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks import build_environment
 from tests.conftest import Synth, cdk_context, new_app
 from tests.templates import pinned_image

@@ -18,10 +18,11 @@ import pytest
 from aws_cdk import Stack, Token
 from aws_cdk import aws_autoscaling as autoscaling
 
-from neuronkit import catalog, compliance, serving, userdata
-from neuronkit.catalog import releases
+from neuronkit import catalog, userdata
+from neuronkit.catalog import releases, serving
 from neuronkit.config import load_environment
 from neuronkit.config.inference import model_spec as inference_model_spec
+from neuronkit.constructs import compliance
 from neuronkit.constructs.inference_fleet import TERMINATION_POLICIES, InferenceFleet
 from neuronkit.stacks import build_environment
 from neuronkit.userdata import SHELLCHECK_ARGS

@@ -362,8 +362,8 @@ def test_dev_has_no_schedule_and_no_idle_scale_down(synth: Synth) -> None:
 @pytest.fixture(scope="module")
 def idle(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     """prod with idle scale-down on its reserved cluster (keeping the reservation: keep_when_idle)."""
-    from neuronkit import compliance
     from neuronkit.config import parse_environment
+    from neuronkit.constructs import compliance
     from neuronkit.stacks import build_environment
     from tests.conftest import new_app
 

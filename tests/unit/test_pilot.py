@@ -17,11 +17,11 @@ import yaml
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from neuronkit import pilot
+from neuronkit.adoption import pilot
+from neuronkit.adoption.pilot_metrics import NAMESPACE, StepReporter
 from neuronkit.catalog import pricing
 from neuronkit.cli import main
 from neuronkit.config import ConfigError, load_environment, parse_environment
-from neuronkit.pilot_metrics import NAMESPACE, StepReporter
 from neuronkit.stacks import build_environment
 from tests.conftest import ROOT, new_app
 from tests.templates import resources

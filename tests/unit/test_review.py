@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from neuronkit.review import Change, Review, compare_templates, create_only, render
+from neuronkit.reports.review import Change, Review, compare_templates, create_only, render
 from tests.conftest import ROOT
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from neuronkit import compliance
+from neuronkit.constructs import compliance
 from neuronkit.stacks import build_environment
 from tests.conftest import new_app
 from tests.scale import scale_environment
@@ -91,7 +91,7 @@ def test_every_training_cluster_is_synthesized(scale: Scale) -> None:
 def test_inference_fleets_are_synthesized_when_the_inference_stack_exists(scale: Scale) -> None:
     if not HAS_INFERENCE_STACK:
         pytest.skip("neuronkit/stacks/inference.py is not in this checkout: the 4 fleets are validated but not synthesized")
-    # Fleets are found through the pool contract of neuronkit.pools (Metadata.neuronkit of each group).
+    # Fleets are found through the pool contract of neuronkit.reports.pools (Metadata.neuronkit of each group).
     pools = {
         r["Metadata"]["neuronkit"]["pool"]
         for r in scale.resources("AWS::AutoScaling::AutoScalingGroup")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from neuronkit import catalog, serving
-from neuronkit.catalog import releases
+from neuronkit import catalog
+from neuronkit.catalog import releases, serving
 from neuronkit.config import ConfigError, load_environment, parse_environment
 from tests.conftest import ROOT
 

@@ -16,9 +16,10 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from neuronkit import catalog, cost
+from neuronkit import catalog
 from neuronkit.cli import main
-from neuronkit.summary import EnvironmentView, environments, mermaid, summarize
+from neuronkit.reports import cost
+from neuronkit.reports.summary import EnvironmentView, environments, mermaid, summarize
 from tests.conftest import ROOT, Synth
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from neuronkit import compliance
 from neuronkit.cli import main
 from neuronkit.config import load_all
+from neuronkit.constructs import compliance
+from neuronkit.reports.summary import summarize
 from neuronkit.stacks import build_environment
-from neuronkit.summary import summarize
 from tests.conftest import ROOT, pinned_app
 
 TEAM = ROOT / "tests" / "fixtures" / "third" / "team.yaml"

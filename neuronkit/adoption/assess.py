@@ -1,0 +1,631 @@
+"""``neuronkit assess``: inventory an account's GPU workloads and what moving them to Trainium/Inferentia saves.
+
+Read-only (the policy is ``iam/neuronkit-assess-policy.json``). Per region it reads running EC2 GPU
+instances, Auto Scaling groups of GPU types, SageMaker training jobs of the last months and in-service
+endpoints on GPU types; from Cost Explorer the spend per instance type over the last full months. Each
+workload gets the Neuron type the catalog pairs with it, the Neuron release that supports its kind, the
+monthly saving at list prices and the adoption guide's verdict (thresholds in catalog/adoption.yaml).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from neuronkit import catalog
+from neuronkit.catalog import pricing, releases
+
+Kind = Literal["training", "inference"]
+_HERE = Path(catalog.__file__).resolve().parent
+RELEASE_WORKLOAD: dict[str, str] = {"training": "pytorch-training", "inference": "vllm-serving"}
+
+
+@cache
+def adoption_facts() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((_HERE / "adoption.yaml").read_text())
+    return data
+
+
+def threshold(name: str) -> float:
+    return float(adoption_facts()["thresholds"][name]["value"])
+
+
+# --------------------------------------------------------------------------------------------
+# what was found
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Workload:
+    """One GPU workload: where it was found, its GPU type, how many instances and what it does."""
+
+    source: Literal["ec2", "auto-scaling-group", "sagemaker-training", "sagemaker-endpoint"]
+    name: str
+    region: str
+    instance_type: str  # the EC2 type (SageMaker's ml. prefix removed)
+    instances: float  # running now, or the average over the spend window for finished training jobs
+    kind: Kind
+    architecture: str | None = None  # from a `model-architecture` tag, when the account says
+
+
+@dataclass(frozen=True)
+class Proposal:
+    workload: Workload
+    neuron_type: str | None
+    why: str
+    release: str | None
+    gpu_monthly: float | None  # what the workload costs a month on GPUs (Cost Explorer share, else list price)
+    neuron_monthly: float | None
+    spend_basis: str  # "cost-explorer" | "list-price"
+    architecture_support: str  # "supported" | "unknown: ..." | "not in the Neuron model lists"
+
+    @property
+    def saving(self) -> float | None:
+        if self.gpu_monthly is None or self.neuron_monthly is None:
+            return None
+        return self.gpu_monthly - self.neuron_monthly
+
+    @property
+    def saving_percent(self) -> float | None:
+        if self.saving is None or not self.gpu_monthly:
+            return None
+        return self.saving / self.gpu_monthly * 100
+
+
+@dataclass
+class Assessment:
+    account: str
+    regions: list[str]
+    months: list[str]
+    proposals: list[Proposal] = field(default_factory=list)
+    spend_by_type: dict[str, float] = field(default_factory=dict)  # average monthly, EC2 type -> USD
+    unattributed: dict[str, float] = field(default_factory=dict)  # spend with no workload found for its type
+    problems: list[str] = field(default_factory=list)  # what could not be read (permissions, APIs)
+
+    def by_kind(self, kind: Kind) -> list[Proposal]:
+        return [p for p in self.proposals if p.workload.kind == kind]
+
+    def monthly(self, kind: Kind) -> float:
+        return sum(p.gpu_monthly or 0.0 for p in self.by_kind(kind))
+
+    def saving(self, kind: Kind) -> float:
+        return sum(p.saving or 0.0 for p in self.by_kind(kind))
+
+    def compared(self, kind: Kind) -> float:
+        """The GPU cost of the workloads whose Neuron cost is known (the base of the saving's percentage)."""
+        return sum(p.gpu_monthly or 0.0 for p in self.by_kind(kind) if p.neuron_monthly is not None)
+
+    def verdict(self, kind: Kind) -> str:
+        return verdict(kind, self.monthly(kind), self.saving(kind), self.compared(kind))
+
+    def best(self) -> Proposal | None:
+        """The pilot candidate: the largest saving of a workload whose Neuron type and release are known."""
+        ranked = [p for p in self.proposals if p.neuron_type and p.release and (p.saving or 0) > 0]
+        return max(ranked, key=lambda p: p.saving or 0.0, default=None)
+
+
+def verdict(kind: Kind, monthly: float, saving: float, compared: float | None = None) -> str:
+    """The adoption guide's verdict for ``kind`` given its monthly GPU cost and the saving at list prices
+    (``compared``: the GPU cost the saving was computed on, when some workloads could not be priced)."""
+    if monthly <= 0:
+        return "no GPU spend found"
+    base = monthly if compared is None else compared
+    if base <= 0:
+        return "open: no workload has a Neuron type with a list price; price it (Capacity Blocks) and run a pilot"
+    percent = saving / base * 100
+    if kind == "training":
+        bar = threshold("training_saving_percent")
+        if percent >= bar:
+            return (
+                f"migrate: a {percent:.0f}% saving is at or above the guide's {bar:.0f}% bar (30-50% justifies moving "
+                "cost-sensitive transformer training at scale); run a pilot"
+            )
+        return f"hold: a {percent:.0f}% saving is below the guide's {bar:.0f}% bar for training"
+    low, high = threshold("inference_monthly_usd"), threshold("inference_large_monthly_usd")
+    large = threshold("inference_large_saving_percent")
+    if monthly < low:
+        return (
+            f"hold: ${monthly:,.0f} a month of inference is below the guide's ${low:,.0f}; the engineering effort "
+            "usually exceeds the savings"
+        )
+    if monthly >= high and percent >= large:
+        return f"migrate: ${monthly:,.0f} a month with a {percent:.0f}% reduction is the guide's substantial return"
+    if percent <= 0:
+        return f"hold: ${monthly:,.0f} a month, but the Neuron equivalents cost no less at list prices"
+    return f"migrate: ${monthly:,.0f} a month is above the guide's ${low:,.0f}, where moving inference pays off ({percent:.0f}% saving)"
+
+
+# --------------------------------------------------------------------------------------------
+# matching a GPU type to a Neuron type
+# --------------------------------------------------------------------------------------------
+def _gpu_memory(instance_type: str) -> int:
+    it = catalog.instance_types().get(instance_type)
+    return it.gpu_memory_mib if it else 0  # the instance's total GPU memory
+
+
+def neuron_equivalent(gpu_type: str, kind: Kind, region: str) -> tuple[str | None, str]:
+    """The Neuron type for a GPU workload: one the catalog pairs with ``gpu_type`` directly (equivalents.yaml),
+    else the one whose paired GPU has the closest accelerator memory; Trainium for training, Inferentia
+    for inference. Among direct pairs, one with a list price in ``region`` first; a closest match without a
+    list price (Trn2: Capacity Blocks) is still proposed, and the saving is left open."""
+    table = pricing.load_prices()
+    accelerator = "trainium" if kind == "training" else "inferentia"
+    pairs = [
+        e
+        for e in pricing.equivalents().values()
+        if (catalog.instance_types().get(e.neuron_type) or _NONE).accelerator == accelerator
+        and not e.neuron_type.startswith("inf1")  # first-generation Inferentia: no current Neuron SDK support
+    ]
+    direct = [e for e in pairs if e.gpu_type == gpu_type]
+    priced_direct = [e for e in direct if table.hourly(e.neuron_type, region) is not None]
+    if priced_direct or direct:
+        e = (priced_direct or direct)[0]
+        return e.neuron_type, f"catalog/equivalents.yaml pairs it with {gpu_type}: {e.reason}"
+    paired = (adoption_facts().get("gpu_to_neuron") or {}).get(gpu_type)
+    if paired and (catalog.instance_types().get(paired["neuron"]) or _NONE).accelerator == accelerator:
+        return paired["neuron"], f"catalog/adoption.yaml pairs it with {paired['neuron']}: {paired['reason']}"
+    target = _gpu_memory(gpu_type)
+    if not target:
+        return None, f"{gpu_type} is not a GPU type the catalog knows"
+    best = min(pairs, key=lambda e: (abs(_gpu_memory(e.gpu_type) - target), e.neuron_type), default=None)
+    if best is None:
+        return None, f"no {accelerator} type in the catalog"
+    return best.neuron_type, (
+        f"closest by accelerator memory: {gpu_type} has {target // 1024} GiB of GPU memory, {best.neuron_type} is "
+        f"paired with {best.gpu_type} ({_gpu_memory(best.gpu_type) // 1024} GiB) in catalog/equivalents.yaml"
+    )
+
+
+class _NoneType:
+    accelerator = "none"
+
+
+_NONE = _NoneType()
+
+
+def architecture_support(kind: Kind, architecture: str | None) -> str:
+    if not architecture:
+        return "unknown: tag the workload with model-architecture (e.g. llama3) to check it"
+    entry = adoption_facts()["architectures"][kind]
+    name = architecture.lower()
+    if any(name == known or name.startswith(known) for known in entry["names"]):
+        return "supported"
+    return f"not in the Neuron {kind} model lists ({adoption_facts()['sources'][entry['source']]}): plan a port"
+
+
+# --------------------------------------------------------------------------------------------
+# reading the account
+# --------------------------------------------------------------------------------------------
+def _is_gpu(instance_type: str) -> bool:
+    it = catalog.instance_types().get(instance_type)
+    if it is not None:
+        return it.accelerator == "gpu"
+    return instance_type.split(".")[0][:1] in ("p", "g") and instance_type[:2] not in ("gr",)
+
+
+def _kind(instance_type: str, tags: dict[str, str]) -> Kind:
+    said = (tags.get("workload") or tags.get("neuronkit:workload") or "").lower()
+    if said in ("training", "inference"):
+        return said  # type: ignore[return-value]
+    family = instance_type[:1]
+    guessed: Kind = adoption_facts()["kind_by_family"].get(family, "training")
+    return guessed
+
+
+def _tags(items: Iterable[dict[str, str]] | None) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in items or [] if "Key" in t and "Value" in t}
+
+
+def ec2_workloads(ec2: Any, region: str) -> list[Workload]:
+    """Running GPU instances not in an Auto Scaling group, grouped by Name tag (or instance id) and type."""
+    groups: dict[tuple[str, str, Kind, str | None], int] = defaultdict(int)
+    paginator = ec2.get_paginator("describe_instances")
+    for page in paginator.paginate(Filters=[{"Name": "instance-state-name", "Values": ["running"]}]):
+        for reservation in page["Reservations"]:
+            for inst in reservation["Instances"]:
+                itype = inst["InstanceType"]
+                tags = _tags(inst.get("Tags"))
+                if not _is_gpu(itype) or "aws:autoscaling:groupName" in tags:
+                    continue
+                name = tags.get("Name") or inst["InstanceId"]
+                groups[(name, itype, _kind(itype, tags), tags.get("model-architecture"))] += 1
+    return [Workload("ec2", name, region, itype, float(n), kind, arch) for (name, itype, kind, arch), n in sorted(groups.items())]
+
+
+def _group_types(asg: Any, ec2: Any, group: dict[str, Any]) -> list[str]:
+    policy = group.get("MixedInstancesPolicy")
+    if policy:
+        overrides = policy["LaunchTemplate"].get("Overrides") or []
+        types = [o["InstanceType"] for o in overrides if "InstanceType" in o]
+        if types:
+            return types
+        spec = policy["LaunchTemplate"]["LaunchTemplateSpecification"]
+    else:
+        spec = group.get("LaunchTemplate")
+    if spec:
+        ident = (
+            {"LaunchTemplateId": spec["LaunchTemplateId"]}
+            if spec.get("LaunchTemplateId")
+            else {"LaunchTemplateName": spec["LaunchTemplateName"]}
+        )
+        version = spec.get("Version") or "$Default"
+        data = ec2.describe_launch_template_versions(**ident, Versions=[version])["LaunchTemplateVersions"]
+        itype = data[0]["LaunchTemplateData"].get("InstanceType") if data else None
+        return [itype] if itype else []
+    if group.get("LaunchConfigurationName"):
+        lc = asg.describe_launch_configurations(LaunchConfigurationNames=[group["LaunchConfigurationName"]])
+        return [c["InstanceType"] for c in lc["LaunchConfigurations"]]
+    return []
+
+
+def asg_workloads(asg: Any, ec2: Any, region: str) -> list[Workload]:
+    """Auto Scaling groups that launch a GPU type: the first GPU type, at the group's desired capacity."""
+    out: list[Workload] = []
+    for page in asg.get_paginator("describe_auto_scaling_groups").paginate():
+        for group in page["AutoScalingGroups"]:
+            types = [t for t in _group_types(asg, ec2, group) if _is_gpu(t)]
+            if not types:
+                continue
+            tags = {t["Key"]: t["Value"] for t in group.get("Tags", [])}
+            running = sum(1 for i in group.get("Instances", []) if i.get("LifecycleState") == "InService")
+            count = float(max(running, group.get("DesiredCapacity", 0)))
+            out.append(
+                Workload(
+                    "auto-scaling-group", group["AutoScalingGroupName"], region, types[0], count, _kind(types[0], tags),
+                    tags.get("model-architecture"),
+                )
+            )  # fmt: skip
+    return out
+
+
+def _ec2_type(ml_type: str) -> str:
+    return ml_type.removeprefix("ml.")
+
+
+def sagemaker_workloads(sm: Any, region: str, since: dt.datetime, now: dt.datetime) -> list[Workload]:
+    """Training jobs since ``since`` (as average instances over the window) and in-service endpoints."""
+    hours = max((now - since).total_seconds() / 3600, 1.0)
+    jobs: dict[tuple[str, str | None], float] = defaultdict(float)
+    for page in sm.get_paginator("list_training_jobs").paginate(CreationTimeAfter=since):
+        for summary in page["TrainingJobSummaries"]:
+            job = sm.describe_training_job(TrainingJobName=summary["TrainingJobName"])
+            resources = job.get("ResourceConfig", {})
+            itype = _ec2_type(resources.get("InstanceType", ""))
+            if not _is_gpu(itype):
+                continue
+            seconds = job.get("TrainingTimeInSeconds") or _elapsed(job, now)
+            arch = (job.get("HyperParameters") or {}).get("model-architecture")
+            jobs[(itype, arch)] += resources.get("InstanceCount", 1) * seconds / 3600
+    out = [
+        Workload("sagemaker-training", f"training jobs on ml.{itype}", region, itype, node_hours / hours, "training", arch)
+        for (itype, arch), node_hours in sorted(jobs.items(), key=lambda kv: (kv[0][0], kv[0][1] or ""))
+    ]
+    for page in sm.get_paginator("list_endpoints").paginate(StatusEquals="InService"):
+        for endpoint in page["Endpoints"]:
+            described = sm.describe_endpoint(EndpointName=endpoint["EndpointName"])
+            config = sm.describe_endpoint_config(EndpointConfigName=described["EndpointConfigName"])
+            for variant in config.get("ProductionVariants", []):
+                itype = _ec2_type(variant.get("InstanceType", ""))
+                if _is_gpu(itype):
+                    out.append(
+                        Workload(
+                            "sagemaker-endpoint", f"{endpoint['EndpointName']}/{variant['VariantName']}", region, itype,
+                            float(variant.get("InitialInstanceCount", 1)), "inference",
+                        )
+                    )  # fmt: skip
+    return out
+
+
+def _elapsed(job: dict[str, Any], now: dt.datetime) -> float:
+    start, end = job.get("TrainingStartTime"), job.get("TrainingEndTime") or now
+    return (end - start).total_seconds() if start else 0.0
+
+
+def month_window(now: dt.datetime, months: int) -> tuple[dt.date, dt.date, list[str]]:
+    """The last ``months`` full calendar months before ``now``: start (inclusive), end (exclusive), labels."""
+    first_this = now.date().replace(day=1)
+    labels: list[str] = []
+    start = first_this
+    for _ in range(months):
+        start = (start - dt.timedelta(days=1)).replace(day=1)
+        labels.insert(0, start.strftime("%Y-%m"))
+    return start, first_this, labels
+
+
+def spend_by_type(ce: Any, now: dt.datetime) -> tuple[dict[str, float], list[str]]:
+    """Average monthly spend per EC2 instance type (SageMaker's ml. types folded in) over the window."""
+    facts = adoption_facts()["spend"]
+    start, end, labels = month_window(now, int(facts["months"]))
+    totals: dict[str, float] = defaultdict(float)
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {
+            "TimePeriod": {"Start": start.isoformat(), "End": end.isoformat()},
+            "Granularity": "MONTHLY",
+            "Metrics": ["UnblendedCost"],
+            "GroupBy": [{"Type": "DIMENSION", "Key": "INSTANCE_TYPE"}],
+            "Filter": {"Dimensions": {"Key": "SERVICE", "Values": list(facts["services"])}},
+        }
+        if token:
+            kwargs["NextPageToken"] = token
+        answer = ce.get_cost_and_usage(**kwargs)
+        for period in answer["ResultsByTime"]:
+            for group in period.get("Groups", []):
+                itype = _ec2_type(group["Keys"][0])
+                if _is_gpu(itype):
+                    totals[itype] += float(group["Metrics"]["UnblendedCost"]["Amount"])
+        token = answer.get("NextPageToken")
+        if not token:
+            break
+    return {t: v / len(labels) for t, v in sorted(totals.items())}, labels
+
+
+# --------------------------------------------------------------------------------------------
+# putting it together
+# --------------------------------------------------------------------------------------------
+def propose(workloads: Sequence[Workload], spend: dict[str, float]) -> tuple[list[Proposal], dict[str, float]]:
+    """Price each workload: its share of its type's Cost Explorer spend (by instances), else list price."""
+    table = pricing.load_prices()
+    per_type: dict[str, float] = defaultdict(float)
+    for w in workloads:
+        per_type[w.instance_type] += w.instances
+    proposals: list[Proposal] = []
+    for w in workloads:
+        neuron_type, why = neuron_equivalent(w.instance_type, w.kind, w.region)
+        gpu_price = table.hourly(w.instance_type, w.region)
+        if w.instance_type in spend:
+            # The type's spend, shared by instances (or evenly, when none of its workloads runs right now).
+            same = [x for x in workloads if x.instance_type == w.instance_type]
+            share = w.instances / per_type[w.instance_type] if per_type[w.instance_type] else 1 / len(same)
+            gpu_monthly: float | None = spend[w.instance_type] * share
+            basis = "cost-explorer"
+        else:
+            gpu_monthly = w.instances * gpu_price * table.hours_per_month if gpu_price is not None else None
+            basis = "list-price"
+        neuron_price = table.hourly(neuron_type, w.region) if neuron_type else None
+        neuron_monthly = None
+        if gpu_monthly is not None and neuron_price is not None and gpu_price:
+            # The same node count and hours as on GPUs, at the Neuron type's list price.
+            neuron_monthly = gpu_monthly * neuron_price / gpu_price
+        if neuron_type and neuron_monthly is None and gpu_monthly is not None:
+            why = f"{why}; saving not computed: {table.missing_message(neuron_type, w.region)}"
+        family = releases.family_of(neuron_type) if neuron_type else None
+        rel = releases.default_release(family, RELEASE_WORKLOAD[w.kind]) if family else None
+        proposals.append(
+            Proposal(
+                workload=w, neuron_type=neuron_type, why=why, release=rel.version if rel else None,
+                gpu_monthly=gpu_monthly, neuron_monthly=neuron_monthly, spend_basis=basis,
+                architecture_support=architecture_support(w.kind, w.architecture),
+            )
+        )  # fmt: skip
+    unattributed = {t: v for t, v in spend.items() if t not in per_type}
+    return proposals, unattributed
+
+
+def _read_region(session: Any, region: str, since: dt.datetime, now: dt.datetime, problems: list[str]) -> list[Workload]:
+    """The GPU workloads of one region; what the credentials may not read becomes a line in ``problems``."""
+    from botocore.exceptions import ClientError
+
+    from neuronkit.account.preflight import client_config
+
+    ec2 = session.client("ec2", region_name=region, config=client_config())
+    out: list[Workload] = []
+    for what, service in (("EC2 instances", "ec2"), ("Auto Scaling groups", "autoscaling"), ("SageMaker", "sagemaker")):
+        try:
+            if service == "ec2":
+                out += ec2_workloads(ec2, region)
+            elif service == "autoscaling":
+                out += asg_workloads(session.client("autoscaling", region_name=region, config=client_config()), ec2, region)
+            else:
+                sm = session.client("sagemaker", region_name=region, config=client_config())
+                out += sagemaker_workloads(sm, region, since, now)
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            problems.append(f"{region}: could not read {what} ({code}); see iam/neuronkit-assess-policy.json")
+    return out
+
+
+def assess(session: Any, regions: Sequence[str], now: dt.datetime | None = None) -> Assessment:
+    """Read the account (read-only) and propose; an API the credentials may not call is a problem line."""
+    from botocore.exceptions import ClientError
+
+    from neuronkit.account.preflight import client_config
+
+    now = now or dt.datetime.now(dt.UTC)
+    months = int(adoption_facts()["spend"]["months"])
+    since, _, labels = month_window(now, months)
+    since_dt = dt.datetime.combine(since, dt.time(), tzinfo=dt.UTC)
+    account = session.client("sts", region_name=regions[0], config=client_config()).get_caller_identity()["Account"]
+    result = Assessment(account=account, regions=list(regions), months=labels)
+    workloads: list[Workload] = []
+    for region in regions:
+        workloads += _read_region(session, region, since_dt, now, result.problems)
+    try:
+        # Cost Explorer is global, served from us-east-1.
+        result.spend_by_type, result.months = spend_by_type(
+            session.client("ce", region_name="us-east-1", config=client_config()), now
+        )
+    except ClientError as err:
+        code = err.response.get("Error", {}).get("Code", "")
+        result.problems.append(
+            f"could not read Cost Explorer ({code}); workloads are priced at list prices (enable Cost Explorer and "
+            "allow ce:GetCostAndUsage)"
+        )
+    result.proposals, result.unattributed = propose(workloads, result.spend_by_type)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------------
+def _usd(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"-${-x:,.0f}" if x < 0 else f"${x:,.0f}"
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.0f}%"
+
+
+def render(a: Assessment) -> str:
+    table = pricing.load_prices()
+    lines = [
+        "# neuronkit assess",
+        "",
+        f"Account {a.account}, regions {', '.join(a.regions)}. Spend: Cost Explorer, average of {', '.join(a.months)} "
+        f"(unblended, EC2 compute and SageMaker); list prices from catalog/prices.json as of {table.as_of}.",
+        "",
+    ]
+    for kind in ("training", "inference"):
+        rows = a.by_kind(kind)  # type: ignore[arg-type]
+        lines += [f"## {kind.capitalize()}", ""]
+        if not rows:
+            lines += [f"No GPU {kind} workloads found.", ""]
+            continue
+        lines += [
+            "| workload | found in | region | GPU type | instances | $/month on GPU | Neuron type | release | $/month on Neuron | saving | model |",
+            "| --- | --- | --- | --- | ---: | ---: | --- | --- | ---: | ---: | --- |",
+        ]
+        for p in sorted(rows, key=lambda p: -(p.saving or 0)):
+            w = p.workload
+            lines.append(
+                f"| {w.name} | {w.source} | {w.region} | {w.instance_type} | {w.instances:g} | {_usd(p.gpu_monthly)} "
+                f"({p.spend_basis}) | {p.neuron_type or '–'} | {p.release or '–'} | {_usd(p.neuron_monthly)} | "
+                f"{_usd(p.saving)} ({_pct(p.saving_percent)}) | {p.architecture_support} |"
+            )
+        lines += [""]
+        lines += [f"- {p.workload.name}: {p.neuron_type or 'no Neuron type'}: {p.why}" for p in rows]
+        total, saving = a.monthly(kind), a.saving(kind)  # type: ignore[arg-type]
+        lines += [
+            "",
+            f"**{kind.capitalize()}: {_usd(total)} a month on GPUs, {_usd(saving)} saved on Neuron at list prices "
+            "(workloads with a priced Neuron type). "
+            f"Verdict: {a.verdict(kind)}.**",  # type: ignore[arg-type]
+            "",
+        ]
+    if a.unattributed:
+        lines += ["## Spend without a workload found", ""]
+        lines += [
+            f"- {t}: {_usd(v)} a month (no running instance, group, job or endpoint of this type now)"
+            for t, v in a.unattributed.items()
+        ]
+        lines += [""]
+    best = a.best()
+    lines += ["## Pilot", ""]
+    if best is None:
+        lines += ["No candidate: no workload saves money on a Neuron type with a supporting release.", ""]
+    else:
+        lines += [
+            f"Best candidate: {best.workload.name} ({best.workload.kind}, {best.workload.instance_type} → {best.neuron_type}, "
+            f"Neuron SDK {best.release}), {_usd(best.saving)} a month. `--pilot-file PATH` writes a starter environment "
+            "for it; see docs/adoption.md.",
+            "",
+        ]
+    if a.problems:
+        lines += ["## Not read", ""] + [f"- {p}" for p in a.problems] + [""]
+    lines += [
+        "Savings compare list prices of the same node count, not throughput: the pilot measures that "
+        "(docs/adoption.md). Thresholds: catalog/adoption.yaml.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def to_json(a: Assessment) -> str:
+    doc = {
+        "account": a.account,
+        "regions": a.regions,
+        "months": a.months,
+        "spend_by_type": a.spend_by_type,
+        "unattributed": a.unattributed,
+        "problems": a.problems,
+        "verdicts": {k: a.verdict(k) for k in ("training", "inference")},  # type: ignore[arg-type]
+        "workloads": [
+            {**asdict(p), "workload": asdict(p.workload), "saving": p.saving, "saving_percent": p.saving_percent}
+            for p in a.proposals
+        ],
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+# --------------------------------------------------------------------------------------------
+# the starter pilot file
+# --------------------------------------------------------------------------------------------
+def best_training(a: Assessment) -> Proposal | None:
+    ranked = [p for p in a.by_kind("training") if p.neuron_type and p.release and (p.saving or 0) > 0]
+    return max(ranked, key=lambda p: p.saving or 0.0, default=None)
+
+
+def pilot_environment(a: Assessment, name: str = "pilot") -> str:
+    """A starter environment file that pilots the best training candidate (docs/adoption.md). A pilot runs a
+    training job on both sides through AWS Batch; inference candidates are piloted with a fleet instead."""
+    best = best_training(a)
+    if best is None:
+        raise ValueError(
+            "no training workload saves money on a Neuron type with a supporting release: no pilot to write "
+            "(inference candidates are piloted with an inference fleet, docs/adoption.md)"
+        )
+    w = best.workload
+    assert best.neuron_type is not None
+    neuron, gpu = catalog.get(best.neuron_type), catalog.get(w.instance_type)
+    both = [z for z in neuron.az_ids(w.region) if z in gpu.az_ids(w.region)]
+    if not both:
+        raise ValueError(f"no AZ of {w.region} offers both {best.neuron_type} and {w.instance_type}: pilot in another region")
+    others = [z for z in gpu.az_ids(w.region) if z != both[0]] or [z for z in neuron.az_ids(w.region) if z != both[0]]
+    az_ids = [both[0], *others[:1]]
+    facts = adoption_facts()["pilot"]
+    table = pricing.load_prices()
+    hourly = sum(table.hourly(t, w.region) or 0.0 for t in (best.neuron_type, w.instance_type))
+    budget = int(-(-hourly * float(facts["budget_hours"]) // 1000) * 1000) or 1000
+    cluster = "candidate"
+    doc = {
+        "name": name,
+        "account": a.account,
+        "region": w.region,
+        "neuron_sdk": best.release,
+        "network": {"az_ids": az_ids},
+        "training": [
+            {
+                "name": cluster,
+                "instance_type": best.neuron_type,
+                "az_id": both[0],
+                "min_size": 0,
+                "max_size": 1,
+                "scheduler": "batch",
+                "gpu_pool": {"instance_type": w.instance_type, "max_size": 1, "container_image": facts["gpu_training_image"]},
+            }
+        ],
+        "pilot": {
+            "name": _slug(w.name),
+            "cluster": cluster,
+            "steps": int(facts["steps"]),
+            "nodes": 1,
+            "data_s3_prefix": f"pilot/{_slug(w.name)}/",
+            "neuron_command": facts["neuron_command"],
+            "gpu_command": facts["gpu_command"],
+        },
+        "budget": {"monthly_usd": budget},
+    }
+    head = (
+        "# yaml-language-server: $schema=../schema/environment.schema.json\n"
+        f"# Written by `neuronkit assess` for account {a.account}: pilots {w.name} ({w.instance_type}, {w.region}) against "
+        f"{best.neuron_type}\n# (Neuron SDK {best.release}); at list prices it saves {_usd(best.saving)} a month "
+        f"({_pct(best.saving_percent)}). Replace the commands with your\n# training entry point (it calls "
+        "neuronkit.adoption.pilot_metrics.StepReporter each step) and the GPU image with the one it runs today.\n"
+        "# Then: neuronkit validate, cdk deploy -c file=THIS, neuronkit pilot start --file THIS (docs/adoption.md).\n"
+    )
+    return head + yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+def _slug(text: str) -> str:
+    out = "".join(ch if ch.isalnum() else "-" for ch in text.lower()).strip("-")
+    while "--" in out:
+        out = out.replace("--", "-")
+    out = out[:24].strip("-") or "workload"
+    return out if out[0].isalpha() else f"w-{out}"[:24]

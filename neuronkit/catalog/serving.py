@@ -1,0 +1,265 @@
+"""Serving profiles: what each instance type of a fleet runs, derived from the model and the catalog.
+
+A fleet describes its model once (id, weights location, parameter count, dtype, context length). For
+every type in the fleet, Neuron and GPU alike, this module derives a :class:`ServingProfile`: the pinned
+container (the release matrix's Neuron vLLM container, or the catalog's GPU vLLM container), the
+tensor-parallel degree (the type's NeuronCores or GPUs), the vLLM arguments, the compiled-artifact key
+(Neuron only), the root volume that holds AMI, image, weights and compiled artifacts, and the boot time
+the health-check grace period, lifecycle-hook heartbeat and rolling-update pause follow from.
+Facts come from ``neuronkit/catalog/serving.yaml``; docs/serving.md explains the choices.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from neuronkit import catalog
+from neuronkit.catalog import releases
+
+_FACTS = Path(catalog.__file__).parent / "serving.yaml"
+_GIB = 1024**3
+
+
+@cache
+def facts() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(_FACTS.read_text())
+    return data
+
+
+def dtypes() -> list[str]:
+    return list(facts()["dtype_bytes"])
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The model a fleet serves: ``id`` (the name clients ask for, e.g. a Hugging Face id), ``s3_prefix``
+    (its weights in Hugging Face format under the artifacts bucket), size and serving limits."""
+
+    id: str
+    s3_prefix: str
+    parameters_billion: float
+    dtype: str = "bfloat16"
+    max_model_len: int = 4096
+    max_num_seqs: int = 8
+
+    @property
+    def weights_gib(self) -> float:
+        return self.parameters_billion * 1e9 * facts()["dtype_bytes"][self.dtype] / _GIB
+
+    @property
+    def slug(self) -> str:
+        """The model id as one path segment of the compiled-artifact key."""
+        return re.sub(r"[^a-z0-9._-]+", "-", self.id.lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class ProfileOverride:
+    """Per-type settings the file may override (``profiles.<type>``)."""
+
+    tensor_parallel: int | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+
+
+@dataclass(frozen=True)
+class ServingProfile:
+    """What one instance type of a fleet runs."""
+
+    instance_type: str
+    accelerator: Literal["neuron", "gpu"]
+    tensor_parallel: int
+    max_model_len: int
+    max_num_seqs: int
+    image: str  # the upstream image (public.ecr.aws/...); nodes pull it through the fleet's cache
+    command: tuple[str, ...]  # the container's command before the model path and arguments (empty: entrypoint)
+    env: dict[str, str] = field(default_factory=dict)
+    cache_key: str | None = None  # Neuron: the compiled-artifact prefix under the artifacts bucket
+    accelerator_memory_gib: float = 0.0
+    weights_gib: float = 0.0
+    root_volume_gib: int = 0
+    boot_seconds: int = 0
+
+    def arguments(self, model: ModelSpec, port: int) -> list[str]:
+        """vLLM's arguments after the model path (the container sees the weights at /model)."""
+        return [
+            "--served-model-name",
+            model.id,
+            "--tensor-parallel-size",
+            str(self.tensor_parallel),
+            "--max-model-len",
+            str(self.max_model_len),
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(port),
+        ]
+
+
+def accelerator_of(instance_type: str) -> Literal["neuron", "gpu"] | None:
+    it = catalog.instance_types().get(instance_type)
+    if it is None:
+        return None
+    if it.is_neuron:
+        return "neuron"
+    return "gpu" if it.gpus > 0 else None
+
+
+def accelerator_memory_gib(instance_type: str) -> float:
+    it = catalog.get(instance_type)
+    mib = it.neuron_memory_mib if it.is_neuron else it.gpu_memory_mib
+    return mib / 1024
+
+
+def accelerators(instance_type: str) -> int:
+    """The tensor-parallel degree a type supports by default: its NeuronCores, or its GPUs."""
+    it = catalog.get(instance_type)
+    return it.neuron_cores if it.is_neuron else it.gpus
+
+
+def required_memory_gib(model: ModelSpec) -> float:
+    """Accelerator memory a model needs: its weights plus the KV-cache headroom."""
+    return model.weights_gib / (1 - facts()["kv_cache_headroom"])
+
+
+def fit_problem(model: ModelSpec, instance_type: str, candidates: list[str] | None = None) -> str | None:
+    """Why ``instance_type`` cannot hold ``model`` (naming what would), or None when it fits."""
+    have = accelerator_memory_gib(instance_type)
+    need = required_memory_gib(model)
+    if have >= need:
+        return None
+    headroom = int(facts()["kv_cache_headroom"] * 100)
+    fits = [t for t in (candidates or []) if accelerator_memory_gib(t) >= need]
+    instead = (
+        f"use a type with at least {need:.0f} GiB, e.g. {', '.join(fits[:4])}"
+        if fits
+        else f"use a type with at least {need:.0f} GiB"
+    )
+    return (
+        f"{instance_type} has {have:.0f} GiB of accelerator memory; {model.id} needs {model.weights_gib:.0f} GiB of "
+        f"{model.dtype} weights plus {headroom}% for the KV cache ({need:.0f} GiB); {instead}, or a smaller model or dtype"
+    )
+
+
+def candidates(kind: Literal["neuron", "gpu"], region: str | None, az_ids: list[str]) -> list[str]:
+    """Types of one accelerator kind offered in every one of ``az_ids``, smallest memory first."""
+    out = []
+    for name, it in catalog.instance_types().items():
+        if accelerator_of(name) != kind or (kind == "neuron" and it.accelerator == "inferentia" and it.family == "inf1"):
+            continue
+        if region is not None and az_ids and not set(az_ids) <= set(it.az_ids(region)):
+            continue
+        out.append(name)
+    return sorted(out, key=lambda t: (accelerator_memory_gib(t), t))
+
+
+def root_volume_gib(model: ModelSpec, instance_type: str) -> int:
+    """A root volume that holds the AMI, the container image, the weights and (Neuron) the compiled artifacts."""
+    disk = facts()["disk"]
+    kind = accelerator_of(instance_type) or "gpu"
+    it = catalog.get(instance_type)
+    weights = model.weights_gib if it.local_nvme_gb == 0 else 0.0  # weights go to instance-store NVMe when there is one
+    compiled = model.weights_gib * disk["compiled_share_of_weights"] if kind == "neuron" else 0.0
+    need = disk["ami_gib"][kind] + disk["image_gib"][kind] + weights + compiled + disk["margin_gib"]
+    step = disk["round_to_gib"]
+    minimum = catalog.min_root_volume_gib(it)
+    return max(minimum, int(math.ceil(need / step) * step))
+
+
+def boot_seconds(model: ModelSpec, instance_type: str) -> int:
+    """How long a node may take from launch to serving: start, image pull, weights download and load."""
+    boot = facts()["boot"]
+    kind = accelerator_of(instance_type) or "gpu"
+    image_mb = facts()["disk"]["image_gib"][kind] * 1024
+    weights_mb = model.weights_gib * 1024
+    seconds = (
+        boot["overhead_seconds"]
+        + image_mb / boot["image_pull_mb_per_second"]
+        + weights_mb / boot["disk_mb_per_second"]
+        + model.weights_gib / boot["load_gib_per_second"]
+    )
+    return int(math.ceil(seconds * boot["safety_factor"] / 60) * 60)
+
+
+def neuron_image(release: releases.Release) -> str | None:
+    return release.container("vllm-serving")
+
+
+def vllm_version(image: str) -> str:
+    """The vLLM version of a Neuron vLLM image tag, e.g. 0.13.0 of ``...:0.13.0-neuronx-py312-sdk2.28.0-ubuntu24.04``."""
+    return image.rsplit(":", 1)[-1].split("-", 1)[0]
+
+
+def invocation(image: str) -> dict[str, Any] | None:
+    """How to start vLLM in a Neuron image (command and environment), or None when the catalog does not know."""
+    entry: dict[str, Any] | None = facts()["neuron_invocation"].get(vllm_version(image))
+    return entry
+
+
+def cache_key(
+    model: ModelSpec, release: releases.Release, instance_type: str, tp: int, max_model_len: int, max_num_seqs: int
+) -> str:
+    """The S3 prefix of a compiled model: model, Neuron SDK and compiler release, type and parallelism."""
+    prefix = facts()["compiled_cache"]["prefix"]
+    return (
+        f"{prefix}{model.slug}/sdk{release.version}-neuronxcc{release.compiler}/{instance_type}/"
+        f"tp{tp}-len{max_model_len}-seqs{max_num_seqs}/"
+    )
+
+
+def profile(
+    model: ModelSpec, instance_type: str, release: releases.Release | None, override: ProfileOverride | None = None
+) -> ServingProfile:
+    """The serving profile of one type. Raises ValueError when the release has no vLLM container."""
+    o = override or ProfileOverride()
+    kind = accelerator_of(instance_type)
+    if kind is None:
+        raise ValueError(f"{instance_type} has no Neuron device or GPU")
+    tp = o.tensor_parallel or accelerators(instance_type)
+    length = o.max_model_len or model.max_model_len
+    seqs = o.max_num_seqs or model.max_num_seqs
+    common = {
+        "instance_type": instance_type,
+        "tensor_parallel": tp,
+        "max_model_len": length,
+        "max_num_seqs": seqs,
+        "accelerator_memory_gib": accelerator_memory_gib(instance_type),
+        "weights_gib": model.weights_gib,
+        "root_volume_gib": root_volume_gib(model, instance_type),
+        "boot_seconds": boot_seconds(model, instance_type),
+    }
+    if kind == "gpu":
+        return ServingProfile(accelerator="gpu", image=facts()["gpu_image"], command=tuple(facts()["gpu_command"]), **common)  # type: ignore[arg-type]
+    if release is None:
+        raise ValueError(f"{instance_type}: no Neuron release to pick a vLLM container from")
+    image = neuron_image(release)
+    if image is None:
+        raise ValueError(f"{instance_type}: Neuron {release.version} has no vLLM container in the release matrix")
+    how = invocation(image)
+    if how is None:
+        raise ValueError(f"{instance_type}: the catalog does not say how to start {image}")
+    env = {**how["env"], facts()["compiled_artifacts_env"]: "/compiled"}
+    return ServingProfile(
+        accelerator="neuron",
+        image=image,
+        command=tuple(how["command"]),
+        env=env,
+        cache_key=cache_key(model, release, instance_type, tp, length, seqs),
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def pull_through_uri(image: str, registry: str, prefix: str) -> str:
+    """The pull-through cache URI of an ECR Public image: ``<registry>/<prefix>/<path>:<tag>``."""
+    upstream = facts()["registry"]["upstream"]
+    if not image.startswith(upstream + "/"):
+        raise ValueError(f"{image} is not on {upstream}; name a repository of your own in images")
+    return f"{registry}/{prefix}/{image[len(upstream) + 1 :]}"

@@ -1,0 +1,89 @@
+"""How many subnet addresses an environment needs, and how its VPC block is carved: plain Python.
+
+Validation (neuronkit.config) refuses a file whose nodes cannot fit its VPC block, with the same arithmetic
+the network construct uses to size its subnets, so both live here, free of CDK imports.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from neuronkit import catalog
+
+if TYPE_CHECKING:
+    from neuronkit.config.inference import InferenceFleet
+    from neuronkit.config.training import TrainingCluster
+
+# Addresses AWS reserves in every subnet (network, router, DNS, future, broadcast): Amazon VPC User Guide,
+# "Subnet CIDR blocks".
+RESERVED_PER_SUBNET = 5
+PUBLIC_PREFIX = 26
+# Addresses per AZ beyond the nodes: interface endpoints, Lustre servers, load balancers.
+SERVICE_ADDRESSES = 64
+
+
+def addresses_per_node(instance_type: catalog.InstanceType) -> int:
+    """Subnet addresses one node takes: only the primary interface has one (efa-only take none)."""
+    return 1
+
+
+def batch_addresses_per_node(instance_type: catalog.InstanceType) -> int:
+    """Subnet addresses one Batch node takes: the instance's, plus the ENI of its multi-node job task.
+
+    Batch runs multi-node parallel jobs in the ECS ``awsvpc`` network mode, which gives each node's job
+    container its own elastic network interface in the node's subnet.
+    """
+    return addresses_per_node(instance_type) + 1
+
+
+def addresses_per_az(
+    az_ids: Iterable[str], training: Iterable[TrainingCluster], inference: Iterable[InferenceFleet]
+) -> dict[str, int]:
+    """Addresses each AZ ID's private subnet must hold at every pool's maximum size."""
+    need = dict.fromkeys(az_ids, SERVICE_ADDRESSES)
+
+    def add(az: str, count: int) -> None:
+        need[az] = need.get(az, SERVICE_ADDRESSES) + count
+
+    for c in training:
+        # Batch nodes also hold their multi-node job's task ENI; the GPU pool is a compute environment too.
+        per_node = batch_addresses_per_node if c.scheduler == "batch" else addresses_per_node
+        add(c.az_id, c.max_size * per_node(catalog.get(c.instance_type)))
+        if c.gpu_pool is not None:
+            add(c.gpu_pool.az_id or c.az_id, c.gpu_pool.max_size * per_node(catalog.get(c.gpu_pool.instance_type)))
+    for f in inference:
+        # The group balances across its AZ IDs, but when one AZ lacks capacity (or fails) every node
+        # may land in another: size each of the fleet's subnets for the whole fleet.
+        widest = max(addresses_per_node(catalog.get(t)) for t in (*f.neuron_types, *f.fallback_types))
+        for az in f.az_ids:
+            add(az, f.max_size * widest)
+    return need
+
+
+def private_prefix_for(addresses: int) -> int:
+    """Smallest subnet prefix (at most /24) holding ``addresses`` twice over, for rolling replacements."""
+    need = 2 * addresses + RESERVED_PER_SUBNET
+    prefix = 24
+    while (1 << (32 - prefix)) < need:
+        prefix -= 1
+    return prefix
+
+
+def plan_subnets(cidr: str, az_count: int, private_prefix: int, with_public: bool) -> tuple[list[str], list[str]]:
+    """Carve private subnets from the start of the VPC block and /26 public subnets from its end.
+
+    Raises ValueError with the fix when the block is too small.
+    """
+    net = ipaddress.IPv4Network(cidr)
+    private = list(net.subnets(new_prefix=private_prefix))[:az_count] if private_prefix >= net.prefixlen else []
+    public_pool = list(net.subnets(new_prefix=PUBLIC_PREFIX))
+    public = public_pool[-az_count:] if with_public else []
+    if len(private) < az_count or any(p.overlaps(q) for p in private for q in public):
+        raise ValueError(
+            f"network.cidr: {cidr} cannot hold {az_count} private /{private_prefix} subnets"
+            + (f" and {az_count} public /{PUBLIC_PREFIX} subnets" if with_public else "")
+            + "; use a larger block (e.g. a /16) or fewer nodes"
+        )
+    return [str(p) for p in private], [str(p) for p in public]

@@ -1,0 +1,333 @@
+"""``neuronkit review BASE``: what a pull request changes in the deployed environments, from git alone.
+
+Synthesizes the base revision (a temporary git worktree, run with the same Python) and the working tree,
+then compares the templates: per stack, resources added, removed and modified, with **replacements**
+called out. A modified resource is replaced when a property CloudFormation cannot update in place changed
+(``createOnlyProperties`` of the resource type's provider schema, as bundled with cfn-lint); a removed
+resource whose type reappears in the same stack under another logical ID is replaced too. Stateful types
+(buckets, file systems, volumes, log groups, keys, repositories) are flagged: their data is lost unless
+the old resource is retained. The cost change of the pools and each environment's new maximum against its
+``budget.monthly_usd`` follow. No AWS credentials are used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuronkit.reports.pools import COMPILE_METADATA_KEY
+
+STATEFUL = {
+    "AWS::S3::Bucket": "bucket",
+    "AWS::FSx::FileSystem": "file system",
+    "AWS::EFS::FileSystem": "file system",
+    "AWS::EC2::Volume": "volume",
+    "AWS::Logs::LogGroup": "log group",
+    "AWS::KMS::Key": "key (what it encrypted becomes unreadable)",
+    "AWS::ECR::Repository": "image repository",
+    "AWS::DynamoDB::Table": "table",
+}
+RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
+
+
+class ReviewError(Exception):
+    """A step of the review failed; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Change:
+    stack: str
+    logical_id: str
+    type: str
+    action: str  # added | removed | modified | replaced
+    properties: tuple[str, ...] = ()
+    why: str = ""
+    retained: bool = False
+
+    @property
+    def stateful(self) -> bool:
+        return self.type in STATEFUL
+
+
+@dataclass
+class Review:
+    base: str
+    changes: list[Change] = field(default_factory=list)
+    cost: str = ""
+    budgets: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# comparing templates
+# --------------------------------------------------------------------------------------------
+def create_only(resource_type: str, region: str = "us-east-1") -> tuple[str, ...]:
+    """JSON pointers of the properties whose change replaces a resource (the provider schema cfn-lint bundles)."""
+    try:
+        from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+    except ImportError as err:  # pragma: no cover - cfn-lint comes with requirements-dev (make setup)
+        raise ReviewError("neuronkit review needs cfn-lint (requirements-dev.txt; `make setup` installs it)") from err
+    try:
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(region, resource_type).schema
+    except Exception:  # noqa: BLE001 - an unknown type (custom resources): nothing known to replace it
+        return ()
+    return tuple(schema.get("createOnlyProperties", ()))
+
+
+def _at(value: Any, pointer: str) -> Any:
+    for part in pointer.split("/")[2:]:  # "/properties/A/B" -> A, B
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _changed_properties(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    a, b = old.get("Properties", {}), new.get("Properties", {})
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+def compare_templates(
+    old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]], regions: dict[str, str] | None = None
+) -> list[Change]:
+    """The changes between two sets of templates (stack name -> template)."""
+    regions = regions or {}
+    out: list[Change] = []
+    for stack in sorted(old.keys() | new.keys()):
+        a = old.get(stack, {}).get("Resources", {})
+        b = new.get(stack, {}).get("Resources", {})
+        region = regions.get(stack, "us-east-1")
+        added = {k: v for k, v in b.items() if k not in a}
+        for lid in sorted(a.keys() & b.keys()):
+            before, after = a[lid], b[lid]
+            if before.get("Type") != after.get("Type"):
+                out.append(Change(stack, lid, after["Type"], "replaced", (), f"its type changed from {before['Type']}",
+                                  before.get("DeletionPolicy") in RETAINED))  # fmt: skip
+                continue
+            props = _changed_properties(before, after)
+            if not props:
+                continue
+            pointers = create_only(after["Type"], region)
+            breaking = sorted(
+                {p.split("/")[2] for p in pointers if _at(before.get("Properties", {}), p) != _at(after.get("Properties", {}), p)}
+            )
+            if breaking:
+                out.append(
+                    Change(stack, lid, after["Type"], "replaced", tuple(props),
+                           f"{', '.join(breaking)} cannot change in place", before.get("DeletionPolicy") in RETAINED)
+                )  # fmt: skip
+            else:
+                out.append(Change(stack, lid, after["Type"], "modified", tuple(props)))
+        for lid in sorted(k for k in a if k not in b):
+            r = a[lid]
+            twin = next((k for k, v in added.items() if v.get("Type") == r.get("Type")), None)
+            if twin is not None and r.get("Type") in STATEFUL:
+                added.pop(twin)
+                out.append(Change(stack, lid, r["Type"], "replaced", (), f"its logical ID changed to {twin}",
+                                  r.get("DeletionPolicy") in RETAINED))  # fmt: skip
+            else:
+                out.append(Change(stack, lid, r["Type"], "removed", why=_compile_note(r, "removed"),
+                                  retained=r.get("DeletionPolicy") in RETAINED))  # fmt: skip
+        out += [Change(stack, lid, v["Type"], "added", why=_compile_note(v, "added")) for lid, v in sorted(added.items())]
+    return _cascade(out, new, regions)
+
+
+def _compile_note(resource: dict[str, Any], action: str) -> str:
+    """What an added or removed compile group (a fleet's one node per compiled-artifact key) means for a rollout."""
+    meta = resource.get("Metadata") if isinstance(resource.get("Metadata"), dict) else {}
+    found = meta.get(COMPILE_METADATA_KEY) if isinstance(meta, dict) else None
+    if not isinstance(found, dict):
+        return ""
+    if action == "added":
+        return (
+            f"compiles {found.get('instance_type')}'s new key {found.get('cache_key')} on one node; "
+            f"{found.get('group')}'s rolling update waits for it"
+        )
+    return f"the compile group of {found.get('instance_type')}'s previous key {found.get('cache_key')} (holds no node)"
+
+
+def _refs(value: Any, exports: dict[str, tuple[str, str]], stack: str) -> set[tuple[str, str]]:
+    """The resources ``value`` points at: Ref and GetAtt in its stack, ImportValue of another stack's export."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(value, dict):
+        if "Ref" in value and isinstance(value["Ref"], str):
+            found.add((stack, value["Ref"]))
+        if "Fn::GetAtt" in value:
+            target = value["Fn::GetAtt"]
+            found.add((stack, target[0] if isinstance(target, list) else str(target).split(".")[0]))
+        if "Fn::ImportValue" in value and isinstance(value["Fn::ImportValue"], str) and value["Fn::ImportValue"] in exports:
+            found.add(exports[value["Fn::ImportValue"]])
+        for v in value.values():
+            found |= _refs(v, exports, stack)
+    elif isinstance(value, list):
+        for v in value:
+            found |= _refs(v, exports, stack)
+    return found
+
+
+def _cascade(changes: list[Change], new: dict[str, dict[str, Any]], regions: dict[str, str]) -> list[Change]:
+    """A resource whose create-only property points at a replaced resource is replaced as well (a new subnet
+    means a new file system in it), across stacks through exports. Repeats until nothing more is replaced."""
+    exports: dict[str, tuple[str, str]] = {}
+    for stack, template in new.items():
+        for output in template.get("Outputs", {}).values():
+            name = (output.get("Export") or {}).get("Name")
+            targets = _refs(output.get("Value"), {}, stack)
+            if isinstance(name, str) and len(targets) == 1:
+                exports[name] = next(iter(targets))
+    by_key = {(c.stack, c.logical_id): c for c in changes}
+    replaced = {k for k, c in by_key.items() if c.action == "replaced"}
+    grew = True
+    while grew:
+        grew = False
+        for stack, template in new.items():
+            for lid, resource in template.get("Resources", {}).items():
+                key = (stack, lid)
+                if key in replaced or (key in by_key and by_key[key].action == "added"):
+                    continue
+                props = resource.get("Properties", {})
+                for pointer in create_only(resource.get("Type", ""), regions.get(stack, "us-east-1")):
+                    hit = sorted(_refs(_at(props, pointer), exports, stack) & replaced)
+                    if hit:
+                        prop = pointer.split("/")[2]
+                        old = by_key.get(key)
+                        by_key[key] = Change(
+                            stack, lid, resource["Type"], "replaced", old.properties if old else (),
+                            f"{prop} refers to {hit[0][0]}/{hit[0][1]}, which is replaced",
+                            resource.get("DeletionPolicy") in RETAINED,
+                        )  # fmt: skip
+                        replaced.add(key)
+                        grew = True
+                        break
+    return list(by_key.values())
+
+
+def _fate(c: Change) -> str:
+    if not c.stateful or c.action not in ("replaced", "removed"):
+        return ""
+    what = STATEFUL[c.type]
+    if c.retained:
+        return f"**the old {what} is retained (orphaned); the new one starts empty**"
+    return f"**{what}: data lost unless retained**"
+
+
+def render(review: Review) -> str:
+    counts = {a: sum(1 for c in review.changes if c.action == a) for a in ("replaced", "removed", "added", "modified")}
+    lines = [f"## neuronkit review against {review.base}", ""]
+    if not review.changes:
+        lines += ["No resource changes.", ""]
+    else:
+        lines += [", ".join(f"{n} {a}" for a, n in counts.items() if n) + ".", ""]
+        danger = [c for c in review.changes if c.action in ("replaced", "removed") and c.stateful]
+        if danger:
+            lines += ["### Stateful resources replaced or removed", ""]
+            lines += [f"- **{c.stack}/{c.logical_id}** ({c.type}) {c.action}: {c.why or 'removed'}; {_fate(c)}" for c in danger]
+            lines += [""]
+        lines += ["| stack | resource | type | change | properties | why |", "| --- | --- | --- | --- | --- | --- |"]
+        order = {"replaced": 0, "removed": 1, "added": 2, "modified": 3}
+        for c in sorted(review.changes, key=lambda c: (order[c.action], c.stack, c.logical_id)):
+            name = f"**{c.logical_id}**" if c.stateful and c.action in ("replaced", "removed") else c.logical_id
+            lines.append(
+                f"| {c.stack} | {name} | {c.type} | {c.action} | {', '.join(c.properties) or '–'} | {c.why or _fate(c) or '–'} |"
+            )
+        lines += [""]
+    if review.cost:
+        lines += [review.cost.strip(), ""]
+    if review.budgets:
+        lines += ["### Against the budgets", ""] + [f"- {b}" for b in review.budgets] + [""]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# synthesizing two revisions
+# --------------------------------------------------------------------------------------------
+def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+
+
+def synth(tree: Path, outdir: Path) -> dict[str, dict[str, Any]]:
+    """Run ``tree``'s app.py with this Python into ``outdir``; stack name -> template."""
+    env = {**os.environ, "CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"}
+    env.pop("CDK_CLI_VERSION", None)
+    done = _run([sys.executable, "app.py"], tree, env)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-5:]
+        raise ReviewError(f"synthesizing {tree} failed:\n  " + "\n  ".join(last))
+    return {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in sorted(outdir.glob("*.template.json"))}
+
+
+def _regions(tree: Path) -> dict[str, str]:
+    from neuronkit.config import ConfigError, load_all
+
+    try:
+        envs = load_all(tree / "environments")
+    except ConfigError:
+        return {}
+    return {f"{e.name}-{part}": e.region for e in envs for part in ("network", "storage", "training", "inference", "monitoring")}
+
+
+def _budgets(tree: Path, new_out: Path) -> list[str]:
+    from neuronkit.catalog.pricing import MissingPriceError
+    from neuronkit.config import ConfigError, load_all
+    from neuronkit.reports import cost
+    from neuronkit.reports.pools import PoolError, pools_from_cdk_out
+
+    try:
+        envs = load_all(tree / "environments")
+        pools = pools_from_cdk_out(new_out)
+        priced = cost.price_pools(pools)
+    except (ConfigError, PoolError, MissingPriceError) as err:
+        return [f"not compared: {str(err).splitlines()[0]}"]
+    out = []
+    for e in envs:
+        mine = [c for c in priced if c.pool.environment == e.name]
+        top = sum(c.monthly("max") for c in mine)
+        if e.budget is None:
+            out.append(f"{e.name}: {cost.usd(top)} a month at max capacity (pools only); no budget in the file")
+            continue
+        share = top / e.budget.monthly_usd * 100
+        verdict = "**over the budget**" if top > e.budget.monthly_usd else "within the budget"
+        out.append(
+            f"{e.name}: {cost.usd(top)} a month at max capacity (pools only) against a budget of "
+            f"{cost.usd(e.budget.monthly_usd)} ({share:.0f}%): {verdict}"
+        )
+    return out
+
+
+def review(base: str, repo: Path, work: Path | None = None) -> Review:
+    """Synthesize ``base`` and the working tree of ``repo`` and compare them."""
+    from neuronkit.catalog.pricing import MissingPriceError
+    from neuronkit.reports import cost
+    from neuronkit.reports.pools import PoolError, pools_from_cdk_out
+
+    if _run(["git", "rev-parse", "--verify", f"{base}^{{commit}}"], repo).returncode != 0:
+        raise ReviewError(f"{base} is not a commit of {repo}; fetch it first (e.g. git fetch origin main)")
+    scratch = Path(tempfile.mkdtemp(prefix="neuronkit-review-", dir=work))
+    tree = scratch / "base"
+    try:
+        added = _run(["git", "worktree", "add", "--detach", str(tree), base], repo)
+        if added.returncode != 0:
+            raise ReviewError(f"git worktree add {base} failed: {added.stderr.strip()}")
+        old = synth(tree, scratch / "base.out")
+        new = synth(repo, scratch / "new.out")
+        result = Review(base=base, changes=compare_templates(old, new, _regions(repo)))
+        try:
+            result.cost = cost.diff_report(pools_from_cdk_out(scratch / "base.out"), pools_from_cdk_out(scratch / "new.out"))
+        except (PoolError, MissingPriceError) as err:
+            result.cost = f"Cost change not computed: {str(err).splitlines()[0]}"
+        result.budgets = _budgets(repo, scratch / "new.out")
+        return result
+    finally:
+        _run(["git", "worktree", "remove", "--force", str(tree)], repo)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def stacks_of(changes: Iterable[Change]) -> set[str]:
+    return {c.stack for c in changes}

@@ -102,8 +102,8 @@ exit 0
     # the `aws ecr get-login-password |` pipe (SIGPIPE under pipefail) at random.
     "docker": '[ "$1" = login ] && cat > /dev/null\nexit 0\n',
     "hostname": 'echo "10.0.0.10 "\n',
-    "dpkg-query": 'printf "2.30.50.0"\n',
-    "rpm": 'printf "2.30.50.0"\n',
+    "dpkg-query": 'printf "2.30.51.0"\n',
+    "rpm": 'printf "2.30.51.0"\n',
     # /opt/stubs/job-ends-on-sleep: the running job finishes during the first sleep (drain tests).
     "sleep": "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\nexit 0\n",
     **{

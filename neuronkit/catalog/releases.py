@@ -142,6 +142,8 @@ def releases() -> tuple[Release, ...]:
         status: dict[str, dict[str, Status]] = {}
         sources: dict[str, str] = {}
         unverified = {str(k): " ".join(str(v).split()) for k, v in (row.get("unverified") or {}).items()}
+        if row.get("containers_unverified"):
+            unverified["containers"] = " ".join(str(row["containers_unverified"]).split())
         for workload, entry in row["workloads"].items():
             for fact, found in (entry.get("unverified") or {}).items():
                 unverified[f"{workload}.{fact}"] = " ".join(str(found).split())

@@ -66,6 +66,7 @@ class ProfileOverride:
     tensor_parallel: int | None = None
     max_model_len: int | None = None
     max_num_seqs: int | None = None
+    lnc: int | None = None  # Trn2/Trn3: logical NeuronCore setting (default: the family's, catalog/trainium.yaml)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class ServingProfile:
     command: tuple[str, ...]  # the container's command before the model path and arguments (empty: entrypoint)
     env: dict[str, str] = field(default_factory=dict)
     cache_key: str | None = None  # Neuron: the compiled-artifact prefix under the artifacts bucket
+    lnc: int | None = None  # Trn2/Trn3: the logical NeuronCore setting the node and container run
     accelerator_memory_gib: float = 0.0
     weights_gib: float = 0.0
     root_volume_gib: int = 0
@@ -119,10 +121,23 @@ def accelerator_memory_gib(instance_type: str) -> float:
     return mib / 1024
 
 
-def accelerators(instance_type: str) -> int:
-    """The tensor-parallel degree a type supports by default: its NeuronCores, or its GPUs."""
+def lnc_of(instance_type: str, lnc: int | None = None) -> int | None:
+    """The logical NeuronCore setting a type runs: ``lnc`` if given, else its family's default (Trn2/Trn3: 2);
+    None for GPU types and Neuron families without the setting (Inf2, Trn1)."""
     it = catalog.get(instance_type)
-    return it.neuron_cores if it.is_neuron else it.gpus
+    family = instance_type.split(".", 1)[0]
+    if not it.is_neuron or not catalog.lnc_allowed(family):
+        return None
+    return lnc or catalog.lnc_default(family)
+
+
+def accelerators(instance_type: str, lnc: int | None = None) -> int:
+    """The tensor-parallel degree a type's server can use: its logical NeuronCores (physical cores / LNC, e.g. 64
+    on trn2.48xlarge at the default LNC=2), or its GPUs. The one place TP is derived (fleets, pilot, EKS)."""
+    it = catalog.get(instance_type)
+    if not it.is_neuron:
+        return it.gpus
+    return it.neuron_cores // (lnc_of(instance_type, lnc) or 1)
 
 
 def required_memory_gib(model: ModelSpec) -> float:
@@ -205,13 +220,21 @@ def invocation(image: str) -> dict[str, Any] | None:
 
 
 def cache_key(
-    model: ModelSpec, release: releases.Release, instance_type: str, tp: int, max_model_len: int, max_num_seqs: int
+    model: ModelSpec,
+    release: releases.Release,
+    instance_type: str,
+    tp: int,
+    max_model_len: int,
+    max_num_seqs: int,
+    lnc: int | None = None,
 ) -> str:
-    """The S3 prefix of a compiled model: model, Neuron SDK and compiler release, type and parallelism."""
+    """The S3 prefix of a compiled model: model, Neuron SDK and compiler release, type, parallelism and (Trn2/Trn3)
+    the LNC setting, so that a change of any of them compiles first."""
     prefix = facts()["compiled_cache"]["prefix"]
+    logical = f"-lnc{lnc}" if lnc else ""
     return (
         f"{prefix}{model.slug}/sdk{release.version}-neuronxcc{release.compiler}/{instance_type}/"
-        f"tp{tp}-len{max_model_len}-seqs{max_num_seqs}/"
+        f"tp{tp}{logical}-len{max_model_len}-seqs{max_num_seqs}/"
     )
 
 
@@ -223,7 +246,8 @@ def profile(
     kind = accelerator_of(instance_type)
     if kind is None:
         raise ValueError(f"{instance_type} has no Neuron device or GPU")
-    tp = o.tensor_parallel or accelerators(instance_type)
+    lnc = lnc_of(instance_type, o.lnc) if kind == "neuron" else None
+    tp = o.tensor_parallel or accelerators(instance_type, lnc)
     length = o.max_model_len or model.max_model_len
     seqs = o.max_num_seqs or model.max_num_seqs
     common = {
@@ -247,12 +271,15 @@ def profile(
     if how is None:
         raise ValueError(f"{instance_type}: the catalog does not say how to start {image}")
     env = {**how["env"], facts()["compiled_artifacts_env"]: "/compiled"}
+    if lnc is not None:
+        env[catalog.trainium_facts()["lnc_env"]] = str(lnc)
     return ServingProfile(
         accelerator="neuron",
         image=image,
         command=tuple(how["command"]),
         env=env,
-        cache_key=cache_key(model, release, instance_type, tp, length, seqs),
+        lnc=lnc,
+        cache_key=cache_key(model, release, instance_type, tp, length, seqs, lnc),
         **common,  # type: ignore[arg-type]
     )
 

@@ -11,7 +11,7 @@ from neuronkit import catalog
 from neuronkit.catalog import releases, serving
 from neuronkit.config.base import AZ_ID_RE, CRON_RE, SERVE_COMMAND_MAX, Strict, _offered
 from neuronkit.config.network import Network
-from neuronkit.config.neuron import Workload
+from neuronkit.config.neuron import Workload, lnc_problem
 from neuronkit.config.training import Ami, _family_problem, _gpu_types
 
 
@@ -99,6 +99,13 @@ class InferenceFleet(Strict):
     load_balancer: Literal["alb", "nlb"] = Field(default="alb", description="alb: HTTP servers; nlb: gRPC/TCP servers.")
     internal: bool = True
     port: int = Field(default=8080, ge=1, le=65535)
+    idle_timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=4000,
+        description="ALB idle timeout (1 to 4000 s; default 600, long enough for a non-streaming LLM completion). "
+        "The server's keep-alive is set longer. NLBs have a fixed 350 s.",
+    )
     health_check: HealthCheck = HealthCheck()
     health_check_grace_seconds: int | None = Field(
         default=None, ge=60, le=7200, description="Defaults to the boot time derived from the model's size (serve: 900)."
@@ -136,6 +143,12 @@ class InferenceFleet(Strict):
     neuron_ami: Ami = Ami()
     gpu_ami: Ami = Ami()
     rebalance_minutes: int = Field(default=30, ge=5, description="How often the rebalancer moves GPU nodes back to Neuron.")
+    lnc: Literal[1, 2] | None = Field(
+        default=None,
+        description="Logical NeuronCore setting of Trn2/Trn3 types (1 or 2; defaults to the catalog's, 2): the "
+        "tensor-parallel degree counts logical cores (64 on trn2.48xlarge at 2), the node and container get it, and "
+        "a change compiles a new key first.",
+    )
     neuron_sdk: str | None = Field(
         default=None, description="Neuron SDK release of this fleet (overrides the top-level neuron_sdk), e.g. 2.28.1."
     )
@@ -179,8 +192,13 @@ def _inference_problems(
                 if problem:
                     add("gpu_ami.family", problem)
                 _offered(add, f"fallback_types[{j}]", t, f.az_ids, region)
+        lnc = lnc_problem(list(f.neuron_types), f.lnc)
+        if lnc:
+            add("lnc", lnc)
         if f.serve is not None and f.fallback_types and not f.serve.gpu:
             add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
+        if f.load_balancer == "nlb" and f.idle_timeout_seconds is not None:
+            add("idle_timeout_seconds", "an NLB's TCP idle timeout is fixed at 350 s; remove it or use load_balancer: alb")
         if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
             add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
         if not f.internal:
@@ -321,6 +339,26 @@ def model_spec(f: InferenceFleet) -> serving.ModelSpec | None:
     )
 
 
+def _tensor_parallel_problems(loc: str, f: InferenceFleet, t: str, kind: str) -> list[tuple[str, str]]:
+    """A tensor-parallel override the type's server can use: at most its logical NeuronCores (physical / LNC) or
+    GPUs, and a divisor of them (vLLM shards over equal groups of cores)."""
+    override = f.profiles.get(t)
+    if override is None or override.tensor_parallel is None:
+        return []
+    lnc = serving.lnc_of(t, f.lnc) if kind == "neuron" else None
+    most = serving.accelerators(t, lnc)
+    unit = (f"logical NeuronCores (LNC={lnc})" if lnc else "NeuronCores") if kind == "neuron" else "GPUs"
+    key = f"{loc}.profiles.{t}.tensor_parallel"
+    if override.tensor_parallel > most:
+        return [(key, f"{override.tensor_parallel} exceeds the {most} {unit} of {t}; use at most {most}")]
+    if most % override.tensor_parallel:
+        fits = [d for d in range(1, most + 1) if most % d == 0]
+        return [
+            (key, f"{override.tensor_parallel} does not divide the {most} {unit} of {t}; use one of {', '.join(map(str, fits))}")
+        ]
+    return []
+
+
 def _model_problems(loc: str, f: InferenceFleet, region: str | None) -> list[tuple[str, str]]:
     """The model fits every type of the fleet (accelerator memory, root volume); tensor-parallel overrides are possible."""
     out: list[tuple[str, str]] = []
@@ -344,19 +382,7 @@ def _model_problems(loc: str, f: InferenceFleet, region: str | None) -> list[tup
             need = serving.root_volume_gib(model, t)
             if f.root_volume_gib is not None and f.root_volume_gib < need and need > largest[1]:
                 largest = (t, need)
-            override = f.profiles.get(t)
-            if (
-                override is not None
-                and override.tensor_parallel is not None
-                and override.tensor_parallel > serving.accelerators(t)
-            ):
-                unit = "NeuronCores" if kind == "neuron" else "GPUs"
-                out.append(
-                    (
-                        f"{loc}.profiles.{t}.tensor_parallel",
-                        f"{override.tensor_parallel} exceeds the {serving.accelerators(t)} {unit} of {t}; use at most {serving.accelerators(t)}",
-                    )
-                )
+            out.extend(_tensor_parallel_problems(loc, f, t, kind))
     if largest[1]:
         t, need = largest
         compiled = " and the compiled artifacts" if serving.accelerator_of(t) == "neuron" else ""

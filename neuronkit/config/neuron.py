@@ -19,6 +19,22 @@ from neuronkit.catalog import releases
 Workload = Literal["pytorch-training", "pytorch-inference", "vllm-serving", "jax"]
 
 
+def lnc_problem(instance_types: list[str], lnc: int | None) -> str | None:
+    """The one LNC rule of training clusters and inference fleets: an ``lnc`` needs a Trn2/Trn3 type and one of its
+    family's settings (catalog/trainium.yaml)."""
+    if lnc is None:
+        return None
+    families = [t.split(".", 1)[0] for t in instance_types]
+    capable = [f for f in families if catalog.lnc_allowed(f)]
+    if not capable:
+        return f"{', '.join(instance_types)} has no logical NeuronCore setting (Trn2 and Trn3 have); remove lnc"
+    for family in capable:
+        allowed = catalog.lnc_allowed(family)
+        if lnc not in allowed:
+            return f"{lnc} is not an LNC setting of {family}; use {' or '.join(map(str, allowed))}"
+    return None
+
+
 @dataclass(frozen=True)
 class PoolRelease:
     """What one Neuron pool runs: where it is in the file, its families and workload, and the outcome."""

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from neuronkit import catalog
 from neuronkit.config.base import AZ_ID_RE, RESERVATION_RE, Strict, _foreign_az, _raise_all
-from neuronkit.config.neuron import Workload
+from neuronkit.config.neuron import Workload, lnc_problem
 
 
 class Ami(Strict):
@@ -119,9 +119,14 @@ class CapacityBlock(Strict):
         # Catalog facts (types sold, sizes) are checked with the cluster (_check_cluster), so that a
         # wrong block does not hide the cluster's other problems.
         problems: list[tuple[str, str]] = []
+        longest = int(catalog.capacity_facts()["capacity_blocks"]["max_duration_days"])
         if self.end <= self.start:
             start, end = self.start.isoformat(), self.end.isoformat()
             problems.append(("end", f"{end} is not after start {start}; copy both from the block you bought"))
+        elif self.end - self.start > dt.timedelta(days=longest):
+            problems.append(
+                ("end", f"a Capacity Block lasts at most {longest} days; copy start and end from the block you bought")
+            )
         if self.reservation_id and self.reservation_ids:
             problems.append(
                 ("reservation_ids", "give reservation_id (one block) or reservation_ids (one per UltraServer), not both")
@@ -316,13 +321,9 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
 def _trainium_problems(c: TrainingCluster) -> list[tuple[str, str]]:
     """UltraServers (whole units of the right type), the LNC setting, and Capacity Block lifecycle options."""
     out: list[tuple[str, str]] = []
-    family = c.instance_type.split(".", 1)[0]
-    if c.lnc is not None:
-        allowed = catalog.lnc_allowed(family)
-        if not allowed:
-            out.append(("lnc", f"{c.instance_type} has no logical NeuronCore setting (Trn2 and Trn3 have); remove lnc"))
-        elif c.lnc not in allowed:
-            out.append(("lnc", f"{c.lnc} is not an LNC setting of {family}; use {' or '.join(map(str, allowed))}"))
+    problem = lnc_problem([c.instance_type], c.lnc)
+    if problem:
+        out.append(("lnc", problem))
     cap = c.capacity
     if c.ultraserver is not None:
         unit = catalog.ultraserver(c.ultraserver)
@@ -389,10 +390,14 @@ def _trainium_problems(c: TrainingCluster) -> list[tuple[str, str]]:
             out.append(
                 ("capacity.fallback", "on-demand fallback is for Auto Scaling clusters; Batch queues take another environment")
             )
+        longest = int(catalog.capacity_facts()["capacity_blocks"]["max_duration_days"])
         for j, hours in enumerate(cap.warn_hours_before_end):
-            if hours < 1 or hours > 24 * 182:
+            if hours < 1 or hours > 24 * longest:
                 out.append(
-                    (f"capacity.warn_hours_before_end[{j}]", f"{hours} is not between 1 hour and the 182 days a block can last")
+                    (
+                        f"capacity.warn_hours_before_end[{j}]",
+                        f"{hours} is not between 1 hour and the {longest} days a block can last",
+                    )
                 )
     return out
 

@@ -9,11 +9,11 @@ from aws_cdk import Tags
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit.constructs import durations
+from neuronkit.constructs.notifications import TopicTarget
 
 # EC2 sends these through EventBridge (source aws.ec2): when the block's capacity is ready, and 40 minutes
 # before its end (instances start terminating 10 minutes later). EC2 user guide, "Monitor Capacity Blocks
@@ -73,7 +73,7 @@ class CapacityBlockWatch(Construct):
                 event_pattern=events.EventPattern(
                     source=["aws.ec2"], detail_type=[detail_type], detail={"capacity-reservation-id": list(reservation_ids)}
                 ),
-                targets=[targets.SnsTopic(topic, message=events.RuleTargetInput.from_text(text))],
+                targets=[TopicTarget(topic, message=events.RuleTargetInput.from_text(text))],
             )
 
         self.delivered_rule = ec2_event("Delivered", DELIVERED, f"{label} is delivered: the cluster can launch its nodes.")
@@ -118,7 +118,7 @@ class CapacityBlockWatch(Construct):
                 description=f"{label}: {hours} h before the block ends",
                 schedule=events.Schedule.expression(_once(at)),
                 targets=[
-                    targets.SnsTopic(
+                    TopicTarget(
                         topic, message=events.RuleTargetInput.from_text(f"{label} ends in {hours} h, at {_iso(end)}; {plan}.")
                     )
                 ],

@@ -26,7 +26,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit import userdata
+from neuronkit import catalog, userdata
 from neuronkit.catalog import releases, serving
 from neuronkit.constructs import durations, pseudo
 from neuronkit.constructs.compliance import acknowledge
@@ -106,6 +106,9 @@ class ServingSpec:
     repositories. ``profiles`` override the derived tensor-parallel degree and vLLM limits per type.
     ``precompile`` (the default) compiles every new compiled-artifact key on a one-node group of its own
     before the rolling update starts (docs/serving.md); False leaves the compile to the update's first node.
+    ``lnc`` sets the logical NeuronCore setting of Trn2/Trn3 types (default: the family's, 2): their
+    tensor-parallel degree counts logical cores (64 on trn2.48xlarge at LNC=2), the node and the container
+    get the setting, and it is part of the compiled-artifact key.
     """
 
     model: serving.ModelSpec
@@ -115,6 +118,7 @@ class ServingSpec:
     neuron_image: str | None = None
     gpu_image: str | None = None
     precompile: bool = True
+    lnc: int | None = None
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,7 @@ class InferenceFleet(Construct):
         model_s3_prefix: str | None = None,
         gpu_model_s3_prefix: str | None = None,
         load_balancer: Literal["alb", "nlb"] = "alb",
+        idle_timeout_seconds: int | None = None,
         port: int = 8080,
         tls: TlsSpec | None = None,
         health_check: HealthCheckSpec | None = None,
@@ -218,6 +223,7 @@ class InferenceFleet(Construct):
         self.group_name = f"{environment}-{name}"
         self.neuron_types = list(neuron_types)
         self.fallback_types = list(fallback_types)
+        self.idle_timeout_seconds = self._idle_timeout(load_balancer, idle_timeout_seconds)
         self.profiles = self._serving_profiles(serving)
         self.grace_seconds = health_check_grace_seconds or self._derived_grace_seconds()
         subnets = self._subnets(vpc, subnet_ids)
@@ -276,6 +282,7 @@ class InferenceFleet(Construct):
                         t: {
                             "image": p.image,
                             "tensor_parallel": p.tensor_parallel,
+                            **({"lnc": p.lnc} if p.lnc else {}),
                             **({"cache_key": p.cache_key} if p.cache_key else {}),
                         }
                         for t, p in self.profiles.items()
@@ -291,11 +298,15 @@ class InferenceFleet(Construct):
         self._model = spec.model if spec else None
         self._model_id = spec.model.id if spec else ""
         self._precompile = spec.precompile if spec else False
+        self._lnc = spec.lnc if spec else None
         if spec is None:
             return {}
         out = {}
         for t in self.neuron_types + self.fallback_types:
-            p = serving.profile(spec.model, t, spec.neuron_release, spec.profiles.get(t))
+            override = spec.profiles.get(t) or serving.ProfileOverride()
+            if spec.lnc is not None and override.lnc is None:
+                override = replace(override, lnc=spec.lnc)
+            p = serving.profile(spec.model, t, spec.neuron_release, override)
             image = spec.neuron_image if p.accelerator == "neuron" else spec.gpu_image
             if image:
                 how = serving.invocation(image) if p.accelerator == "neuron" else None
@@ -305,8 +316,27 @@ class InferenceFleet(Construct):
                     command=tuple(how["command"]) if how else p.command,
                     env={**(how or {}).get("env", {}), **p.env},
                 )
-            out[t] = p
+            out[t] = replace(p, env={**p.env, **self._keep_alive_env()})
         return out
+
+    def _idle_timeout(self, kind: str, seconds: int | None) -> int:
+        """The balancer's idle timeout: the catalog's LLM default on an ALB (600 s), NLB's fixed 350 s."""
+        facts = serving.facts()["load_balancer"]
+        if kind == "nlb":
+            if seconds is not None:
+                raise ValueError(
+                    f"idle_timeout_seconds: an NLB's TCP idle timeout is fixed at {facts['nlb_idle_timeout_seconds']} s; remove it"
+                )
+            return int(facts["nlb_idle_timeout_seconds"])
+        most = int(facts["alb_idle_timeout_max_seconds"])
+        if seconds is not None and not 1 <= seconds <= most:
+            raise ValueError(f"idle_timeout_seconds: {seconds} is not between 1 and {most} (ALB's limit)")
+        return seconds or int(facts["alb_idle_timeout_default_seconds"])
+
+    def _keep_alive_env(self) -> dict[str, str]:
+        """The server keeps idle connections open longer than the balancer does, so the balancer closes them first."""
+        facts = serving.facts()["load_balancer"]
+        return {facts["keep_alive_env"]: str(self.idle_timeout_seconds + int(facts["keep_alive_margin_seconds"]))}
 
     def _derived_grace_seconds(self) -> int:
         """The slowest type's boot (pull, download, load) with the catalog's safety factor; 900 s without a model."""
@@ -371,6 +401,7 @@ class InferenceFleet(Construct):
                 vpc_subnets=placement,
                 security_group=self.load_balancer_security_group,
                 drop_invalid_header_fields=True,
+                idle_timeout=durations.seconds(self.idle_timeout_seconds),
             )
             if access_logs_bucket is not None:
                 alb.log_access_logs(access_logs_bucket, prefix=f"elb/{self.group_name}")
@@ -634,16 +665,19 @@ class InferenceFleet(Construct):
             "NEURON_CAPABILITIES": " ".join(serving.facts()["neuron_capabilities"]),
             "CACHE_LOCK_TIMEOUT": serving.facts()["compiled_cache"]["lock_timeout_seconds"],
             "CACHE_POLL_SECONDS": serving.facts()["compiled_cache"]["wait_poll_seconds"],
+            "LNC_FILE": catalog.trainium_facts()["lnc_file"],
         }
 
     def _type_values(self, instance_type: str, spec_port: int) -> dict[str, str | int]:
         """node.env values of one type: its accelerator count and, with a model, its serving profile."""
         p = self.profiles.get(instance_type)
-        values: dict[str, str | int] = {"TENSOR_PARALLEL": serving.accelerators(instance_type)}
+        lnc = serving.lnc_of(instance_type, self._lnc)
+        values: dict[str, str | int] = {"TENSOR_PARALLEL": serving.accelerators(instance_type, lnc), "LNC": lnc or ""}
         if p is None:
             return {**values, "SERVE_IMAGE": "", "SERVE_COMMAND_ARGS": "", "SERVE_ENV": "", "CACHE_PREFIX": "", "MODEL_ID": ""}
         return {
             "TENSOR_PARALLEL": p.tensor_parallel,
+            "LNC": p.lnc or "",
             "MODEL_ID": self._model_id,
             "SERVE_IMAGE": self.image_uri(p.image),
             "SERVE_COMMAND_ARGS": " ".join([*p.command, "/model", *p.arguments(self._model, spec_port)]) if self._model else "",

@@ -11,7 +11,6 @@ from aws_cdk import Stack, Tags, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -19,6 +18,7 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.catalog import pricing, quotas
 from neuronkit.constructs import durations
+from neuronkit.constructs.notifications import TopicTarget
 from neuronkit.constructs.observability import DEFAULT_NAMESPACE
 
 # The rebalancer of an inference fleet publishes the instances in service per family under this name
@@ -212,7 +212,7 @@ class EnvironmentMonitoring(Construct):
                 detail={"AutoScalingGroupName": groups},
             ),
             targets=[
-                targets.SnsTopic(
+                TopicTarget(
                     topic,
                     message=events.RuleTargetInput.from_text(
                         f"neuronkit {environment}: {events.EventField.from_path('$.detail.AutoScalingGroupName')} could not "

@@ -30,7 +30,9 @@ class AcceleratorNetwork(Construct):
     gateways in small public subnets (defaults to one), an S3 gateway endpoint, interface endpoints
     (defaults to SSM, logs, metrics, STS, ECR) so S3 and SSM traffic never crosses a NAT gateway, and
     VPC flow logs to CloudWatch Logs (defaults to 90 days), and (``restrict_default_security_group``,
-    default True) takes every rule out of the VPC's default security group. With ``existing_vpc_id`` it creates
+    default True) takes every rule out of the VPC's default security group. ``batch_task_default_group`` (a VPC
+    with an AWS Batch pool on an EFA type) keeps the group's member-to-member ingress and gives it egress to
+    its members and HTTPS instead, because Batch puts multi-node job containers there (docs/batch.md). With ``existing_vpc_id`` it creates
     nothing and uses the given VPC and subnets (endpoints are then the VPC owner's business).
 
     Public attributes: ``vpc`` (an ``ec2.IVpc`` for L2 constructs), ``vpc_id``,
@@ -51,6 +53,7 @@ class AcceleratorNetwork(Construct):
         existing_vpc_id: str | None = None,
         existing_subnet_ids: Mapping[str, str] | None = None,
         restrict_default_security_group: bool = True,
+        batch_task_default_group: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self.az_ids = list(az_ids)
@@ -77,7 +80,9 @@ class AcceleratorNetwork(Construct):
         self._endpoints(vpc, cidr, route_tables, interface_endpoints)
         self._flow_logs(vpc, flow_log_retention_days)
         if restrict_default_security_group:
-            self._restrict_default_security_group(vpc)
+            self._restrict_default_security_group(vpc, keep_ingress=batch_task_default_group)
+        if batch_task_default_group:
+            self._batch_task_default_group(vpc)
         self.vpc = self._as_ivpc()
 
     def _public_subnets(self, vpc: ec2.CfnVPC, public_cidrs: Sequence[str], nat_gateways: int) -> list[str]:
@@ -189,7 +194,38 @@ class AcceleratorNetwork(Construct):
             deliver_logs_permission_arn=role.role_arn,
         )
 
-    def _restrict_default_security_group(self, vpc: ec2.CfnVPC) -> None:
+    def _batch_task_default_group(self, vpc: ec2.CfnVPC) -> None:
+        """What AWS Batch multi-node job containers on EFA types need from the VPC's default security group.
+
+        Batch runs each MNP node's container in the ``awsvpc`` network mode on an interface of its own, with the
+        compute environment's security groups or, when it names none, the VPC's default group (Batch User Guide,
+        "Multi-node parallel jobs" > compute environments). On EFA types the compute environment cannot name
+        groups (its launch template carries the network interfaces), so the containers get the default group:
+        AWS's ingress from the group's own members stays (node 1 reaches node 0's MASTER_PORT and root
+        communicator), and egress goes to the members (all traffic) and to HTTPS (S3 through the gateway endpoint,
+        the interface endpoints). Security Hub's EC2.2 then reports the default group as not restricted.
+        """
+        group = vpc.attr_default_security_group
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "DefaultGroupToMembers",
+            group_id=group,
+            ip_protocol="-1",
+            destination_security_group_id=group,
+            description="Batch multi-node containers: rendezvous and collectives between job nodes",
+        )
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "DefaultGroupHttps",
+            group_id=group,
+            ip_protocol="tcp",
+            from_port=443,
+            to_port=443,
+            cidr_ip="0.0.0.0/0",
+            description="Batch multi-node containers: S3 (gateway endpoint) and the VPC's interface endpoints over HTTPS",
+        )
+
+    def _restrict_default_security_group(self, vpc: ec2.CfnVPC, *, keep_ingress: bool = False) -> None:
         """Revoke the rules AWS puts in a new VPC's default group (all traffic from the group itself, all out).
 
         Nothing of the kit uses that group, but anything launched into the VPC without a group of its own
@@ -203,6 +239,8 @@ class AcceleratorNetwork(Construct):
             "Ingress": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}],
             "Egress": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
         }
+        if keep_ingress:
+            del rules["Ingress"]
         for direction, permissions in rules.items():
             call = {"service": "EC2", "parameters": {"GroupId": group, "IpPermissions": permissions}}
             cr.AwsCustomResource(

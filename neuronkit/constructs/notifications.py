@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
+import jsii
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
@@ -18,6 +21,50 @@ from neuronkit.constructs import pseudo
 AUTOSCALING_SLR_ARN = (
     "arn:{partition}:iam::{account}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
 )
+
+
+_EVENTBRIDGE_ALLOWED: weakref.WeakSet[sns.Topic] = weakref.WeakSet()
+
+
+def allow_eventbridge(topic: sns.ITopic) -> None:
+    """Let this account's EventBridge rules, and only them, publish to ``topic`` (once per topic).
+
+    CDK's ``targets.SnsTopic`` grants ``events.amazonaws.com`` with no condition, so a rule in any account
+    could publish; this statement carries ``aws:SourceAccount`` and ``aws:SourceArn`` (SNS Developer Guide,
+    "Example cases for Amazon SNS access control": confused-deputy prevention). An imported topic is left as
+    it is: its owner writes its policy.
+    """
+    if not isinstance(topic, sns.Topic) or topic in _EVENTBRIDGE_ALLOWED:
+        return
+    _EVENTBRIDGE_ALLOWED.add(topic)
+    account = pseudo.ACCOUNT_ID
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="EventBridgeRulesOfThisAccount",
+            actions=["sns:Publish"],
+            principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            resources=[topic.topic_arn],
+            conditions={
+                "StringEquals": {"aws:SourceAccount": account},
+                "ArnLike": {"aws:SourceArn": f"arn:{pseudo.PARTITION}:events:{pseudo.REGION}:{account}:rule/*"},
+            },
+        )
+    )
+
+
+@jsii.implements(events.IRuleTarget)
+class TopicTarget:
+    """An EventBridge rule target publishing ``message`` to ``topic``, admitted by a conditioned topic statement
+    (:func:`allow_eventbridge`) instead of the unconditioned one ``targets.SnsTopic`` adds. An encrypted topic's
+    key must let ``events.amazonaws.com`` use it (:class:`NotificationTopic`'s key does, for this account)."""
+
+    def __init__(self, topic: sns.ITopic, *, message: events.RuleTargetInput | None = None) -> None:
+        self.topic = topic
+        self.message = message
+
+    def bind(self, rule: events.IRule, id: str | None = None) -> events.RuleTargetConfig:
+        allow_eventbridge(self.topic)
+        return events.RuleTargetConfig(arn=self.topic.topic_arn, input=self.message)
 
 
 class NotificationTopic(Construct):
@@ -88,5 +135,6 @@ class NotificationTopic(Construct):
                     conditions=same_account,
                 )
             )
+        allow_eventbridge(self.topic)
         for address in emails:
             self.topic.add_subscription(subs.EmailSubscription(address))

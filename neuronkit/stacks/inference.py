@@ -63,6 +63,7 @@ class InferenceStack(NeuronkitStack):
             model_s3_prefix=f.model_s3_prefix,
             gpu_model_s3_prefix=f.gpu_model_s3_prefix,
             load_balancer=f.load_balancer,
+            idle_timeout_seconds=f.idle_timeout_seconds,
             port=f.port,
             tls=TlsSpec(certificate_arn=f.tls.certificate_arn, port=f.tls.port) if f.tls else None,
             health_check=HealthCheckSpec(**hc.model_dump()),  # same fields as the file's health_check
@@ -102,4 +103,5 @@ def _serving(config: Environment, f: FleetConfig) -> ServingSpec | None:
         neuron_image=f.images.neuron,
         gpu_image=f.images.gpu,
         precompile=f.precompile,
+        lnc=f.lnc,
     )

@@ -4,6 +4,7 @@ from typing import Any
 
 from constructs import Construct
 
+from neuronkit import catalog
 from neuronkit.config import Environment, addressing
 from neuronkit.constructs.network import AcceleratorNetwork
 from neuronkit.stacks.base import NeuronkitStack
@@ -11,6 +12,18 @@ from neuronkit.stacks.base import NeuronkitStack
 
 def addresses_per_az(config: Environment) -> dict[str, int]:
     return addressing.addresses_per_az(config.network.az_ids, config.training, config.inference)
+
+
+def batch_on_efa(config: Environment) -> bool:
+    """Whether a Batch pool of the environment runs on an EFA type: its multi-node containers then live in the
+    VPC's default security group (docs/batch.md)."""
+    for c in config.training:
+        if c.scheduler != "batch":
+            continue
+        types = [c.instance_type] + ([c.gpu_pool.instance_type] if c.gpu_pool is not None else [])
+        if any(catalog.get(t).efa_supported for t in types):
+            return True
+    return False
 
 
 class NetworkStack(NeuronkitStack):
@@ -30,4 +43,5 @@ class NetworkStack(NeuronkitStack):
             flow_log_retention_days=net.flow_log_retention_days,
             existing_vpc_id=net.existing.vpc_id if net.existing else None,
             existing_subnet_ids=net.existing.subnet_ids if net.existing else None,
+            batch_task_default_group=batch_on_efa(config),
         )

@@ -4,7 +4,7 @@
 # requires: ENVIRONMENT FLEET REGION ASG_NAME ARTIFACTS_BUCKET NEURON_MODEL_PREFIX GPU_MODEL_PREFIX
 # requires: SERVE_NEURON SERVE_GPU PORT HEALTH_PATH HEALTH_PROTOCOL HEALTH_WAIT_SECONDS STACK_NAME SIGNAL_RESOURCE
 # requires: LIFECYCLE_HOOK SERVE_MODE TENSOR_PARALLEL MODEL_ID SERVE_IMAGE SERVE_COMMAND_ARGS SERVE_ENV CACHE_PREFIX
-# requires: NEURON_CAPABILITIES CACHE_LOCK_TIMEOUT CACHE_POLL_SECONDS NODE_ROLE
+# requires: NEURON_CAPABILITIES CACHE_LOCK_TIMEOUT CACHE_POLL_SECONDS NODE_ROLE LNC LNC_FILE
 # One group mixes families (Neuron types first, GPU types when Neuron capacity is short); each type has
 # its own launch template and serving profile. The node checks its devices, fetches the model from S3 to
 # local disk and starts the server as a systemd unit: with SERVE_MODE=container the pinned vLLM container
@@ -149,6 +149,13 @@ MODEL_DIR=${MODEL_DIR}
 PORT=${PORT}
 TENSOR_PARALLEL=${TENSOR_PARALLEL}
 ENV
+  # Trn2/Trn3: the logical NeuronCore setting for the runtime on the host and for the server (the container gets
+  # it in SERVE_ENV); TENSOR_PARALLEL already counts logical cores.
+  if [ -n "${LNC}" ]; then
+    mkdir -p "$(dirname "${LNC_FILE}")"
+    echo "NEURON_LOGICAL_NC_CONFIG=${LNC}" > "${LNC_FILE}"
+    echo "NEURON_LOGICAL_NC_CONFIG=${LNC}" >> /etc/neuronkit/serve.env
+  fi
   if [ "${SERVE_MODE}" = container ]; then
     SERVE_COMMAND="bash ${SERVE} run"
   fi

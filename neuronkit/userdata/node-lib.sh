@@ -4,8 +4,21 @@
 # The sourcing script defines fail_node (how its kind of node gets replaced) before calling check_node
 # or mount_lustre.
 # requires: POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT EXPECTED_NEURON_DRIVER
+# check_driver with a floor set also reads REGION, METRICS_NAMESPACE and ENVIRONMENT (training nodes declare them).
 
 log() { echo "neuronkit[${POOL}] $(date -u +%FT%TZ) $*"; }
+
+# retry ATTEMPTS COMMAND...: an AWS call that may be throttled at scale-up, with a growing pause.
+retry() {
+  local attempts=$1 n=1
+  shift
+  until "$@"; do
+    [ "${n}" -ge "${attempts}" ] && return 1
+    log "attempt ${n} of ${1} ${2:-} failed; retrying"
+    sleep $((n * 5))
+    n=$((n + 1))
+  done
+}
 
 # --- instance metadata (IMDSv2) ---------------------------------------------------------------------
 imds() {
@@ -31,14 +44,28 @@ package_version() {
   fi
 }
 
-# The driver of the pool's Neuron release (EXPECTED_NEURON_DRIVER, from the release matrix) must be the one
-# loaded: a node with another driver would join collectives with a runtime built for a different release.
+# The driver of the pool's Neuron release is a floor (EXPECTED_NEURON_DRIVER, the oldest driver the release's
+# runtime supports, from the release matrix): an older driver cannot run the runtime and fails the node; a newer
+# one (a re-spun DLAMI with a patched driver) is accepted with a warning line and a NeuronDriverAboveFloor
+# datapoint, and the pool's NeuronDriverVersions alarm shows the skew (docs/node-lifecycle.md).
+version_at_least() {  # $1 >= $2, comparing dotted versions numerically
+  [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$2" ]
+}
+
 check_driver() {
   [ "${ACCELERATOR}" = "neuron" ] && [ -n "${EXPECTED_NEURON_DRIVER}" ] || return 0
   local found
   found=$(neuron_driver_version)
-  log "Neuron driver ${found:-none}, expected ${EXPECTED_NEURON_DRIVER}"
-  [ "${found}" = "${EXPECTED_NEURON_DRIVER}" ] || fail_node "Neuron driver ${found:-none} is not the ${EXPECTED_NEURON_DRIVER} of the pool's Neuron release"
+  log "Neuron driver ${found:-none}, release floor ${EXPECTED_NEURON_DRIVER}"
+  [ -n "${found}" ] || fail_node "no Neuron driver is loaded; the pool's Neuron release needs ${EXPECTED_NEURON_DRIVER} or newer"
+  version_at_least "${found}" "${EXPECTED_NEURON_DRIVER}" \
+    || fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the oldest the pool's Neuron release supports"
+  [ "${found}" = "${EXPECTED_NEURON_DRIVER}" ] && return 0
+  log "WARNING: Neuron driver ${found} is newer than the release floor ${EXPECTED_NEURON_DRIVER}; accepted (newer drivers keep supporting older runtimes)"
+  aws cloudwatch put-metric-data --region "${REGION}" --namespace "${METRICS_NAMESPACE}" \
+    --metric-name NeuronDriverAboveFloor --unit Count --value 1 \
+    --dimensions "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}" \
+    || log "could not publish NeuronDriverAboveFloor; the warning above stands"
 }
 
 # Install OS packages on Ubuntu (apt) or Amazon Linux (dnf).

@@ -6,8 +6,8 @@
 # requires: EXPECTED_NEURON_DRIVER MASTER_PORT ROOT_COMM_PORT METRICS_NAMESPACE LNC ULTRASERVER_SIZE DRAIN_HOOK
 # requires: DRAIN_SECONDS
 # The node proves itself before it joins (docs/node-lifecycle.md): local NVMe, every accelerator and EFA
-# device, the driver of the pool's Neuron release, Lustre; only then does it complete the group's launch
-# lifecycle hook with CONTINUE and tag itself ready, which puts it in its peers' hostfile. Any failure,
+# device, the driver floor of the pool's Neuron release, Lustre; only then does it tag itself ready and complete
+# the group's launch lifecycle hook with CONTINUE (ready first, while the hook can still say ABANDON), which puts it in its peers' hostfile. Any failure,
 # an unexpected one included (ERR trap), completes the hook with ABANDON: Auto Scaling terminates the
 # node and launches another. Without an answer the hook times out, also with ABANDON.
 set -Eeuo pipefail
@@ -26,7 +26,12 @@ complete_hook() {
 fail_node() {
   trap - ERR
   log "node failed: $*; completing the launch hook with ABANDON so that the group replaces it"
-  complete_hook ABANDON || log "could not complete the hook; it times out with ABANDON"
+  # A node that tagged itself ready and then failed (its CONTINUE refused, say) leaves its peers' hostfiles.
+  if [ -n "${INSTANCE_ID:-}" ]; then
+    retry 3 aws ec2 delete-tags --region "${REGION}" --resources "${INSTANCE_ID}" --tags Key=neuronkit:ready \
+      || log "could not remove the ready tag; peers drop the node when it terminates"
+    complete_hook ABANDON || log "could not complete the hook; it times out with ABANDON"
+  fi
   exit 1
 }
 trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
@@ -109,7 +114,8 @@ check_driver
 mount_lustre ",x-systemd.automount,x-systemd.requires=network-online.target,x-systemd.after=network-online.target"
 write_job_environment
 install_hostfile_service
-tag_node
-complete_hook CONTINUE
-tag_node "Key=neuronkit:ready,Value=true"
+# Ready before CONTINUE, while the hook is still open: a tag call that keeps failing (throttling at scale-up)
+# ends in ABANDON instead of an InService node that no hostfile lists.
+retry 5 tag_node "Key=neuronkit:ready,Value=true" || fail_node "could not tag the node ready"
+retry 5 complete_hook CONTINUE || fail_node "could not complete the launch hook with CONTINUE"
 log "node ready"

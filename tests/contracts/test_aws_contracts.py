@@ -353,6 +353,17 @@ def _joined(value: Any) -> Any:
     return json.loads(text)
 
 
+def _batch_efa_environments(synth: Synth) -> set[str]:
+    """Environments with a Batch compute environment whose launch template carries EFA interfaces."""
+    templates = {lid: lt for _, lid, lt in _resources(synth, "AWS::EC2::LaunchTemplate")}
+    out = set()
+    for stack, _, ce in _resources(synth, "AWS::Batch::ComputeEnvironment"):
+        lt = templates[str(_logical_of(ce["Properties"]["ComputeResources"]["LaunchTemplate"]["LaunchTemplateId"]))]
+        if lt["Properties"]["LaunchTemplateData"].get("NetworkInterfaces"):
+            out.add(stack.rsplit("-", 1)[0])
+    return out
+
+
 def test_every_vpc_the_kit_creates_has_its_default_security_group_emptied(synth: Synth) -> None:
     """Amazon VPC User Guide, "Default security groups for your VPCs": a new VPC's default group allows all
     traffic from itself and all traffic out, and CloudFormation cannot change its rules; Security Hub control
@@ -369,10 +380,15 @@ def test_every_vpc_the_kit_creates_has_its_default_security_group_emptied(synth:
                 assert create["parameters"] == delete["parameters"] and create["parameters"]["GroupId"] == group
                 assert delete["action"] == create["action"].replace("revoke", "authorize")
                 calls[create["action"]] = create["parameters"]["IpPermissions"]
-        assert calls == {
+        expected = {
             "revokeSecurityGroupIngress": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}],
             "revokeSecurityGroupEgress": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],
-        }, stack
+        }
+        if stack.rsplit("-", 1)[0] in _batch_efa_environments(synth):
+            # Batch multi-node containers on EFA types live in the default group: its member ingress stays
+            # (test_batch_multi_node_containers_reach_their_peers_and_s3).
+            del expected["revokeSecurityGroupIngress"]
+        assert calls == expected, stack
         # The function that makes the calls may touch that group only.
         policies = [
             s
@@ -456,3 +472,156 @@ def test_a_compile_group_is_one_signalled_node_that_can_leave_and_gates_its_flee
         (leave,) = [st for st in statements if st["Action"] == "autoscaling:TerminateInstanceInAutoScalingGroup"]
         assert f"autoScalingGroupName/{props['AutoScalingGroupName']}" in json.dumps(leave["Resource"]), (stack, lid)
         assert any(st["Action"] == "cloudformation:SignalResource" for st in statements), (stack, lid)
+
+
+# Conditions that scope a service principal to this account's resources (confused-deputy prevention).
+_SOURCE_KEYS = (
+    "aws:SourceAccount",
+    "aws:SourceArn",
+    "aws:SourceOwner",
+    "kms:EncryptionContext:aws:logs:arn",
+    "kms:CallerAccount",
+)
+
+
+def test_service_principals_on_topic_and_key_policies_carry_source_conditions(synth: Synth) -> None:
+    """A topic or key statement that names a service principal must say which account's (or resource's) calls it
+    admits, or another account's rule, alarm or budget can use it: the "confused deputy" problem.
+    https://docs.aws.amazon.com/sns/latest/dg/sns-access-policy-use-cases.html and
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html"""
+    checked = 0
+    policies = [(f"topic {t}", s) for t, statements in _topic_policies(synth).items() for s in statements]
+    policies += [(f"key {k}", s) for k, statements in _key_statements(synth).items() for s in statements]
+    for where, statement in policies:
+        principal = statement.get("Principal")
+        if statement["Effect"] != "Allow" or not isinstance(principal, dict) or "Service" not in principal:
+            continue
+        condition = json.dumps(statement.get("Condition", {}))
+        assert any(key in condition for key in _SOURCE_KEYS), (where, statement)
+        checked += 1
+    # EventBridge publishes the launch-failure rule to every environment's topic: its statement is among them.
+    events = [
+        s for _, s in policies if isinstance(s.get("Principal"), dict) and s["Principal"].get("Service") == "events.amazonaws.com"
+    ]
+    assert checked >= 4 and events
+    assert all("aws:SourceArn" in json.dumps(s.get("Condition", {})) for s in events if "sns:Publish" in json.dumps(s["Action"]))
+
+
+def test_application_load_balancers_wait_long_enough_for_a_completion(synth: Synth) -> None:
+    """An ALB closes a connection idle for its idle timeout (default 60 s) with a 504; LLM completions take longer,
+    so the kit sets at least the catalog's default and the server keeps connections alive longer than the balancer.
+    https://docs.aws.amazon.com/elasticloadbalancing/latest/application/edit-load-balancer-attributes.html#connection-idle-timeout"""
+    from neuronkit.catalog import serving
+
+    facts = serving.facts()["load_balancer"]
+    albs = 0
+    for stack, lid, lb in _resources(synth, "AWS::ElasticLoadBalancingV2::LoadBalancer"):
+        if lb["Properties"].get("Type", "application") != "application":
+            continue
+        attributes = {a["Key"]: a["Value"] for a in lb["Properties"].get("LoadBalancerAttributes", [])}
+        idle = int(attributes.get("idle_timeout.timeout_seconds", 60))
+        assert facts["alb_idle_timeout_default_seconds"] <= idle <= facts["alb_idle_timeout_max_seconds"], (stack, lid, idle)
+        albs += 1
+    assert albs
+    keep_alive = re.compile(rf"{facts['keep_alive_env']}=(\d+)")
+    served = 0
+    for stack, lid, text in _user_data(synth):
+        for found in keep_alive.findall(text):
+            assert int(found) > facts["alb_idle_timeout_default_seconds"], (stack, lid, found)
+            served += 1
+    assert served
+
+
+def test_training_nodes_are_ready_before_they_continue_and_lose_readiness_when_abandoned(synth: Synth) -> None:
+    """A launch hook answered CONTINUE cannot be answered ABANDON afterwards (CompleteLifecycleAction): a node must
+    mark itself ready while the hook is open, and a node that fails afterwards must leave its peers' hostfiles.
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CompleteLifecycleAction.html"""
+    seen = 0
+    for stack, lid, text in _user_data(synth):
+        if "training-node.sh" not in text:
+            continue
+        ready = text.index('tag_node "Key=neuronkit:ready,Value=true"')
+        assert ready < text.index("complete_hook CONTINUE"), (stack, lid)
+        abandon = text.index("fail_node() {")
+        body = text[abandon : text.index("\n}\n", abandon)]
+        assert (
+            "delete-tags" in body
+            and "Key=neuronkit:ready" in body
+            and body.index("delete-tags") < body.index("complete_hook ABANDON")
+        )
+        seen += 1
+    assert seen
+
+
+def test_serving_tensor_parallelism_fits_the_logical_neuron_cores(synth: Synth) -> None:
+    """vLLM's tensor-parallel degree counts the NeuronCores the runtime exposes: physical cores / LNC (Trn2 and Trn3
+    default to LNC=2). https://awsdocs-neuron.readthedocs-hosted.com/en/latest/about-neuron/arch/neuron-features/logical-neuroncore-config.html"""
+    from neuronkit.catalog import serving
+
+    templates = {lid: lt for _, lid, lt in _resources(synth, "AWS::EC2::LaunchTemplate")}
+    checked = 0
+    for stack, lid, group in _pool_groups(synth):
+        profiles = group["Metadata"]["neuronkit"].get("profiles", {})
+        overrides = group["Properties"].get("MixedInstancesPolicy", {}).get("LaunchTemplate", {}).get("Overrides", [])
+        for override in overrides:
+            t = override["InstanceType"]
+            if t not in profiles or serving.accelerator_of(t) != "neuron":
+                continue
+            p = profiles[t]
+            logical = catalog.get(t).neuron_cores // (p.get("lnc") or 1)
+            assert p["tensor_parallel"] <= logical and logical % p["tensor_parallel"] == 0, (stack, lid, t, p)
+            assert p.get("lnc") == serving.lnc_of(t, p.get("lnc")), (stack, lid, t)  # the family's setting when LNC applies
+            spec = override["LaunchTemplateSpecification"]
+            text = resolve(templates[str(_logical_of(spec["LaunchTemplateId"]))]["Properties"]["LaunchTemplateData"]["UserData"])
+            assert f"TENSOR_PARALLEL='{p['tensor_parallel']}'" in text and f"LNC='{p.get('lnc') or ''}'" in text, (stack, lid, t)
+            checked += 1
+    assert checked
+
+
+def _self_ingress(template: dict[str, Any], group_lid: str) -> bool:
+    """Whether the group (logical ID) admits all traffic from its own members."""
+    for r in template["Resources"].values():
+        p = r.get("Properties", {})
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress" and _logical_of(p.get("GroupId")) == group_lid:
+            if _logical_of(p.get("SourceSecurityGroupId")) == group_lid and p.get("IpProtocol") == "-1":
+                return True
+    inline = template["Resources"][group_lid]["Properties"].get("SecurityGroupIngress", [])
+    return any(_logical_of(rule.get("SourceSecurityGroupId")) == group_lid and rule.get("IpProtocol") == "-1" for rule in inline)
+
+
+def test_batch_multi_node_containers_reach_their_peers_and_s3(synth: Synth) -> None:
+    """Batch runs each multi-node job container in the awsvpc network mode on its own interface, with the compute
+    environment's security groups or, when it names none (EFA launch templates carry the interfaces), the VPC's
+    default security group. Node 1 must reach node 0 on MASTER_PORT and the runtime's root communicator, and
+    containers must reach S3. https://docs.aws.amazon.com/batch/latest/userguide/multi-node-parallel-jobs.html and
+    https://docs.aws.amazon.com/batch/latest/userguide/efa.html"""
+    templates = {lid: (stack, lt) for stack, lid, lt in _resources(synth, "AWS::EC2::LaunchTemplate")}
+    efa, plain = 0, 0
+    for stack, lid, ce in _resources(synth, "AWS::Batch::ComputeEnvironment"):
+        resources = ce["Properties"]["ComputeResources"]
+        lt_stack, lt = templates[str(_logical_of(resources["LaunchTemplate"]["LaunchTemplateId"]))]
+        if lt["Properties"]["LaunchTemplateData"].get("NetworkInterfaces"):
+            assert not resources.get("SecurityGroupIds"), (stack, lid)  # Batch refuses both
+            environment = stack.rsplit("-", 1)[0]
+            network = synth.template(f"{environment}-network")["Resources"]
+            egress = [r["Properties"] for r in network.values() if r["Type"] == "AWS::EC2::SecurityGroupEgress"]
+            default = (
+                [e for e in egress if e["GroupId"] == {"Fn::GetAtt": [e["GroupId"]["Fn::GetAtt"][0], "DefaultSecurityGroup"]}]
+                if egress
+                else []
+            )
+            members = [e for e in default if e.get("DestinationSecurityGroupId") == e["GroupId"] and e["IpProtocol"] == "-1"]
+            https = [
+                e for e in default if e.get("IpProtocol") == "tcp" and e.get("FromPort") == 443 and e.get("CidrIp") == "0.0.0.0/0"
+            ]
+            assert members and https, (environment, "the default group lets Batch containers reach their peers and S3")
+            # AWS's member-to-member ingress of the default group is kept: nothing revokes it.
+            revoked = json.dumps([r for r in network.values() if r["Type"] == "Custom::RestrictDefaultSecurityGroup"])
+            assert "revokeSecurityGroupIngress" not in revoked and "revokeSecurityGroupEgress" in revoked, environment
+            efa += 1
+        else:
+            groups = [_logical_of(g) for g in resources["SecurityGroupIds"]]
+            template = synth.template(stack)
+            assert any(g in template["Resources"] and _self_ingress(template, g) for g in groups if g), (stack, lid)
+            plain += 1
+    assert efa  # the examples run a Batch pool on an EFA type

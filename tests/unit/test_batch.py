@@ -123,7 +123,7 @@ CASES = [
             "training.0.container_image": "public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
         },
         [
-            "training[0].container_image: built for Neuron 2.31.1, newer than the pool's Neuron 2.28.1 (driver 2.26.5.0); "
+            "training[0].container_image: built for Neuron 2.31.1, newer than the pool's Neuron 2.28.1 (driver 2.26.10.0); "
             "use public.ecr.aws/neuron/pytorch-training-neuronx:2.9.0-neuronx-py312-sdk2.28.0-ubuntu24.04, or set neuron_sdk: 2.31.1"
         ],
     ),

@@ -32,6 +32,9 @@ pytestmark = pytest.mark.skipif(available() is not None, reason=str(available())
 
 TRN = catalog.get("trn1.32xlarge")
 DRIVER = releases.release("2.28.1").driver
+_MAJOR, _MINOR, _PATCH, _BUILD = DRIVER.split(".")
+NEWER_DRIVER = f"{_MAJOR}.{_MINOR}.{int(_PATCH) + 1}.{_BUILD}"  # one patch above the floor
+OLDER_DRIVER = f"{_MAJOR}.{_MINOR}.{int(_PATCH) - 1}.{_BUILD}"
 HOOK = catalog.software_facts()["lifecycle"]["hook_name"]
 STORAGE = StorageAccess(
     datasets_bucket="team-datasets-123456789012-us-east-1",
@@ -97,10 +100,12 @@ def test_a_healthy_node_continues_then_joins_the_ready_set(training_user_data: s
     assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
     tags = run.called("aws ec2 create-tags")
     assert any(f"Key=neuronkit:neuron-driver,Value={DRIVER}" in t for t in tags)
-    # Ready only after the hook completed: peers' hostfiles list ready nodes only.
+    # Ready before CONTINUE, while the hook can still say ABANDON if the tag cannot be written.
     ready = [i for i, c in enumerate(run.calls) if "Key=neuronkit:ready,Value=true" in c]
     cont = [i for i, c in enumerate(run.calls) if "--lifecycle-action-result CONTINUE" in c]
-    assert ready and cont and ready[0] > cont[0]
+    assert ready and cont and ready[-1] < cont[0]
+    assert not any("NeuronDriverAboveFloor" in c for c in run.calls)
+    assert not run.called("aws ec2 delete-tags")
     assert not run.called("aws autoscaling set-instance-health") and not run.called("aws autoscaling suspend-processes")
     # The job environment is one KEY=value file every systemd unit and shell reads; distinct ports, reserved.
     env = run.file("/etc/neuronkit/job.env")
@@ -116,7 +121,8 @@ def test_a_healthy_node_continues_then_joins_the_ready_set(training_user_data: s
     [
         ("missing Neuron device", healthy(neuron_devices=TRN.neuron_devices - 1)),
         ("missing EFA device", healthy(efa_devices=TRN.efa_max_interfaces - 1)),
-        ("wrong Neuron driver", healthy(driver="2.31.7.0")),
+        ("Neuron driver older than the release floor", healthy(driver=OLDER_DRIVER)),
+        ("no Neuron driver loaded", healthy(driver=None)),
         ("failed Lustre mount", healthy(fail=["mount /fsx"])),
         ("failed package step", healthy(fail=["modinfo lustre", "apt-get install"])),
         ("failed unexpected step", healthy(fail=["sysctl"])),
@@ -127,6 +133,38 @@ def test_a_broken_node_abandons_and_never_joins(training_user_data: str, tmp_pat
     assert hook_results(run) == ["ABANDON"], f"{case}: {run.output[-3000:]}"
     assert not any("Key=neuronkit:ready,Value=true" in c for c in run.calls), case
     assert run.returncode != 0
+
+
+def test_a_driver_newer_than_the_floor_continues_with_a_warning_and_a_metric(training_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(training_user_data, healthy(driver=NEWER_DRIVER), tmp_path)
+    assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
+    assert f"WARNING: Neuron driver {NEWER_DRIVER} is newer than the release floor {DRIVER}" in run.output
+    metric = run.called("aws cloudwatch put-metric-data")
+    assert any(
+        "--metric-name NeuronDriverAboveFloor" in c and f"DriverVersion={NEWER_DRIVER}" in c and "--region us-east-1" in c
+        for c in metric
+    )
+
+
+def test_a_driver_older_than_the_floor_abandons_with_the_reason(training_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(training_user_data, healthy(driver=OLDER_DRIVER), tmp_path)
+    assert hook_results(run) == ["ABANDON"]
+    assert f"Neuron driver {OLDER_DRIVER} is older than {DRIVER}, the oldest the pool's Neuron release supports" in run.output
+
+
+def test_a_node_that_cannot_tag_itself_ready_abandons_while_the_hook_is_open(training_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(training_user_data, healthy(fail=["aws ec2 create-tags.*neuronkit:ready"]), tmp_path)
+    assert hook_results(run) == ["ABANDON"], run.output[-3000:]
+    assert len([c for c in run.calls if "neuronkit:ready,Value=true" in c]) == 5  # retried, then given up
+    assert "could not tag the node ready" in run.output
+
+
+def test_a_node_whose_continue_fails_loses_its_ready_tag_and_abandons(training_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(training_user_data, healthy(fail=["aws autoscaling complete-lifecycle-action.*CONTINUE"]), tmp_path)
+    assert hook_results(run) == ["CONTINUE"] * 5 + ["ABANDON"], run.output[-3000:]
+    untag = run.called("aws ec2 delete-tags")
+    assert untag and "Key=neuronkit:ready" in untag[0] and f"--resources {INSTANCE_ID}" in untag[0]
+    assert run.calls.index(untag[0]) < run.calls.index(next(c for c in run.calls if "ABANDON" in c))
 
 
 def test_the_hostfile_lists_ready_nodes_and_the_root_communicator_has_its_own_port(
@@ -515,3 +553,51 @@ def test_a_failed_compile_signals_failure_and_still_leaves(
     assert _compile_signals(run) == ["FAILURE"], f"{case}: {run.output[-3000:]}"
     assert _left_group(run), case
     assert not run.called("aws autoscaling complete-lifecycle-action"), case
+
+
+# --------------------------------------------------------------------------------------------
+# Trainium2 serving: tensor parallelism counts logical NeuronCores (LNC=2 on Trn2 by default)
+# --------------------------------------------------------------------------------------------
+LLAMA_70B = serving.ModelSpec(
+    id="meta-llama/Llama-3.1-70B-Instruct", s3_prefix="models/llama-3.1-70b/", parameters_billion=70.6, max_model_len=8192
+)
+
+
+@pytest.fixture(scope="module")
+def trn2_user_data() -> str:
+    stack = bare_stack()
+    fleet = InferenceFleet(
+        stack, "Chat", environment="team", name="chat", vpc=imported_vpc(stack), nodes=FleetNodesSpec(
+            neuron_types=["trn2.48xlarge"], max_size=2,
+            neuron_ami=AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0"),
+        ),
+        subnet_ids={"use2-az3": SUBNET_ID, "use2-az1": "subnet-0bbbbbbbbbbbbbbb2"},
+        artifacts_bucket="team-artifacts-123456789012-us-east-2",
+        serving=ServingSpec(model=LLAMA_70B, neuron_release=releases.release("2.29.1")),
+    )  # fmt: skip
+    profile = fleet.profiles["trn2.48xlarge"]
+    assert profile.tensor_parallel == 64 and profile.lnc == 2 and "-lnc2-" in (profile.cache_key or "")
+    data = template(stack)
+    (lt,) = [r for lid, r in resources(data, "AWS::EC2::LaunchTemplate").items() if "Compile" not in lid]
+    return resolve(lt["Properties"]["LaunchTemplateData"]["UserData"])
+
+
+def test_llama_3_1_70b_serves_on_trn2_48xlarge_with_the_logical_cores_of_lnc_2(trn2_user_data: str, tmp_path: Path) -> None:
+    head, tail = trn2_user_data.rsplit('exit "${status}"', 1)
+    text = head + 'bash /opt/neuronkit/kit/neuronkit-serve run || status=$?\nexit "${status}"' + tail
+    trn2 = catalog.get("trn2.48xlarge")
+    run = run_user_data(
+        text,
+        Scenario(neuron_devices=trn2.neuron_devices, instance_type="trn2.48xlarge", stub_files={"cache-complete-after": "0"}),
+        tmp_path,
+    )
+    (docker_run,) = run.called("docker run")
+    # 128 physical NeuronCores at LNC=2 are the 64 the server sees: --tensor-parallel-size 128 never becomes healthy.
+    assert "--tensor-parallel-size 64 " in docker_run and "--tensor-parallel-size 128" not in docker_run
+    assert "-e NEURON_LOGICAL_NC_CONFIG=2" in docker_run
+    assert all(f"--device /dev/neuron{i}" in docker_run for i in range(trn2.neuron_devices))
+    assert "--served-model-name meta-llama/Llama-3.1-70B-Instruct" in docker_run
+    assert "NEURON_LOGICAL_NC_CONFIG=2" in run.file(catalog.trainium_facts()["lnc_file"])
+    # The server keeps connections open longer than the ALB's idle timeout (600 s by default).
+    keep_alive = serving.facts()["load_balancer"]["keep_alive_env"]
+    assert f"-e {keep_alive}=615" in docker_run

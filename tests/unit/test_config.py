@@ -234,15 +234,17 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     ),
     (
         "ami-family-without-the-type",
-        {"training.0.ami.family": "neuron-pytorch-2.13-ubuntu-24.04"},
-        [f"training[0].ami.family: 'neuron-pytorch-2.13-ubuntu-24.04' does not support trn1.32xlarge; use one of {TRN1_AMIS}"],
+        {"training.0.ami.family": "neuron-torch-neuronx-2.14-ubuntu-24.04"},
+        [
+            f"training[0].ami.family: 'neuron-torch-neuronx-2.14-ubuntu-24.04' does not support trn1.32xlarge; use one of {TRN1_AMIS}"
+        ],
     ),
     (
         "unknown-ami-family",
         {"training.0.ami.family": "neuron-ubuntu"},
         [
             "training[0].ami.family: 'neuron-ubuntu' is not a known AMI family; use one of neuron-multi-framework-ubuntu-24.04, "
-            "neuron-base-ubuntu-24.04, neuron-base-al2023, neuron-pytorch-2.9-ubuntu-24.04, neuron-pytorch-2.13-ubuntu-24.04"
+            "neuron-base-ubuntu-24.04, neuron-base-al2023, neuron-pytorch-2.9-ubuntu-24.04, neuron-torch-neuronx-2.14-ubuntu-24.04"
         ],
     ),
     (
@@ -556,9 +558,9 @@ def test_pools_the_vpc_cannot_hold_are_refused_with_the_fix(in_tmp: Path) -> Non
     (line,) = [p for p in problems if "network.cidr" in p]
     assert line.endswith("no VPC holds that: lower max_size or spread the pools over more AZ IDs")
     # Reported together with a problem elsewhere in the file (the cross checks run per section then).
-    problems = problems_of(edited({"training.0.max_size": 40000, "training.1.root_volume_gib": 20000}))
+    problems = problems_of(edited({"training.0.max_size": 40000, "training.1.root_volume_gib": 70000}))
     assert any("network.cidr" in p for p in problems)
-    assert "environments/good.yaml: training[1].root_volume_gib: 20000 is out of range; use at most 16384" in problems
+    assert "environments/good.yaml: training[1].root_volume_gib: 70000 is out of range; use at most 65536" in problems
 
 
 def test_an_existing_vpc_is_not_sized_by_the_kit(in_tmp: Path) -> None:

@@ -72,7 +72,7 @@ def test_the_file_schema_offers_exactly_the_matrix_workloads() -> None:
 
 def test_the_api_other_modules_use() -> None:
     r = releases.release("2.28.1")
-    assert r.driver_version == releases.driver_version("2.28.1") == "2.26.5.0"
+    assert r.driver_version == releases.driver_version("2.28.1") == "2.26.10.0"
     assert r.container("training") == r.container("pytorch-training") is not None
     assert "sdk2.33.0" in (releases.release("2.33.0").container("vllm-serving") or "")
     dlami = r.dlami("base", "amazon-linux-2023")
@@ -230,7 +230,7 @@ def test_a_dlami_family_without_an_image_for_the_pool_release_is_refused() -> No
     assert err.value.problems == [
         "environments/dev.yaml: training[0].ami.family: 'neuron-pytorch-2.9-ubuntu-24.04' has no image for Neuron 2.33.0 "
         "(its images carry Neuron 2.28.1 to 2.30.0); use neuron-multi-framework-ubuntu-24.04, neuron-base-ubuntu-24.04, "
-        "neuron-base-al2023, neuron-pytorch-2.13-ubuntu-24.04 or set neuron_sdk to a release it carries"
+        "neuron-base-al2023, neuron-torch-neuronx-2.14-ubuntu-24.04 or set neuron_sdk to a release it carries"
     ]
 
 

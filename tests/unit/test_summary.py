@@ -242,12 +242,12 @@ def test_each_pool_lists_its_neuron_release_and_pinned_ami(markdown: str) -> Non
     # An AMI bump or a release change is a visible line in a pull request.
     row = next(line for line in markdown.splitlines() if line.startswith("| pretrain | launch template | prod-training |"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[3:7] == ["trn2.48xlarge", "2.28.1", "pytorch-training", "2.26.5.0"]
+    assert cells[3:7] == ["trn2.48xlarge", "2.28.1", "pytorch-training", "2.26.10.0"]
     assert cells[7].startswith("`ami-") and cells[8] == "cdk.context.json"
     batch = next(line for line in markdown.splitlines() if line.startswith("| batch | compute environment | dev-training |"))
     assert "2.28.1" in batch and "floating" not in batch
     chat = next(line for line in markdown.splitlines() if line.startswith("| chat | launch template | prod-inference | inf2"))
-    assert "| 2.28.1 | vllm-serving | 2.26.5.0 |" in chat
+    assert "| 2.28.1 | vllm-serving | 2.26.10.0 |" in chat
     assert "**Warning:**" not in markdown  # no pool of the examples boots a floating AMI
 
 

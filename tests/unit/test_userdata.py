@@ -27,7 +27,7 @@ VALUES = {
     "ARTIFACTS_BUCKET": "prod-artifacts",
     "CHECKPOINTS_BUCKET": "prod-checkpoints",
     "DATASETS_BUCKET": "prod-datasets",
-    "EXPECTED_NEURON_DRIVER": "2.26.5.0",
+    "EXPECTED_NEURON_DRIVER": "2.26.10.0",
     "LIFECYCLE_HOOK": "neuronkit-node-ready",
     "MASTER_PORT": 2022,
     "ROOT_COMM_PORT": 46820,

@@ -7,7 +7,8 @@ upper directory and the machine is left as it was. ``/dev`` is a tmpfs holding t
 devices (``/dev/neuron0..N``, ``/dev/infiniband/uverbs0..M``). Commands that would touch AWS or the
 hardware (``aws``, ``curl``, ``mount``, ``systemctl``, ``modinfo``, ``lsblk`` ...) are stubs first on PATH:
 each records its arguments, answers like the real one for the calls the scripts make, and fails when
-the scenario says so. Needs root (CI and the developer machines run as root) and overlayfs.
+the scenario says so. Needs no root: a user namespace (``unshare --user``) and overlayfs per top-level
+directory; a machine without user namespaces fails the tests with the reason (``available``).
 """
 
 from __future__ import annotations
@@ -225,20 +226,8 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
         [f"{root}/dev/neuron{i}" for i in range(scenario.neuron_devices)]
         + [f"{root}/dev/infiniband/uverbs{i}" for i in range(scenario.efa_devices)]
     )
-    setup = f"""
-set -e
-mount -t overlay overlay -o lowerdir=/,upperdir={up},workdir={work} {root}
-mount -t proc proc {root}/proc
-mount -t tmpfs none {root}/dev
-for n in null zero random urandom; do touch {root}/dev/$n; mount --bind /dev/$n {root}/dev/$n; done
-ln -s /proc/self/fd {root}/dev/fd
-mkdir -p {root}/dev/infiniband {root}/run
-mount -t tmpfs none {root}/run
-{"touch " + devices if devices else ":"}
-exec chroot {root} /usr/bin/env -i PATH=/opt/stubs:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /bin/bash /opt/user-data.sh
-"""
     done = subprocess.run(
-        ["unshare", "--mount", "--propagation", "private", "bash", "-c", setup],
+        [*_UNSHARE, "bash", "-c", _setup(up, work, root, devices)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -248,10 +237,62 @@ exec chroot {root} /usr/bin/env -i PATH=/opt/stubs:/usr/sbin:/usr/bin:/sbin:/bin
     return Run(done.returncode, done.stdout + done.stderr, calls, up)
 
 
+# The sandbox root, the same for root and non-root runners (a user namespace is all it needs):
+# - /usr read-only from this machine (bound), with the top-level symlinks (bin -> usr/bin ...);
+# - /etc a copy of this machine's, and /opt, /var, /root, /home, /usr/local empty, all in the scenario's upper
+#   directory: every file the boot writes lands there (Run.root). Overlays would spare the copy, but inside a
+#   user namespace the kernel refuses to clone "/" ("failed to clone lowerpath"), and a non-root user cannot
+#   write through an overlay into directories owned by the real root;
+# - /proc (a pid namespace of its own), /run and /tmp fresh; /dev a tmpfs holding the scenario's fake devices,
+#   with null, zero, random and urandom as symlinks into this machine's /dev (bound below /dev/.host): device
+#   nodes on a tmpfs mounted inside a user namespace cannot be opened.
+_WRITABLE = ("opt", "var", "root", "home", "usr/local")
+_SYMLINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
+_UNSHARE = ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--propagation", "private"]
+
+
+def _setup(up: Path, work: Path, root: Path, devices: str) -> str:
+    lines = [
+        "set -e",
+        f"mkdir -p {root}/usr {root}/etc {up}/etc",
+        f"mount --rbind /usr {root}/usr",
+        f"cp -a /etc/. {up}/etc/ 2>/dev/null || true",  # what the runner may not read (shadow, keys) stays out
+        f"mount --bind {up}/etc {root}/etc",
+    ]
+    for d in _WRITABLE:
+        lines += [f"mkdir -p {up}/{d} {root}/{d}", f"mount --bind {up}/{d} {root}/{d}"]
+    # The usual layout of the emptied directories (an AMI has them).
+    lines.append(f"mkdir -p {up}/usr/local/bin {up}/usr/local/sbin {up}/usr/local/lib {up}/var/log {up}/var/lib {up}/var/tmp")
+    for link in _SYMLINKS:
+        target = Path("/", link)
+        if target.is_symlink():
+            lines.append(f"ln -sfn {os.readlink(target)} {root}/{link}")
+    lines += [
+        f"mkdir -p {root}/proc {root}/dev {root}/run {root}/tmp {root}/sys",
+        f"mount -t proc proc {root}/proc",
+        f"mount -t tmpfs none {root}/dev",
+        f"mkdir -p {root}/dev/.host {root}/dev/infiniband",
+        f"mount --rbind /dev {root}/dev/.host",
+        f"for n in null zero random urandom; do ln -s .host/$n {root}/dev/$n; done",
+        f"ln -s /proc/self/fd {root}/dev/fd",
+        f"mount -t tmpfs none {root}/run",
+        f"mount -t tmpfs none {root}/tmp",
+        "touch " + devices if devices else ":",
+        f"exec chroot {root} /usr/bin/env -i PATH=/opt/stubs:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /bin/bash /opt/user-data.sh",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def available() -> str | None:
-    """Why the sandbox cannot run here, or None (it needs root, unshare and overlayfs)."""
-    if os.geteuid() != 0:
-        return "the boot-script sandbox needs root (mount namespaces and overlayfs)"
+    """Why the sandbox cannot run here, or None. It needs util-linux's unshare and unprivileged user namespaces
+    (root is not needed): a runner without them fails the boot-script tests with this reason, never skips them."""
     if shutil.which("unshare") is None:
         return "the boot-script sandbox needs unshare (util-linux)"
+    probe = subprocess.run([*_UNSHARE, "true"], capture_output=True, text=True, check=False)
+    if probe.returncode != 0:
+        return (
+            "the boot-script sandbox needs user namespaces (unshare --user failed: "
+            f"{probe.stderr.strip()}); enable them (sysctl user.max_user_namespaces>0, "
+            "kernel.unprivileged_userns_clone=1, or AppArmor's userns restriction off) or run as root"
+        )
     return None

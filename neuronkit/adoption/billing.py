@@ -69,7 +69,7 @@ class SpendGroup:
 
     @property
     def name(self) -> str:
-        tags = ", ".join(f"{k}={v}" for k, v in self.tags)
+        tags = ", ".join(f"{k}={v or '(untagged)'}" for k, v in self.tags)
         return f"{self.instance_type} {self.region}" + (f" ({tags})" if tags else "")
 
 

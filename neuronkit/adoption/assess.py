@@ -193,7 +193,9 @@ def neuron_match(gpu_type: str, kind: Kind, region: str, model: Any = None) -> M
     ]
     offered = [t for t in fitting if t.az_ids(region)]
     # Cheapest first; a type without an On-Demand price here (Capacity Blocks only) after the priced ones.
-    offered.sort(key=lambda t: (table.hourly(t.name, region) is None, table.hourly(t.name, region) or 0.0, t.neuron_memory_mib, t.name))
+    offered.sort(
+        key=lambda t: (table.hourly(t.name, region) is None, table.hourly(t.name, region) or 0.0, t.neuron_memory_mib, t.name)
+    )
     what = releases.workloads()[RELEASE_WORKLOAD[kind]]
     if not offered:
         elsewhere = sorted(fitting, key=lambda t: (t.neuron_memory_mib, t.name))

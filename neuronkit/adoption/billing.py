@@ -102,7 +102,9 @@ class Export:
 def data_files(path: Path) -> list[Path]:
     """The data files a path names: itself, every data file under a folder, or a manifest's ``dataFiles``."""
     if not path.exists():
-        raise BillingError(f"{path}: no such file or folder; pass a CUR 2.0 export (file, folder or manifest) or a Cost Explorer JSON")
+        raise BillingError(
+            f"{path}: no such file or folder; pass a CUR 2.0 export (file, folder or manifest) or a Cost Explorer JSON"
+        )
     if path.is_dir():
         found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES))
         if not found:
@@ -366,8 +368,9 @@ def read_cost_explorer(
             hours = _number(usage.get("Amount")) if usage.get("Unit") in ("Hrs", "Hours") else 0.0
             tag_key = next((k for k in keys if k.startswith("TAG:")), None)
             tags = {}
-            if tag_key and "$" in str(values.get(tag_key, "")):
-                tags = {_tag_column(tag_key[4:]): str(values[tag_key]).split("$", 1)[1]}
+            tag_value = str(values.get(tag_key, "")).split("$", 1)[-1] if tag_key else ""
+            if tag_key and tag_value:  # CE writes a tag group as KEY$VALUE, untagged as KEY$
+                tags = {_tag_column(tag_key[4:]): tag_value}
             product = "AmazonSageMaker" if ":ml." in usage_type else "AmazonEC2"
             if tags:
                 export.tag_keys_seen.update(tags)
@@ -389,15 +392,15 @@ def read(
         try:
             doc = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, ValueError) as err:
-            raise BillingError(f"{path}: not valid JSON ({err}); pass a Data Exports manifest or a Cost Explorer answer") from None
+            raise BillingError(
+                f"{path}: not valid JSON ({err}); pass a Data Exports manifest or a Cost Explorer answer"
+            ) from None
         if isinstance(doc, dict) and "ResultsByTime" in doc:
             return read_cost_explorer(path, doc, regions=regions, workload_tag=workload_tag, is_gpu=is_gpu)
         if isinstance(doc, dict) and "dataFiles" in doc:
             files = manifest_files(path, doc)
             return read_cur(files, [str(path)], tags=tags, workload_tag=workload_tag, is_gpu=is_gpu)
-        raise BillingError(
-            f"{path}: neither a Data Exports manifest (dataFiles) nor a Cost Explorer answer (ResultsByTime)"
-        )
+        raise BillingError(f"{path}: neither a Data Exports manifest (dataFiles) nor a Cost Explorer answer (ResultsByTime)")
     files = data_files(path)
     return read_cur(files, [str(path)], tags=tags, workload_tag=workload_tag, is_gpu=is_gpu)
 

@@ -129,7 +129,9 @@ def price(export: Export) -> list[Priced]:
         match = assess.neuron_match(g.instance_type, g.kind, g.region) if g.kind in ("training", "inference") else None  # type: ignore[arg-type]
         p = Priced(g, match, export.months, table.hourly(g.instance_type, g.region), period_hours=period_hours)
         if g.source == "sagemaker":
-            p.notes.append("SageMaker usage: compared at the EC2 On-Demand list prices of both types (SageMaker's rates are not in the catalog)")
+            p.notes.append(
+                "SageMaker usage: compared at the EC2 On-Demand list prices of both types (SageMaker's rates are not in the catalog)"
+            )
         other = {o: h for o, h in g.hours.items() if o not in LIKE_ON_DEMAND and h}
         for option, hours in sorted(other.items()):
             p.notes.append(

@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "JSON of `aws ce get-cost-and-usage` (docs/adoption.md); read offline",
     )  # fmt: skip
     src.add_argument("--sample", action="store_true", help="assess the sample export shipped with the kit (offline)")
-    p.add_argument("--tag", metavar="KEY", action="append", default=[], help="group spend by this cost-allocation tag; repeat for more")
+    p.add_argument(
+        "--tag", metavar="KEY", action="append", default=[], help="group spend by this cost-allocation tag; repeat for more"
+    )
     p.add_argument(
         "--workload-tag", metavar="KEY", default=None,
         help="the tag whose value says training or inference (values: catalog/billing.yaml); default: workload with --sample",
@@ -42,7 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--profile", default=None, help="AWS profile for the online inventory (default: the default credential chain)")
     p.add_argument("--format", choices=FORMATS, default=None, help="output format (default: markdown; text prints the same)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", default=None, help="also write the report to FILE")
-    p.add_argument("--pilot-file", type=Path, default=None, help="online: write a starter pilot environment for the best candidate")
+    p.add_argument(
+        "--pilot-file", type=Path, default=None, help="online: write a starter pilot environment for the best candidate"
+    )
     # Old spellings (0.1): they still work for one release and say the new one.
     p.add_argument("--regions", default=None, help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
@@ -127,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     print(text, end="")
     if args.output is not None:
         args.output.write_text(text)
-    if args.pilot_file is not None:
+    if args.pilot_file is not None and result is not None:
         from neuronkit.adoption import assess
 
         try:

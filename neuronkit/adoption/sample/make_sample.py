@@ -40,7 +40,9 @@ HEADER = [
 ]  # fmt: skip
 
 
-def _row(hour: int, line_type: str, product: str, usage_type: str, cost: float, resource: str, itype: str, **kw: object) -> list[object]:
+def _row(
+    hour: int, line_type: str, product: str, usage_type: str, cost: float, resource: str, itype: str, **kw: object
+) -> list[object]:
     start = START + dt.timedelta(hours=hour)
     tags = kw.get("tags") or {}
     return [
@@ -63,7 +65,9 @@ def records() -> Iterator[list[object]]:
             if n < 2:
                 yield _row(hour, "SavingsPlanCoveredUsage", "AmazonEC2", usage, g6e, rid, "g6e.12xlarge", tags=serving,
                            sp=g6e * (1 - SP_DISCOUNT), term="")  # fmt: skip
-                yield _row(hour, "SavingsPlanNegation", "AmazonEC2", usage, -g6e, rid, "g6e.12xlarge", tags=serving, public=0.0, term="")
+                yield _row(
+                    hour, "SavingsPlanNegation", "AmazonEC2", usage, -g6e, rid, "g6e.12xlarge", tags=serving, public=0.0, term=""
+                )
             else:
                 yield _row(hour, "Usage", "AmazonEC2", usage, g6e, rid, "g6e.12xlarge", tags=serving)
         if hour < 400:

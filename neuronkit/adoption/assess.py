@@ -144,49 +144,94 @@ def verdict(kind: Kind, monthly: float, saving: float, compared: float | None = 
 # --------------------------------------------------------------------------------------------
 # matching a GPU type to a Neuron type
 # --------------------------------------------------------------------------------------------
-def _gpu_memory(instance_type: str) -> int:
-    it = catalog.instance_types().get(instance_type)
-    return it.gpu_memory_mib if it else 0  # the instance's total GPU memory
+@dataclass(frozen=True)
+class Match:
+    """The Neuron type proposed for a GPU workload, and each check that chose it (docs/adoption.md)."""
+
+    gpu_type: str
+    kind: Kind
+    region: str
+    neuron_type: str | None
+    why: str  # the reason line: memory, TP, offering, release (and the model, when known)
+    release: str | None = None
+    az_ids: tuple[str, ...] = ()  # where the region offers the Neuron type
+    tensor_parallel: int | None = None
+    hourly: float | None = None  # the Neuron type's On-Demand list price in the region
+
+
+def _mib(x: int) -> str:
+    return f"{x:,} MiB"
+
+
+def _candidate_problem(t: catalog.InstanceType, need: int, kind: Kind, model: Any) -> str | None:
+    """Why a Neuron type cannot take the workload on memory, release or model (offering is checked apart)."""
+    if t.neuron_memory_mib < need:
+        return f"{_mib(t.neuron_memory_mib)} < {_mib(need)}"
+    if releases.default_release(t.family, RELEASE_WORKLOAD[kind]) is None:
+        return f"no Neuron release supports {releases.workloads()[RELEASE_WORKLOAD[kind]]} on {t.family}"
+    if model is not None:
+        from neuronkit.catalog import serving
+
+        return serving.fit_problem(model, t.name)
+    return None
+
+
+def neuron_match(gpu_type: str, kind: Kind, region: str, model: Any = None) -> Match:
+    """The cheapest Neuron type offered in ``region`` whose device memory holds what ``gpu_type``'s GPUs hold, on
+    a release that supports the workload on its family, and (``model``, a serving.ModelSpec) whose serving
+    profile holds the model with KV-cache headroom. Release support and regional offering are checked apart:
+    a type that passes every check but is not offered in the region is named with the regions that offer it."""
+    gpu = catalog.instance_types().get(gpu_type)
+    if gpu is None or gpu.accelerator != "gpu":
+        return Match(gpu_type, kind, region, None, f"{gpu_type} is not a GPU type the catalog knows")
+    need = gpu.gpu_memory_mib
+    table = pricing.load_prices()
+    fitting = [
+        t
+        for t in catalog.instance_types().values()
+        if t.is_neuron and t.family != "inf1" and _candidate_problem(t, need, kind, model) is None
+    ]
+    offered = [t for t in fitting if t.az_ids(region)]
+    # Cheapest first; a type without an On-Demand price here (Capacity Blocks only) after the priced ones.
+    offered.sort(
+        key=lambda t: (table.hourly(t.name, region) is None, table.hourly(t.name, region) or 0.0, t.neuron_memory_mib, t.name)
+    )
+    what = releases.workloads()[RELEASE_WORKLOAD[kind]]
+    if not offered:
+        elsewhere = sorted(fitting, key=lambda t: (t.neuron_memory_mib, t.name))
+        hint = "; ".join(f"{t.name} is offered in {', '.join(sorted(t.offerings)) or 'no scanned region'}" for t in elsewhere[:2])
+        return Match(
+            gpu_type, kind, region, None,
+            f"no Neuron type offered in {region} holds {gpu_type}'s {_mib(need)} of GPU memory with a release that "
+            f"supports {what} on its family" + (f" ({hint})" if hint else ""),
+        )  # fmt: skip
+    best = offered[0]
+    rel = releases.default_release(best.family, RELEASE_WORKLOAD[kind])
+    assert rel is not None
+    tp = best.neuron_cores // (catalog.lnc_default(best.family) or 1)  # logical NeuronCores at the default LNC
+    price = table.hourly(best.name, region)
+    cost = f"${price:,.2f}/h On-Demand" if price is not None else "no On-Demand list price (Capacity Blocks)"
+    runner_up = f"; next {offered[1].name}" if len(offered) > 1 else ""
+    why = (
+        f"memory: {_mib(best.neuron_memory_mib)} of Neuron device memory holds {gpu_type}'s {_mib(need)} of GPU memory; "
+        f"TP {tp} (its logical NeuronCores); offering: {region} {', '.join(best.az_ids(region))}; release: Neuron {rel.version} "
+        f"supports {what} on {best.family}; price: the cheapest such type, {cost}{runner_up}"
+    )
+    if model is not None:
+        from neuronkit.catalog import serving
+
+        why += (
+            f"; model: {model.id} needs {serving.required_memory_gib(model):.0f} GiB with KV-cache headroom, "
+            f"{best.name} has {serving.accelerator_memory_gib(best.name):.0f} GiB (the model's attention heads are not "
+            "in the kit's data: check that the server accepts TP {tp} for them)".replace("{tp}", str(tp))
+        )
+    return Match(gpu_type, kind, region, best.name, why, rel.version, best.az_ids(region), tp, price)
 
 
 def neuron_equivalent(gpu_type: str, kind: Kind, region: str) -> tuple[str | None, str]:
-    """The Neuron type for a GPU workload: one the catalog pairs with ``gpu_type`` directly (equivalents.yaml),
-    else the one whose paired GPU has the closest accelerator memory; Trainium for training, Inferentia
-    for inference. Among direct pairs, one with a list price in ``region`` first; a closest match without a
-    list price (Trn2: Capacity Blocks) is still proposed, and the saving is left open."""
-    table = pricing.load_prices()
-    accelerator = "trainium" if kind == "training" else "inferentia"
-    pairs = [
-        e
-        for e in pricing.equivalents().values()
-        if (catalog.instance_types().get(e.neuron_type) or _NONE).accelerator == accelerator
-        and not e.neuron_type.startswith("inf1")  # first-generation Inferentia: no current Neuron SDK support
-    ]
-    direct = [e for e in pairs if e.gpu_type == gpu_type]
-    priced_direct = [e for e in direct if table.hourly(e.neuron_type, region) is not None]
-    if priced_direct or direct:
-        e = (priced_direct or direct)[0]
-        return e.neuron_type, f"catalog/equivalents.yaml pairs it with {gpu_type}: {e.reason}"
-    paired = (adoption_facts().get("gpu_to_neuron") or {}).get(gpu_type)
-    if paired and (catalog.instance_types().get(paired["neuron"]) or _NONE).accelerator == accelerator:
-        return paired["neuron"], f"catalog/adoption.yaml pairs it with {paired['neuron']}: {paired['reason']}"
-    target = _gpu_memory(gpu_type)
-    if not target:
-        return None, f"{gpu_type} is not a GPU type the catalog knows"
-    best = min(pairs, key=lambda e: (abs(_gpu_memory(e.gpu_type) - target), e.neuron_type), default=None)
-    if best is None:
-        return None, f"no {accelerator} type in the catalog"
-    return best.neuron_type, (
-        f"closest by accelerator memory: {gpu_type} has {target // 1024} GiB of GPU memory, {best.neuron_type} is "
-        f"paired with {best.gpu_type} ({_gpu_memory(best.gpu_type) // 1024} GiB) in catalog/equivalents.yaml"
-    )
-
-
-class _NoneType:
-    accelerator = "none"
-
-
-_NONE = _NoneType()
+    """The Neuron type for a GPU workload and the reason line (see :func:`neuron_match`)."""
+    m = neuron_match(gpu_type, kind, region)
+    return m.neuron_type, m.why
 
 
 def architecture_support(kind: Kind, architecture: str | None) -> str:

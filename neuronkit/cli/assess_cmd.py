@@ -1,36 +1,107 @@
-"""``neuronkit assess``: the account's GPU workloads, what Trainium/Inferentia would save, the guide's verdicts.
+"""``neuronkit assess``: GPU workloads, what Trainium/Inferentia would save, the guide's verdicts.
 
-Read-only (iam/neuronkit-assess-policy.json). Exit codes: 0 report written, 2 AWS could not be asked.
+Two sources: a billing export read offline (``--from PATH``: CUR 2.0 or a Cost Explorer JSON; ``--sample``: the
+kit's sample export), or the account itself (read-only, iam/neuronkit-assess-policy.json). Fleets of the
+environment files (``--env``/``--file``, default every file under environments/) are checked for a GPU fallback
+cheaper per node than their Neuron primary. Exit codes: 0 report written, 2 usage or input error (a bad
+export, AWS could not be asked).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
+from neuronkit import config
 from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session
-from neuronkit.adoption import assess
-from neuronkit.cli import CliError
+from neuronkit.cli import CliError, selection
+
+FORMATS = ("text", "markdown", "json")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("assess", help="inventory the account's GPU workloads and the savings on Trainium/Inferentia (read-only)")
-    p.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
-    p.add_argument("--regions", default=None, help="comma-separated regions to inventory (default: the profile's region)")
-    p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
-    p.add_argument("--out", type=Path, default=None, help="also write the report to this file")
-    p.add_argument("--pilot-file", type=Path, default=None, help="write a starter pilot environment for the best candidate")
+    p = sub.add_parser(
+        "assess", help="GPU spend and the savings on Trainium/Inferentia, from a billing export (offline) or the account"
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--from", dest="source", metavar="PATH", type=Path, default=None,
+        help="a CUR 2.0 export (.csv.gz, .csv, .parquet; a folder of them; a billing period's manifest .json) or the "
+        "JSON of `aws ce get-cost-and-usage` (docs/adoption.md); read offline",
+    )  # fmt: skip
+    src.add_argument("--sample", action="store_true", help="assess the sample export shipped with the kit (offline)")
+    p.add_argument(
+        "--tag", metavar="KEY", action="append", default=[], help="group spend by this cost-allocation tag; repeat for more"
+    )
+    p.add_argument(
+        "--workload-tag", metavar="KEY", default=None,
+        help="the tag whose value says training or inference (values: catalog/billing.yaml); default: workload with --sample",
+    )  # fmt: skip
+    selection.add(p)
+    p.add_argument("--region", metavar="R", action="append", default=None, help="a region to inventory online; repeat for more")
+    p.add_argument("--profile", default=None, help="AWS profile for the online inventory (default: the default credential chain)")
+    p.add_argument("--format", choices=FORMATS, default=None, help="output format (default: markdown; text prints the same)")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", default=None, help="also write the report to FILE")
+    p.add_argument(
+        "--pilot-file", type=Path, default=None, help="online: write a starter pilot environment for the best candidate"
+    )
+    # Old spellings (0.1): they still work for one release and say the new one.
+    p.add_argument("--regions", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _old_spellings(args: argparse.Namespace) -> None:
+    if args.regions is not None:
+        print("neuronkit: --regions is deprecated; use --region R (repeatable)", file=sys.stderr)
+        args.region = [*(args.region or []), *[r.strip() for r in args.regions.split(",") if r.strip()]]
+    if args.json:
+        print("neuronkit: --json is deprecated; use --format json", file=sys.stderr)
+        args.format = args.format or "json"
+    if args.out is not None:
+        print("neuronkit: --out is deprecated; use -o/--output FILE", file=sys.stderr)
+        args.output = args.output or args.out
+
+
+def _environments(args: argparse.Namespace) -> tuple[list[config.Environment], list[str]]:
+    """The chosen environments; without --env/--file every file under environments/, and a broken one is a line."""
+    if selection.chosen(args):
+        return selection.load(args), []
+    if not selection.ENVIRONMENTS_DIR.is_dir() or not config.environment_files(selection.ENVIRONMENTS_DIR):
+        return [], []
+    try:
+        return config.load_all(selection.ENVIRONMENTS_DIR), []
+    except config.ConfigError as err:
+        return [], [f"environments/ not read for the fleet check: {err.problems[0]}"]
+
+
+def _offline(args: argparse.Namespace, envs: list[config.Environment], problems: list[str]) -> str:
+    from neuronkit.adoption import assess, billing, offline
+
+    path = billing.SAMPLE if args.sample else args.source
+    workload_tag = args.workload_tag or ("workload" if args.sample else None)
+    try:
+        export = billing.read(path, tags=args.tag, workload_tag=workload_tag, regions=args.region or [], is_gpu=assess._is_gpu)
+    except billing.BillingError as err:
+        raise CliError(str(err)) from None
+    result = offline.assess_export(export, envs)
+    result.problems += problems
+    return offline.to_json(result) if args.format == "json" else offline.render(result)
+
+
+def _online(args: argparse.Namespace, envs: list[config.Environment]) -> tuple[str, Any]:
+    from neuronkit.adoption import assess, offline
+
     try:
         session = aws_session(args.profile)
     except PreflightAbort as err:
         raise CliError(str(err)) from None
-    regions = [r.strip() for r in (args.regions or session.region_name or "").split(",") if r.strip()]
+    regions = list(dict.fromkeys(args.region or ([session.region_name] if session.region_name else [])))
     if not regions:
-        raise CliError("no AWS region: pass --regions us-east-1,us-west-2 or set AWS_REGION (or a region in your profile)")
+        raise CliError("no AWS region: pass --region R (repeatable), set AWS_REGION, or read a billing export with --from PATH")
     try:
         result = assess.assess(session, regions)
     except Exception as err:  # noqa: BLE001 - credentials, network: one line, never a traceback
@@ -38,11 +109,31 @@ def run(args: argparse.Namespace) -> int:
         if message is None:
             raise
         raise CliError(message) from None
-    text = assess.to_json(result) if args.json else assess.render(result)
+    if args.format == "json":
+        return assess.to_json(result), result
+    text = assess.render(result)
+    fleets = offline.fleet_findings(envs)
+    if fleets:
+        text += "\n## Fleets whose GPU fallback is cheaper per node\n\n" + "".join(f"- {f}\n" for f in fleets)
+    return text, result
+
+
+def run(args: argparse.Namespace) -> int:
+    _old_spellings(args)
+    envs, problems = _environments(args)
+    offline_mode = args.sample or args.source is not None
+    if offline_mode and args.pilot_file is not None:
+        raise CliError("--pilot-file needs the online inventory (drop --from/--sample); see docs/adoption.md")
+    if offline_mode:
+        text, result = _offline(args, envs, problems), None
+    else:
+        text, result = _online(args, envs)
     print(text, end="")
-    if args.out is not None:
-        args.out.write_text(text)
-    if args.pilot_file is not None:
+    if args.output is not None:
+        args.output.write_text(text)
+    if args.pilot_file is not None and result is not None:
+        from neuronkit.adoption import assess
+
         try:
             args.pilot_file.write_text(assess.pilot_environment(result))
         except ValueError as err:

@@ -138,14 +138,16 @@ def test_inventory_prices_and_verdicts(account: Session) -> None:
     assert chat.architecture_support.startswith("unknown")
 
     p5 = by_name["training jobs on ml.p5.48xlarge"]
-    # Paired by generation; trn2.48xlarge has no On-Demand price, so the saving stays open and says why.
+    # No Trainium type offered in us-east-1 holds a p5's 640 GiB of GPU memory: no proposal, and the reason names
+    # where one is offered (trn2.48xlarge), instead of a type the region does not offer.
     assert (p5.workload.source, p5.neuron_type, p5.gpu_monthly, p5.neuron_monthly) == (
         "sagemaker-training",
-        "trn2.48xlarge",
+        None,
         pytest.approx(9_000.0),
         None,
     )
-    assert "saving not computed" in p5.why
+    assert p5.why.startswith("no Neuron type offered in us-east-1 holds p5.48xlarge's 655,360 MiB")
+    assert "trn2.48xlarge is offered in" in p5.why
 
     # Training: the saving is a share of the workloads that could be priced.
     percent = (31_000.0 - 31_000.0 * ratio) / 31_000.0 * 100
@@ -175,7 +177,7 @@ def test_command_prints_markdown_writes_json_and_a_pilot_file_that_validates(
     real_assess = assess.assess
     monkeypatch.setattr(assess, "assess", lambda session, regions: real_assess(session, regions, now=NOW))
     pilot_file, report = tmp_path / "pilot.yaml", tmp_path / "assess.md"
-    assert main(["assess", "--regions", REGION, "--out", str(report), "--pilot-file", str(pilot_file)]) == 0
+    assert main(["assess", "--region", REGION, "-o", str(report), "--pilot-file", str(pilot_file)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# neuronkit assess") and report.read_text() in out
     assert "| llm-pretrain | ec2 | us-east-1 | p4d.24xlarge | 2 |" in out
@@ -195,8 +197,10 @@ def test_json_output(account: Session, capsys: pytest.CaptureFixture[str], monke
     monkeypatch.setattr("neuronkit.cli.assess_cmd.aws_session", lambda profile: account)
     real_assess = assess.assess
     monkeypatch.setattr(assess, "assess", lambda session, regions: real_assess(session, regions, now=NOW))
-    assert main(["assess", "--regions", REGION, "--json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    assert main(["assess", "--regions", REGION, "--json"]) == 0  # the old spellings work for one release
+    captured = capsys.readouterr()
+    assert "--regions is deprecated; use --region R" in captured.err and "--json is deprecated; use --format json" in captured.err
+    doc = json.loads(captured.out)
     assert doc["account"] == "123456789012" and set(doc["verdicts"]) == {"training", "inference"}
     assert {w["workload"]["name"] for w in doc["workloads"]} == {
         "llm-pretrain",

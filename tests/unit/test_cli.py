@@ -90,7 +90,16 @@ def _option(path: tuple[str, ...], flag: str) -> argparse.Action | None:
 
 
 # The commands that read environment files; summary and review read synths and git revisions instead.
-ENVIRONMENT_COMMANDS = [("validate",), ("cost",), ("preflight",), ("rehearse",), ("pilot", "start"), ("pilot", "report")]
+# assess reads them for its fleet check (a GPU fallback cheaper per node than the Neuron primary).
+ENVIRONMENT_COMMANDS = [
+    ("validate",),
+    ("cost",),
+    ("preflight",),
+    ("rehearse",),
+    ("pilot", "start"),
+    ("pilot", "report"),
+    ("assess",),
+]
 
 
 def test_the_environment_commands_are_all_the_ones_with_env_or_file() -> None:

@@ -1,0 +1,301 @@
+"""``neuronkit assess --from PATH`` / ``--sample``: the assessment of a billing export, with fair prices.
+
+Each GPU workload group of the export (adoption/billing.py) gets the Neuron type :func:`assess.neuron_match`
+proposes. Prices are compared like for like: the group's On-Demand and commitment-covered hours at the GPU
+type's On-Demand list price against the same node-hours at the Neuron type's On-Demand list price; Spot and
+Capacity Block hours are not compared with On-Demand (the catalog holds On-Demand prices only). Where the export
+shows commitments, the effective (billed) GPU cost is set against the Neuron list price too, saying which rows
+were covered and that Neuron commitments are not priced. Fleets in the environment files whose GPU fallback
+costs less per node than their Neuron primary are reported. Nothing here calls AWS.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuronkit import config
+from neuronkit.adoption import assess
+from neuronkit.adoption.billing import Export, SpendGroup
+from neuronkit.catalog import pricing
+
+LIKE_ON_DEMAND = ("on-demand", "savings-plan", "reserved", "unknown")  # hours priced against Neuron On-Demand
+COVERED = ("savings-plan", "reserved")
+
+
+@dataclass
+class Priced:
+    """One workload group with its Neuron proposal and its monthly figures (USD)."""
+
+    group: SpendGroup
+    match: assess.Match | None  # None for a group of unknown kind
+    months: int
+    gpu_hourly: float | None  # the GPU type's On-Demand list price in the region (catalog)
+    notes: list[str] = field(default_factory=list)
+
+    def _monthly(self, x: float) -> float:
+        return x / self.months
+
+    @property
+    def like_hours(self) -> float:
+        return sum(self.group.hours.get(o, 0.0) for o in LIKE_ON_DEMAND)
+
+    period_hours: float = 0.0  # the calendar hours of the export's billing periods (0: unknown)
+
+    @property
+    def nodes(self) -> float:
+        """The average node count over the export's periods (else over 730-hour months, the price table's)."""
+        if self.period_hours:
+            return self.group.total_hours / self.period_hours
+        return self._monthly(self.group.total_hours) / pricing.load_prices().hours_per_month
+
+    @property
+    def billed_monthly(self) -> float:
+        return self._monthly(self.group.total_billed)
+
+    @property
+    def effective_monthly(self) -> float:
+        """What the compared hours cost after commitments (the bill)."""
+        return self._monthly(sum(self.group.billed.get(o, 0.0) for o in LIKE_ON_DEMAND))
+
+    @property
+    def gpu_list_monthly(self) -> float | None:
+        """The compared hours at the GPU type's On-Demand list price (catalog), else the export's public price."""
+        g = self.group
+        if g.source == "cost-explorer" and not self.like_hours:
+            return self._monthly(g.billed.get("unknown", 0.0))  # Cost Explorer without hours: its unblended cost
+        if self.gpu_hourly is not None:
+            return self._monthly(self.like_hours * self.gpu_hourly)
+        return self._monthly(g.public_on_demand) if g.public_on_demand else None
+
+    @property
+    def neuron_list_monthly(self) -> float | None:
+        if self.match is None or self.match.hourly is None:
+            return None
+        if self.group.source == "cost-explorer" and not self.like_hours:
+            gpu = self.gpu_list_monthly
+            return gpu * self.match.hourly / self.gpu_hourly if gpu is not None and self.gpu_hourly else None
+        return self._monthly(self.like_hours * self.match.hourly)
+
+    @property
+    def saving_list(self) -> float | None:
+        gpu, neuron = self.gpu_list_monthly, self.neuron_list_monthly
+        return None if gpu is None or neuron is None else gpu - neuron
+
+    @property
+    def covered_hours(self) -> float:
+        return sum(self.group.hours.get(o, 0.0) for o in COVERED)
+
+
+@dataclass
+class BillingAssessment:
+    export: Export
+    priced: list[Priced]
+    fleets: list[str] = field(default_factory=list)  # fleets whose GPU fallback is cheaper per node
+    problems: list[str] = field(default_factory=list)
+
+    def by_kind(self, kind: str) -> list[Priced]:
+        return sorted((p for p in self.priced if p.group.kind == kind), key=lambda p: -p.billed_monthly)
+
+    def verdict(self, kind: assess.Kind) -> str:
+        rows = self.by_kind(kind)
+        compared = [p for p in rows if p.saving_list is not None]
+        monthly = sum(p.billed_monthly for p in rows)
+        return assess.verdict(
+            kind, monthly, sum(p.saving_list or 0.0 for p in compared), sum(p.gpu_list_monthly or 0.0 for p in compared)
+        )
+
+
+def _period_hours(periods: set[str]) -> float:
+    hours = 0.0
+    for p in periods:
+        try:
+            start = dt.date(int(p[:4]), int(p[5:7]), 1)
+        except ValueError:
+            return 0.0
+        end = dt.date(start.year + start.month // 12, start.month % 12 + 1, 1)
+        hours += (end - start).days * 24
+    return hours
+
+
+def price(export: Export) -> list[Priced]:
+    table = pricing.load_prices()
+    period_hours = _period_hours(export.periods)
+    out: list[Priced] = []
+    for g in export.groups.values():
+        match = assess.neuron_match(g.instance_type, g.kind, g.region) if g.kind in ("training", "inference") else None  # type: ignore[arg-type]
+        p = Priced(g, match, export.months, table.hourly(g.instance_type, g.region), period_hours=period_hours)
+        if g.source == "sagemaker":
+            p.notes.append(
+                "SageMaker usage: compared at the EC2 On-Demand list prices of both types (SageMaker's rates are not in the catalog)"
+            )
+        other = {o: h for o, h in g.hours.items() if o not in LIKE_ON_DEMAND and h}
+        for option, hours in sorted(other.items()):
+            p.notes.append(
+                f"{hours:,.0f} {option} hours not compared: the catalog holds On-Demand prices only, and a {option} "
+                "rate is compared with a Neuron rate of the same kind or not at all"
+            )
+        if match is not None and match.neuron_type and match.hourly is None:
+            p.notes.append(f"no like-for-like price: {table.missing_message(match.neuron_type, g.region)}")
+        out.append(p)
+    return out
+
+
+def fleet_findings(envs: Sequence[config.Environment]) -> list[str]:
+    """Fleets whose GPU fallback costs less per node than their Neuron primary, at On-Demand list prices."""
+    from neuronkit.config.inference import model_spec
+
+    table = pricing.load_prices()
+    out: list[str] = []
+    for env in envs:
+        for fleet in env.inference:
+            if not fleet.neuron_types:
+                continue
+            primary = fleet.neuron_types[0]
+            neuron = table.hourly(primary, env.region)
+            for gpu_type in fleet.fallback_types:
+                gpu = table.hourly(gpu_type, env.region)
+                if neuron is None or gpu is None or gpu >= neuron:
+                    continue
+                line = (
+                    f"{env.name}/{fleet.name}: its GPU fallback {gpu_type} (${gpu:,.2f}/h) costs less per node than its "
+                    f"Neuron primary {primary} (${neuron:,.2f}/h) in {env.region}"
+                )
+                model = model_spec(fleet)
+                m = assess.neuron_match(gpu_type, "inference", env.region, model)
+                if m.neuron_type and m.neuron_type != primary and m.hourly is not None and m.hourly < neuron:
+                    line += f"; {m.neuron_type} (${m.hourly:,.2f}/h) also takes what {gpu_type} holds: {m.why}"
+                out.append(line + ". Per node is not per token: the pilot measures throughput.")
+    return out
+
+
+def assess_export(export: Export, envs: Sequence[config.Environment] = ()) -> BillingAssessment:
+    result = BillingAssessment(export=export, priced=price(export), fleets=fleet_findings(envs))
+    for tag in export.missing_tags():
+        seen = ", ".join(sorted(export.tag_keys_seen)) or "none"
+        result.problems.append(
+            f"tag '{tag}' was not found in the export's resource_tags (tags seen: {seen}): only activated cost-allocation "
+            "tags appear there; activate it (Billing console, Cost allocation tags): exports show it from then on"
+        )
+    if not export.groups:
+        result.problems.append("no EC2 or SageMaker GPU instance usage found in the export")
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------------
+_usd = assess._usd
+
+
+def _header(a: BillingAssessment) -> list[str]:
+    e, table = a.export, pricing.load_prices()
+    what = "a Cost and Usage Report 2.0 export" if e.kind == "cur2" else "a Cost Explorer answer"
+    periods = ", ".join(sorted(e.periods)) or "one period (no dates in the export)"
+    lines = [
+        "# neuronkit assess (billing export)",
+        "",
+        f"Read {what}: {', '.join(e.inputs)}; billing periods {periods}; figures are monthly averages. EC2 and SageMaker "
+        f"GPU instance usage only. List prices: On-Demand, catalog/prices.json as of {table.as_of}.",
+        "",
+    ]
+    if e.kind == "cur2":
+        lines[-2] += f" {e.rows_read:,} rows read."
+    return lines
+
+
+def _table(rows: list[Priced]) -> list[str]:
+    lines = [
+        "| workload | told by | nodes | $/month billed | $/month GPU list (like for like) | Neuron type | $/month Neuron list | saving at list |",
+        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    for p in rows:
+        m = p.match
+        saving = p.saving_list
+        pct = f" ({saving / p.gpu_list_monthly * 100:.0f}%)" if saving is not None and p.gpu_list_monthly else ""
+        lines.append(
+            f"| {p.group.name} ({p.group.source}) | {p.group.kind_basis} | {p.nodes:.1f} | {_usd(p.billed_monthly)} | "
+            f"{_usd(p.gpu_list_monthly)} | {(m.neuron_type if m else None) or '–'} | {_usd(p.neuron_list_monthly)} | "
+            f"{_usd(saving)}{pct} |"
+        )
+    return lines
+
+
+def _commitments(p: Priced) -> list[str]:
+    if not p.covered_hours:
+        return []
+    g = p.group
+    rows = ", ".join(f"{n:,} {t} rows" for t, n in sorted(g.covered_rows.items()))
+    ids = f" (e.g. {', '.join(g.covered_resources)})" if g.covered_resources else ""
+    neuron = p.neuron_list_monthly
+    vs = f" against {_usd(neuron)} for the Neuron type at list" if neuron is not None else ""
+    return [
+        f"  - commitments: {p.covered_hours:,.0f} of {g.total_hours:,.0f} hours were covered: {rows}{ids}. Effective "
+        f"against list: {_usd(p.effective_monthly)} a month billed on GPUs{vs}; Neuron commitments (Savings Plans, "
+        "Reserved Instances) are not priced, so this comparison favours the GPU side."
+    ]
+
+
+def render(a: BillingAssessment) -> str:
+    lines = _header(a)
+    for kind in ("inference", "training"):
+        rows = a.by_kind(kind)
+        lines += [f"## {kind.capitalize()}", ""]
+        if not rows:
+            lines += [f"No GPU {kind} usage found.", ""]
+            continue
+        lines += [*_table(rows), ""]
+        for p in rows:
+            m = p.match
+            head = f"- {p.group.name} → {m.neuron_type or 'no Neuron type'}" if m else f"- {p.group.name}"
+            lines.append(f"{head}: {m.why if m else ''}")
+            lines += _commitments(p) + [f"  - {n}" for n in p.notes]
+        lines += ["", f"**{kind.capitalize()} verdict (list against list): {a.verdict(kind)}.**", ""]  # type: ignore[arg-type]
+    unknown = a.by_kind("unknown")
+    if unknown:
+        lines += ["## Unknown workload kind", "", "Not classified, so not mapped (never guessed):", ""]
+        lines += [f"- {p.group.name} ({p.group.source}): {_usd(p.billed_monthly)} a month; {p.group.kind_basis}" for p in unknown]
+        lines += [
+            "",
+            "Tag these instances with a workload tag (training or inference), activate it as a cost-allocation tag and "
+            "pass --workload-tag KEY.",
+            "",
+        ]
+    if a.fleets:
+        lines += ["## Fleets whose GPU fallback is cheaper per node", ""] + [f"- {f}" for f in a.fleets] + [""]
+    if a.problems:
+        lines += ["## Not read", ""] + [f"- {p}" for p in a.problems] + [""]
+    lines.append(
+        "Savings compare list prices of the same node-hours, not throughput: the pilot measures that (docs/adoption.md)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def to_json(a: BillingAssessment) -> str:
+    def row(p: Priced) -> dict[str, Any]:
+        g, m = p.group, p.match
+        return {
+            "source": g.source, "instance_type": g.instance_type, "region": g.region, "kind": g.kind,
+            "kind_basis": g.kind_basis, "tags": dict(g.tags), "hours": dict(g.hours), "nodes": p.nodes,
+            "billed_monthly": p.billed_monthly, "effective_monthly": p.effective_monthly,
+            "gpu_list_monthly": p.gpu_list_monthly, "neuron_list_monthly": p.neuron_list_monthly,
+            "saving_list": p.saving_list, "covered_hours": p.covered_hours, "covered_rows": dict(g.covered_rows),
+            "covered_resources": g.covered_resources, "neuron_type": m.neuron_type if m else None,
+            "release": m.release if m else None, "az_ids": list(m.az_ids) if m else [], "why": m.why if m else None,
+            "notes": p.notes,
+        }  # fmt: skip
+
+    doc = {
+        "inputs": a.export.inputs,
+        "kind": a.export.kind,
+        "periods": sorted(a.export.periods),
+        "verdicts": {k: a.verdict(k) for k in ("training", "inference")},  # type: ignore[arg-type]
+        "workloads": [row(p) for p in a.priced],
+        "fleets": a.fleets,
+        "problems": a.problems,
+        "neuron_commitments_priced": False,
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"

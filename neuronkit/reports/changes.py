@@ -100,6 +100,29 @@ def _warnings(env: Any) -> list[str]:
     return list(neuron_warnings(env))
 
 
+def capacity_lines(base: Any | None, head: Any) -> list[str]:
+    """Per pool whose size or types change: nodes min/desired/max and instance types, before and after."""
+    from neuronkit.reports.pools import pools_from_environment
+
+    old = {p.key: p for p in pools_from_environment(base)} if base is not None else {}
+    lines: list[str] = []
+    for p in pools_from_environment(head):
+        was = old.pop(p.key, None)
+        sizes = f"{p.min_size}/{p.desired_size}/{p.max_size}"
+        if was is None:
+            lines.append(f"{p.pool} ({p.role}): new, {', '.join(p.instance_types)}, nodes min/desired/max {sizes}")
+            continue
+        diffs = []
+        if (was.min_size, was.desired_size, was.max_size) != (p.min_size, p.desired_size, p.max_size):
+            diffs.append(f"nodes min/desired/max {was.min_size}/{was.desired_size}/{was.max_size} → {sizes}")
+        if was.instance_types != p.instance_types:
+            diffs.append(f"instance types {', '.join(was.instance_types)} → {', '.join(p.instance_types)}")
+        if diffs:
+            lines.append(f"{p.pool} ({p.role}): " + "; ".join(diffs))
+    lines += [f"{p.pool} ({p.role}): removed ({', '.join(p.instance_types)})" for p in old.values()]
+    return lines
+
+
 @dataclass(frozen=True)
 class _Serving:
     model: str
@@ -524,7 +547,13 @@ def rollout_lines(changes: Iterable[Any], new: Templates, stacks: Iterable[str],
             name = f"{meta.get('environment')}/{meta.get('pool')}"
             group = props.get("AutoScalingGroupName") or lid
             rolling = ((r.get("UpdatePolicy") or {}).get("AutoScalingRollingUpdate")) or None
-            what = f"launch template {', '.join(via)} changes" if via else "the group's launch settings change"
+            what = (
+                f"launch template {via[0]} changes"
+                if len(via) == 1
+                else f"its {len(via)} launch templates change"
+                if via
+                else "the group's launch settings change"
+            )
             if rolling is None:
                 lines.append(
                     f"{name} ({group}): {what}; no rolling update: running nodes keep the old template, nodes launched "

@@ -63,6 +63,7 @@ class EnvChanges:
 
     name: str
     note: str = ""  # e.g. "new environment", or why the files could not be compared
+    capacity: list[str] = field(default_factory=list)
     software: list[str] = field(default_factory=list)
     model: list[str] = field(default_factory=list)
     access: list[str] = field(default_factory=list)
@@ -264,6 +265,7 @@ def render(review: Review) -> str:
 
 
 _PARTS = (
+    ("Capacity", "capacity"),
     ("Neuron software", "software"),
     ("Model and serving", "model"),
     ("Access (IAM)", "access"),
@@ -285,7 +287,7 @@ def _render_what_changes(envs: list[EnvChanges]) -> list[str]:
                 empty = False
                 lines += [f"**{title}**", ""] + [f"- {item}" for item in items] + [""]
         if empty:
-            lines += ["Nothing in the Neuron software, models, access or rollout changes.", ""]
+            lines += ["Nothing in the capacity, Neuron software, models, access or rollout changes.", ""]
         if e.cost:
             lines += ["**Cost against the budget** (pools at that capacity plus fixed charges)", "", *e.cost, ""]
     return lines
@@ -390,6 +392,7 @@ def what_changes(
         section.note = "removed by this change" if base is not None else "its file does not load in the head"
     else:
         section.note = "new environment" if base is None else ""
+        section.capacity = words.capacity_lines(base, head)
         section.software = words.software_lines(base, head, words._warnings(head))
         section.model = words.model_lines(base, head)
         section.cost = words.cost_lines(base, head)

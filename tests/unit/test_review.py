@@ -192,8 +192,10 @@ def test_review_of_the_issue_pull_request_says_what_changes_first(tmp_path_facto
     assert rest, "the resource table stays, below the first section"
     # Only the environment the change touches (dev's file and stacks are the same in both revisions).
     assert "#### prod" in first and "#### dev" not in first
-    # The fleet's size.
-    assert "- chat (inference): nodes min/desired/max 2/4/12 → 2/6/16" in first
+    # The fleet's size (the base's sizes from the committed file).
+    was = yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text())["inference"][0]
+    name, sizes = was["name"], f"{was['min_size']}/{was.get('desired_size', was['min_size'])}/{was['max_size']}"
+    assert f"- {name} (inference): nodes min/desired/max {sizes} → {was['min_size']}/6/16" in first
     # The SDK change, with validate's warning for the head.
     assert "pretrain (training[0]): Neuron SDK 2.28.1 → 2.29.1" in first
     assert "warning (validate): training[0].neuron_sdk: PyTorch training on trn2 is in maintenance in Neuron 2.29.1" in first

@@ -347,22 +347,27 @@ def _budgets(envs: list[Any], new_out: Path) -> list[str]:
     return out
 
 
-def _load(tree: Path) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """The environments of a tree (name -> Environment), their parsed files (name -> data) and why not, if not."""
+def _load(tree: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """A tree's environments (name -> Environment), their parsed files (name -> data), and why a file does not
+    load (name -> first problem). Each file is read on its own, so one bad file leaves the others compared."""
     import yaml
 
-    from neuronkit.config import ConfigError, environment_files, load_all
+    from neuronkit.config import ConfigError, environment_files, load_environment
 
+    envs: dict[str, Any] = {}
     data: dict[str, Any] = {}
+    why: dict[str, str] = {}
     for f in environment_files(tree / "environments"):
         try:
             data[f.stem] = yaml.safe_load(f.read_text())
         except (OSError, yaml.YAMLError):
             data[f.stem] = f.read_text(errors="replace")
-    try:
-        return {e.name: e for e in load_all(tree / "environments")}, data, ""
-    except ConfigError as err:
-        return {}, data, err.problems[0] if err.problems else str(err)
+        try:
+            env = load_environment(f)
+            envs[f.stem] = env
+        except ConfigError as err:
+            why[f.stem] = err.problems[0] if err.problems else str(err)
+    return envs, data, why
 
 
 def env_of(stack: str, names: Iterable[str]) -> str | None:
@@ -435,10 +440,10 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
         result = Review(base=base, changes=mine)
         for name in chosen:
             section = what_changes(name, old_envs.get(name), new_envs.get(name), old, new, mine)
-            if name in new_data and name not in new_envs and new_why:
-                section.note = f"not compared: {new_why}"
-            elif name in old_data and name not in old_envs and old_why:
-                section.note = f"base not compared: {old_why}"
+            if name in new_why:
+                section.note = f"not compared: {new_why[name]}"
+            elif name in old_why:
+                section.note = f"base not compared: {old_why[name]}"
             result.environments.append(section)
         try:
             result.cost = cost.diff_report(

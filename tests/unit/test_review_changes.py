@@ -239,3 +239,16 @@ def test_software_lines_name_the_release_driver_and_the_warning(tmp_path: Path) 
     assert all(f"warning (validate): {w}" in got for w in warned)
     # The fleet did not change: no line about it.
     assert not any(line.startswith(f"{data['inference'][0]['name']} ") for line in got)
+
+
+def test_the_touched_environments_are_those_whose_file_or_stacks_change() -> None:
+    from neuronkit.reports.review import env_of, touched
+
+    assert env_of("prod-eu-inference", ["prod", "prod-eu"]) == "prod-eu"
+    assert env_of("other-stack", ["prod"]) is None
+    same = {"dev": {"name": "dev"}, "prod": {"name": "prod", "x": 1}}
+    assert touched(same, same, []) == []
+    assert touched(same, {**same, "prod": {"name": "prod", "x": 2}}, []) == ["prod"]
+    assert touched(same, {"dev": same["dev"]}, []) == ["prod"]  # removed
+    code_change = [Change("dev-network", "Vpc", "AWS::EC2::VPC", "modified", ("Tags",))]
+    assert touched(same, same, code_change) == ["dev"]

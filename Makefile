@@ -62,7 +62,7 @@ diff: setup
 ## review: what the working tree changes against BASE (default origin/main), from git alone: resources
 ## replaced (stateful ones called out), the cost change and the budgets; e.g. `make review BASE=main`
 review: setup
-	neuronkit review $(or $(BASE),origin/main)
+	neuronkit review $(or $(BASE),origin/main) $(if $(ENV),--env $(ENV))
 
 ## bench: synth timings against an empty CDK app, template sizes
 bench: setup

@@ -5,11 +5,15 @@ neuronkit cost --env prod [--env dev] named environments, no synth needed
 neuronkit cost --file path.yaml     any environment file (repeatable)
 neuronkit cost --cdk-out cdk.out    what was synthesized (reads the Auto Scaling groups' Metadata)
 neuronkit cost --diff OLD NEW       the monthly cost change between two cdk.out folders (Markdown)
+
+With environment files (not --cdk-out/--diff) the command is also the budget gate: it exits 1 when an
+environment's estimate at ``budget.enforce`` (desired by default; max; off) exceeds ``budget.monthly_usd``.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from neuronkit import config
@@ -71,7 +75,19 @@ def run(args: argparse.Namespace) -> int:
         elif args.cdk_out is not None:  # a synth carries the pools only (their Auto Scaling groups' metadata)
             print(cost.cost_report(_read_cdk_out(args.cdk_out), fmt=args.format or "text"), end="")
         else:
-            print(cost.environment_report(_environments(args), fmt=args.format or "text"), end="")
+            envs = _environments(args)
+            print(cost.environment_report(envs, fmt=args.format or "text"), end="")
+            # The budget gate (budget.enforce): an environment over its budget at the enforced level is a finding.
+            findings = cost.budget_problems(envs, _shown(args, envs))
+            for line in findings:
+                print(line, file=sys.stderr)
+            return 1 if findings else 0
     except MissingPriceError as err:
         raise CliError("\n".join(err.problems)) from None
     return 0
+
+
+def _shown(args: argparse.Namespace, envs: list[config.Environment]) -> dict[str, str]:
+    """How each environment's file is named in a finding: the path given with --file, else environments/NAME.yaml."""
+    files = {config.load_environment(f).name: str(f) for f in (args.file or [])} if args.file else {}
+    return {e.name: files.get(e.name, f"{args.environments_dir}/{e.name}.yaml") for e in envs}

@@ -1,4 +1,9 @@
-"""``neuronkit review BASE``: a pull request's changes (replacements called out), cost change and budgets, from git."""
+"""``neuronkit review BASE [--env NAME]... [-o FILE]``: what a pull request changes, from git alone.
+
+First, per environment (the ones named, or those the change touches), what changes in a reviewer's words:
+Neuron software, model and serving profiles, access (IAM), rollout and replacements, cost against the
+budget; then the resource table, the cost change and the budgets of those environments.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,19 @@ from neuronkit.reports import review
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
-        "review", help="compare the working tree with a git revision: resources replaced, cost change, budgets (no AWS)"
+        "review",
+        help="compare the working tree with a git revision: what changes per environment, resources, cost and budget (no AWS)",
     )
     p.add_argument("base", metavar="BASE", help="the revision the pull request goes into, e.g. origin/main")
-    p.add_argument("--out", type=Path, default=None, help="also write the Markdown report to this file")
+    p.add_argument(
+        "--env",
+        metavar="NAME",
+        action="append",
+        default=None,
+        help="an environment to review, e.g. prod; repeat for more (default: the environments the change touches)",
+    )
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", default=None, help="also write the Markdown report to FILE")
+    p.add_argument("--out", dest="output", type=Path, default=None, help=argparse.SUPPRESS)  # before issue 27's grammar
     p.set_defaults(func=run)
 
 
@@ -24,13 +38,16 @@ def run(args: argparse.Namespace) -> int:
     if top.returncode != 0:
         raise CliError("neuronkit review runs inside the project's git checkout (git rev-parse --show-toplevel failed)")
     try:
-        result = review.review(args.base, Path(top.stdout.strip()))
+        result = review.review(args.base, Path(top.stdout.strip()), envs=args.env)
     except review.ReviewError as err:
         raise CliError(str(err)) from None
     text = review.render(result)
     print(text, end="")
-    if args.out is not None:
-        args.out.write_text(text)
+    if args.output is not None:
+        try:
+            args.output.write_text(text)
+        except OSError as err:
+            raise CliError(f"review: cannot write {args.output} ({err.strerror})") from None
     # Findings: a stateful resource replaced or removed without being retained.
     lost = [c for c in result.changes if c.stateful and c.action in ("replaced", "removed") and not c.retained]
     return 1 if lost else 0

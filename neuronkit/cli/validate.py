@@ -37,14 +37,32 @@ def validate(args: argparse.Namespace) -> int:
                 for name, pool in config.pool_releases(env).items()
                 if pool.release is not None
             )
-            print(f"{f}: ok: {env.name} in {env.region}: {pools}" + (f"; Neuron SDK: {neuron}" if neuron else ""))
             for line in config.neuron_warnings(env):
                 print(f"warning: {f}: {line}", file=sys.stderr)
+            over, budget = _budget_gate(env, f)
+            if over:
+                problems += over
+                continue
+            print(f"{f}: ok: {env.name} in {env.region}: {pools}" + (f"; Neuron SDK: {neuron}" if neuron else "") + budget)
         except config.ConfigError as err:
             problems.extend(err.problems)
     for line in problems:
         print(line, file=sys.stderr)
     return 1 if problems else 0
+
+
+def _budget_gate(env: config.Environment, path: Path) -> tuple[list[str], str]:
+    """budget.enforce: the estimate at the enforced level (pools and fixed charges) must stay within monthly_usd.
+    Returns the findings, and the ok line's budget suffix when there are none."""
+    from neuronkit.reports import cost
+
+    if env.budget is None or env.budget.enforce == "off":
+        return [], ""
+    found = cost.budget_problems([env], {env.name: str(path)})
+    if found:
+        return found, ""
+    check = cost.budget_check(env)
+    return [], f"; budget {cost.usd(env.budget.monthly_usd)}: {check.levels()} (enforced at {check.enforce})"
 
 
 def schema(args: argparse.Namespace) -> int:

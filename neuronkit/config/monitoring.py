@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zoneinfo
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -81,7 +81,18 @@ class Monitoring(Strict):
 
 
 class Budget(Strict):
+    """The environment's monthly budget: an AWS Budgets budget with notifications, and a gate on pull requests."""
+
     monthly_usd: float = Field(gt=0, description="Monthly limit; notifications at 80% and 100%.")
+    enforce: Literal["desired", "max", "off"] = Field(
+        default="desired",
+        description=(
+            "Which estimate `neuronkit validate` and `neuronkit cost` hold against monthly_usd: the pools at their "
+            "desired sizes (desired), at their max sizes (max), or none (off); above it they exit 1. The estimate "
+            "adds the fixed charges (NAT gateways, endpoints, load balancers, Lustre). To let a bigger environment "
+            "through, raise monthly_usd in the file, where the pull request shows it."
+        ),
+    )
 
 
 def _day_night_problems(

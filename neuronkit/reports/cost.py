@@ -517,6 +517,96 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
     return out
 
 
+@dataclass(frozen=True)
+class BudgetCheck:
+    """One environment's monthly estimate (pools plus fixed charges) at min, desired and max against its budget.
+
+    ``enforce`` is the file's ``budget.enforce``: the level that must stay within ``monthly_usd`` (``off``: none).
+    ``validate`` and ``cost`` exit 1 when :attr:`over`; raising ``monthly_usd`` in the file is the override.
+    """
+
+    environment: str
+    monthly_usd: float | None
+    enforce: str
+    totals: dict[str, float]  # level -> pools at that level plus the fixed charges, a month
+
+    @property
+    def over(self) -> bool:
+        return self.monthly_usd is not None and self.enforce in LEVELS and self.totals[self.enforce] > self.monthly_usd
+
+    def levels(self) -> str:
+        """min $A, desired $B, max $C (each with its share of the budget when there is one)."""
+        parts = []
+        for level in LEVELS:
+            share = f" ({percent(self.totals[level], self.monthly_usd)})" if self.monthly_usd else ""
+            parts.append(f"{level} {usd(self.totals[level])}{share}")
+        return ", ".join(parts)
+
+    def verdict(self) -> str:
+        """One sentence: the three levels against the budget and what the gate says."""
+        if self.monthly_usd is None:
+            return f"No budget in the file (budget.monthly_usd); a month costs {self.levels()}."
+        head = f"Budget {usd(self.monthly_usd)} a month; estimate {self.levels()}"
+        if self.enforce == "off":
+            return f"{head}: not enforced (budget.enforce: off)."
+        if self.over:
+            return (
+                f"{head}: **over the budget at {self.enforce}** (budget.enforce: {self.enforce}); lower the sizes or "
+                "raise budget.monthly_usd in the file."
+            )
+        beyond = [lv for lv in LEVELS if self.totals[lv] > self.monthly_usd]
+        note = f"; at {beyond[-1]} it would exceed it (not enforced)" if beyond else ""
+        return f"{head}: within the budget at {self.enforce} (budget.enforce: {self.enforce}){note}."
+
+    def problem(self, where: str) -> str:
+        """The one-line finding ``validate`` and ``cost`` print when the gate fails."""
+        assert self.monthly_usd is not None
+        return (
+            f"{where}: budget.monthly_usd: the estimate at {self.enforce} capacity, {usd(self.totals[self.enforce])} a month, "
+            f"exceeds the budget of {usd(self.monthly_usd)} (min {usd(self.totals['min'])}, desired "
+            f"{usd(self.totals['desired'])}, max {usd(self.totals['max'])}; pools and fixed charges); lower the sizes or "
+            f"raise budget.monthly_usd (budget.enforce: {self.enforce})"
+        )
+
+
+def budget_check(env: Any, table: PriceTable | None = None) -> BudgetCheck:
+    """Price one environment (pools and fixed charges) at every level; :class:`MissingPriceError` if it cannot."""
+    from neuronkit.reports.pools import pools_from_environment
+
+    table = table or pricing.load_prices()
+    costs = price_pools(pools_from_environment(env), table)
+    fixed = sum(f.monthly for f in fixed_costs(env, table))
+    totals = {level: sum(c.monthly(level) for c in costs) + fixed for level in LEVELS}
+    budget = env.budget
+    return BudgetCheck(
+        environment=env.name,
+        monthly_usd=None if budget is None else float(budget.monthly_usd),
+        enforce="off" if budget is None else budget.enforce,
+        totals=totals,
+    )
+
+
+def budget_problems(envs: Sequence[Any], where: dict[str, str] | None = None, table: PriceTable | None = None) -> list[str]:
+    """The gate's findings, one line per environment over its enforced budget (``where``: name -> file shown)."""
+    where = where or {}
+    out: list[str] = []
+    for e in envs:
+        if e.budget is None or e.budget.enforce == "off":
+            continue
+        shown = where.get(e.name, f"environments/{e.name}.yaml")
+        try:
+            check = budget_check(e, table)
+        except MissingPriceError as err:
+            first = err.problems[0] if err.problems else str(err)
+            out.append(
+                f"{shown}: budget.enforce: the environment cannot be priced ({first}); price it or set budget.enforce: off"
+            )
+            continue
+        if check.over:
+            out.append(check.problem(shown))
+    return out
+
+
 def environment_report(envs: Sequence[Any], fmt: str = "text", table: PriceTable | None = None) -> str:
     """The pools' report, then per environment what else it costs and the total against its budget."""
     table = table or pricing.load_prices()
@@ -533,23 +623,19 @@ def environment_report(envs: Sequence[Any], fmt: str = "text", table: PriceTable
     )
     for e in envs:
         fixed = fixed_costs(e, table)
-        pools_max = sum(c.monthly("max") for c in costs if c.pool.environment == e.name)
-        pools_desired = sum(c.monthly("desired") for c in costs if c.pool.environment == e.name)
+        mine = [c for c in costs if c.pool.environment == e.name]
         other = sum(f.monthly for f in fixed)
         rows = [[f.item, usd(f.monthly), f.basis] for f in fixed]
-        rows.append(["pools at desired / max", f"{usd(pools_desired)} / {usd(pools_max)}", "the tables above"])
-        rows.append(["total at desired / max", f"{usd(pools_desired + other)} / {usd(pools_max + other)}", ""])
+        pools_at = {level: sum(c.monthly(level) for c in mine) for level in LEVELS}
+        rows.append(["pools at min / desired / max", " / ".join(usd(pools_at[lv]) for lv in LEVELS), "the tables above"])
+        rows.append(["total at min / desired / max", " / ".join(usd(pools_at[lv] + other) for lv in LEVELS), ""])
         doc.heading(3, f"{e.name} ({e.region})")
         doc.table(["item", "$/month", "basis"], rows, "lrl")
-        if e.budget is not None:
-            top = pools_max + other
-            share = top / e.budget.monthly_usd * 100
-            verdict = (
-                "over the budget: lower max sizes or raise budget.monthly_usd"
-                if top > e.budget.monthly_usd
-                else "within the budget"
-            )
-            doc.para(f"Budget {usd(e.budget.monthly_usd)} a month: at max capacity {usd(top)} ({share:.0f}%), {verdict}.")
-        else:
-            doc.para("No budget in the file (budget.monthly_usd).")
+        check = BudgetCheck(
+            environment=e.name,
+            monthly_usd=None if e.budget is None else float(e.budget.monthly_usd),
+            enforce="off" if e.budget is None else e.budget.enforce,
+            totals={level: pools_at[level] + other for level in LEVELS},
+        )
+        doc.para(check.verdict())
     return text + "\n" + doc.render(fmt)

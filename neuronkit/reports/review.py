@@ -58,11 +58,27 @@ class Change:
 
 
 @dataclass
+class EnvChanges:
+    """The "what changes" section of one environment, each part a list of Markdown lines."""
+
+    name: str
+    note: str = ""  # e.g. "new environment", or why the files could not be compared
+    capacity: list[str] = field(default_factory=list)
+    software: list[str] = field(default_factory=list)
+    model: list[str] = field(default_factory=list)
+    access: list[str] = field(default_factory=list)
+    rollout: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    cost: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Review:
     base: str
     changes: list[Change] = field(default_factory=list)
     cost: str = ""
     budgets: list[str] = field(default_factory=list)
+    environments: list[EnvChanges] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,6 +237,9 @@ def _fate(c: Change) -> str:
 def render(review: Review) -> str:
     counts = {a: sum(1 for c in review.changes if c.action == a) for a in ("replaced", "removed", "added", "modified")}
     lines = [f"## neuronkit review against {review.base}", ""]
+    lines += _render_what_changes(review.environments)
+    if review.environments:
+        lines += ["### Resources", ""]
     if not review.changes:
         lines += ["No resource changes.", ""]
     else:
@@ -243,6 +262,35 @@ def render(review: Review) -> str:
     if review.budgets:
         lines += ["### Against the budgets", ""] + [f"- {b}" for b in review.budgets] + [""]
     return "\n".join(lines)
+
+
+_PARTS = (
+    ("Capacity", "capacity"),
+    ("Neuron software", "software"),
+    ("Model and serving", "model"),
+    ("Access (IAM)", "access"),
+    ("Rollout", "rollout"),
+    ("Replaced", "replaced"),
+)
+
+
+def _render_what_changes(envs: list[EnvChanges]) -> list[str]:
+    if not envs:
+        return []
+    lines = ["### What changes", ""]
+    for e in envs:
+        lines += [f"#### {e.name}" + (f" ({e.note})" if e.note else ""), ""]
+        empty = True
+        for title, attr in _PARTS:
+            items: list[str] = getattr(e, attr)
+            if items:
+                empty = False
+                lines += [f"**{title}**", ""] + [f"- {item}" for item in items] + [""]
+        if empty:
+            lines += ["Nothing in the capacity, Neuron software, models, access or rollout changes.", ""]
+        if e.cost:
+            lines += ["**Cost against the budget** (pools at that capacity plus fixed charges)", "", *e.cost, ""]
+    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,17 +321,15 @@ def _regions(tree: Path) -> dict[str, str]:
     return {f"{e.name}-{part}": e.region for e in envs for part in ("network", "storage", "training", "inference", "monitoring")}
 
 
-def _budgets(tree: Path, new_out: Path) -> list[str]:
+def _budgets(envs: list[Any], new_out: Path) -> list[str]:
     from neuronkit.catalog.pricing import MissingPriceError
-    from neuronkit.config import ConfigError, load_all
     from neuronkit.reports import cost
     from neuronkit.reports.pools import PoolError, pools_from_cdk_out
 
     try:
-        envs = load_all(tree / "environments")
         pools = pools_from_cdk_out(new_out)
-        priced = cost.price_pools(pools)
-    except (ConfigError, PoolError, MissingPriceError) as err:
+        priced = cost.price_pools(p for p in pools if p.environment in {e.name for e in envs})
+    except (PoolError, MissingPriceError) as err:
         return [f"not compared: {str(err).splitlines()[0]}"]
     out = []
     for e in envs:
@@ -301,8 +347,70 @@ def _budgets(tree: Path, new_out: Path) -> list[str]:
     return out
 
 
-def review(base: str, repo: Path, work: Path | None = None) -> Review:
-    """Synthesize ``base`` and the working tree of ``repo`` and compare them."""
+def _load(tree: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """A tree's environments (name -> Environment), their parsed files (name -> data), and why a file does not
+    load (name -> first problem). Each file is read on its own, so one bad file leaves the others compared."""
+    import yaml
+
+    from neuronkit.config import ConfigError, environment_files, load_environment
+
+    envs: dict[str, Any] = {}
+    data: dict[str, Any] = {}
+    why: dict[str, str] = {}
+    for f in environment_files(tree / "environments"):
+        try:
+            data[f.stem] = yaml.safe_load(f.read_text())
+        except (OSError, yaml.YAMLError):
+            data[f.stem] = f.read_text(errors="replace")
+        try:
+            env = load_environment(f)
+            envs[f.stem] = env
+        except ConfigError as err:
+            why[f.stem] = err.problems[0] if err.problems else str(err)
+    return envs, data, why
+
+
+def env_of(stack: str, names: Iterable[str]) -> str | None:
+    """The environment a stack belongs to (stacks are named ENV-PART; the longest matching name wins)."""
+    hits = [n for n in names if stack.startswith(f"{n}-")]
+    return max(hits, key=len) if hits else None
+
+
+def touched(old_data: dict[str, Any], new_data: dict[str, Any], changes: Iterable[Change]) -> list[str]:
+    """Environments the change touches: its file differs (added, removed or edited) or one of its stacks changes."""
+    names = set(old_data) | set(new_data)
+    out = {n for n in names if old_data.get(n) != new_data.get(n)}
+    out |= {e for c in changes if (e := env_of(c.stack, names)) is not None}
+    return sorted(out)
+
+
+def what_changes(
+    name: str, base: Any | None, head: Any | None, old: dict[str, Any], new: dict[str, Any], changes: list[Change]
+) -> EnvChanges:
+    """The first section for one environment (``base``/``head``: its Environment in each revision, or None)."""
+    from neuronkit.catalog import serving
+    from neuronkit.reports import changes as words
+
+    section = EnvChanges(name)
+    stacks = sorted({s for s in old.keys() | new.keys() if env_of(s, [name]) == name})
+    if head is None:
+        section.note = "removed by this change" if base is not None else "its file does not load in the head"
+    else:
+        section.note = "new environment" if base is None else ""
+        section.capacity = words.capacity_lines(base, head)
+        section.software = words.software_lines(base, head, words._warnings(head))
+        section.model = words.model_lines(base, head)
+        section.cost = words.cost_lines(base, head)
+    section.access = words.access_lines(old, new, stacks)
+    lock = int(serving.facts()["compiled_cache"]["lock_timeout_seconds"])
+    section.rollout = words.rollout_lines(changes, new, stacks, lock)
+    section.replaced = words.replaced_lines(changes, stacks, STATEFUL)
+    return section
+
+
+def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | None = None) -> Review:
+    """Synthesize ``base`` and the working tree of ``repo`` and compare them, for ``envs`` (default: the
+    environments the change touches)."""
     from neuronkit.catalog.pricing import MissingPriceError
     from neuronkit.reports import cost
     from neuronkit.reports.pools import PoolError, pools_from_cdk_out
@@ -315,14 +423,36 @@ def review(base: str, repo: Path, work: Path | None = None) -> Review:
         added = _run(["git", "worktree", "add", "--detach", str(tree), base], repo)
         if added.returncode != 0:
             raise ReviewError(f"git worktree add {base} failed: {added.stderr.strip()}")
+        old_envs, old_data, old_why = _load(tree)
+        new_envs, new_data, new_why = _load(repo)
+        known = sorted(set(old_data) | set(new_data))
+        unknown = [n for n in envs or [] if n not in known]
+        if unknown:
+            raise ReviewError(
+                "; ".join(f"--env {n}: no such environment in either revision" for n in unknown)
+                + f"; known environments: {', '.join(known) or 'none'}"
+            )
         old = synth(tree, scratch / "base.out")
         new = synth(repo, scratch / "new.out")
-        result = Review(base=base, changes=compare_templates(old, new, _regions(repo)))
+        every = compare_templates(old, new, _regions(repo))
+        chosen = list(dict.fromkeys(envs)) if envs else touched(old_data, new_data, every)
+        mine = [c for c in every if env_of(c.stack, known) in chosen or env_of(c.stack, known) is None]
+        result = Review(base=base, changes=mine)
+        for name in chosen:
+            section = what_changes(name, old_envs.get(name), new_envs.get(name), old, new, mine)
+            if name in new_why:
+                section.note = f"not compared: {new_why[name]}"
+            elif name in old_why:
+                section.note = f"base not compared: {old_why[name]}"
+            result.environments.append(section)
         try:
-            result.cost = cost.diff_report(pools_from_cdk_out(scratch / "base.out"), pools_from_cdk_out(scratch / "new.out"))
+            result.cost = cost.diff_report(
+                [p for p in pools_from_cdk_out(scratch / "base.out") if p.environment in chosen],
+                [p for p in pools_from_cdk_out(scratch / "new.out") if p.environment in chosen],
+            )
         except (PoolError, MissingPriceError) as err:
             result.cost = f"Cost change not computed: {str(err).splitlines()[0]}"
-        result.budgets = _budgets(repo, scratch / "new.out")
+        result.budgets = _budgets([new_envs[n] for n in chosen if n in new_envs], scratch / "new.out")
         return result
     finally:
         _run(["git", "worktree", "remove", "--force", str(tree)], repo)

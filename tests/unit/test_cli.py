@@ -89,8 +89,9 @@ def _option(path: tuple[str, ...], flag: str) -> argparse.Action | None:
     return next((a for a in parser._actions if flag in a.option_strings), None)
 
 
-# The commands that read environment files; summary and review read synths and git revisions instead.
-# assess reads them for its fleet check (a GPU fallback cheaper per node than the Neuron primary).
+# The commands that read environment files; summary reads synths instead. review compares two git revisions of
+# environments/, so it takes --env (an environment of either revision) but no --file. assess reads environment
+# files for its fleet check (a GPU fallback cheaper per node than the Neuron primary).
 ENVIRONMENT_COMMANDS = [
     ("validate",),
     ("cost",),
@@ -100,11 +101,16 @@ ENVIRONMENT_COMMANDS = [
     ("pilot", "report"),
     ("assess",),
 ]
+REVISION_COMMANDS = [("review",)]
 
 
 def test_the_environment_commands_are_all_the_ones_with_env_or_file() -> None:
     found = [p for p in COMMANDS if _option(p, "--env") or _option(p, "--file")]
-    assert sorted(found) == sorted(ENVIRONMENT_COMMANDS)
+    assert sorted(found) == sorted(ENVIRONMENT_COMMANDS + REVISION_COMMANDS)
+    for path in REVISION_COMMANDS:
+        env = _option(path, "--env")
+        assert env is not None and isinstance(env, argparse._AppendAction) and env.metavar == "NAME"
+        assert _option(path, "--file") is None
 
 
 @pytest.mark.parametrize("path", ENVIRONMENT_COMMANDS, ids=" ".join)

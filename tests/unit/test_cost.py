@@ -615,14 +615,95 @@ def test_the_report_compares_the_whole_maximum_with_the_budget(capsys, monkeypat
     fee, _ = _prod_block()
     top = fee + (2 * price("p5.48xlarge", "us-east-2") + 12 * price("inf2.48xlarge", "us-east-2")) * HOURS
     top += sum(f.monthly for f in fixed_costs(env))
-    assert f"Budget $450,000.00 a month: at max capacity {money(top)} ({top / 450_000 * 100:.0f}%), within the budget." in out
-    # A budget below the maximum says so and how to fix it.
+    assert f"max {money(top)} ({top / 450_000 * 100:.1f}%): within the budget at desired (budget.enforce: desired)." in out
+    assert out.count("Budget $450,000.00 a month; estimate min $") == 1
+    # A budget below the maximum, enforced at max, says so and how to fix it.
     data = yaml.safe_load((REPO / "environments" / "prod.yaml").read_text())
     data["budget"]["monthly_usd"] = 100_000
     path = tmp_path / "prod.yaml"
     path.write_text(yaml.safe_dump(data))
-    code, out, _ = run(["cost", "--file", str(path)], capsys, monkeypatch)
-    assert code == 0 and "over the budget: lower max sizes or raise budget.monthly_usd" in out
+    data["budget"]["enforce"] = "max"
+    path.write_text(yaml.safe_dump(data))
+    code, out, err = run(["cost", "--file", str(path)], capsys, monkeypatch)
+    assert code == 1 and "**over the budget at max** (budget.enforce: max); lower the sizes or raise budget.monthly_usd" in out
+    assert err.startswith(f"{path}: budget.monthly_usd: the estimate at max capacity, {money(top)} a month, exceeds")
+
+
+# --------------------------------------------------------------------------------------------
+# the budget gate: budget.enforce (desired by default, max, off) against budget.monthly_usd
+# --------------------------------------------------------------------------------------------
+def _levels(env: config.Environment) -> dict[str, float]:
+    """min/desired/max computed here: nodes x hourly price x hours, plus the fixed charges."""
+    from neuronkit.reports.cost import fixed_costs
+
+    fixed = sum(f.monthly for f in fixed_costs(env))
+    pools = pools_from_environment(env)
+    assert pools and all(p.block_fee is None for p in pools)  # priced on demand, so the formula below holds
+    sizes = {"min": "min_size", "desired": "desired_size", "max": "max_size"}
+    return {
+        level: fixed + sum(getattr(p, attr) * price(p.primary_type, p.region) * HOURS for p in pools)
+        for level, attr in sizes.items()
+    }
+
+
+def _dev_with(tmp_path: Path, fleet: dict[str, Any], budget: dict[str, Any] | None = None) -> Path:
+    import yaml
+
+    data = yaml.safe_load((REPO / "environments" / "dev.yaml").read_text())
+    data["inference"][0].update(fleet)
+    data["budget"].update(budget or {})
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_dev_passes_the_default_gate_and_shows_the_three_levels(capsys, monkeypatch) -> None:
+    env = config.load_environment(REPO / "environments" / "dev.yaml")
+    assert env.budget is not None and env.budget.enforce == "desired"  # the default
+    code, out, err = run(["cost", "--env", "dev"], capsys, monkeypatch)
+    assert code == 0, err
+    levels = _levels(env)
+    assert levels["desired"] <= env.budget.monthly_usd
+    shown = ", ".join(f"{lv} {money(levels[lv])} ({levels[lv] / env.budget.monthly_usd * 100:.1f}%)" for lv in levels)
+    assert f"Budget $3,000.00 a month; estimate {shown}: within the budget at desired (budget.enforce: desired)" in out
+
+
+def test_a_400_node_fleet_fails_the_gate_with_min_desired_and_max(capsys, monkeypatch, tmp_path) -> None:
+    path = _dev_with(tmp_path, {"min_size": 0, "desired_size": 400, "max_size": 400})
+    levels = _levels(config.load_environment(path))
+    assert levels["desired"] > 3000
+    code, out, err = run(["cost", "--file", str(path)], capsys, monkeypatch)
+    assert code == 1
+    expected = (
+        f"{path}: budget.monthly_usd: the estimate at desired capacity, {money(levels['desired'])} a month, exceeds the "
+        f"budget of $3,000.00 (min {money(levels['min'])}, desired {money(levels['desired'])}, max {money(levels['max'])}; "
+        "pools and fixed charges); lower the sizes or raise budget.monthly_usd (budget.enforce: desired)"
+    )
+    assert err.splitlines() == [expected]
+    assert "**over the budget at desired**" in out
+    # validate holds the same gate, with the same line, and prints no "ok" for the file.
+    code, out, err = run(["validate", str(path)], capsys, monkeypatch)
+    assert code == 1 and expected in err.splitlines() and ": ok:" not in out
+    # The override is a reviewed line in the file: a budget that covers it.
+    raised = _dev_with(tmp_path, {"min_size": 0, "desired_size": 400, "max_size": 400}, {"monthly_usd": levels["max"] + 1})
+    assert run(["cost", "--file", str(raised)], capsys, monkeypatch)[0] == 0
+
+
+def test_max_size_400_passes_at_desired_fails_at_max_and_off_turns_the_gate_off(capsys, monkeypatch, tmp_path) -> None:
+    fleet = {"min_size": 0, "max_size": 400}
+    code, out, _ = run(["cost", "--file", str(_dev_with(tmp_path, fleet))], capsys, monkeypatch)
+    assert code == 0 and "within the budget at desired (budget.enforce: desired); at max it would exceed it (not enforced)" in out
+    code, _, err = run(["validate", str(_dev_with(tmp_path, fleet, {"enforce": "max"}))], capsys, monkeypatch)
+    assert code == 1 and "budget.monthly_usd: the estimate at max capacity" in err
+    off = _dev_with(tmp_path, {"min_size": 0, "desired_size": 400, "max_size": 400}, {"enforce": "off"})
+    code, out, _ = run(["cost", "--file", str(off)], capsys, monkeypatch)
+    assert code == 0 and "not enforced (budget.enforce: off)" in out
+    assert run(["validate", str(off)], capsys, monkeypatch)[0] == 0
+
+
+def test_an_unknown_enforce_level_is_one_line_naming_the_choices(capsys, monkeypatch, tmp_path) -> None:
+    code, _, err = run(["validate", str(_dev_with(tmp_path, {}, {"enforce": "always"}))], capsys, monkeypatch)
+    assert code == 1 and "budget.enforce" in err and "'desired'" in err and "Traceback" not in err
 
 
 def test_a_model_fleet_notes_what_its_compile_nodes_cost_per_rollout() -> None:

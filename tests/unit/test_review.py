@@ -4,6 +4,7 @@ changes, references to replaced resources across stacks), and the command in a c
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import subprocess
@@ -146,3 +147,81 @@ def test_review_in_a_clone_flags_the_file_system_a_moved_subnet_replaces(clone: 
     # The base worktree is gone again.
     listed = subprocess.run(["git", "-C", str(clone), "worktree", "list"], capture_output=True, text=True, check=True).stdout
     assert len(listed.strip().splitlines()) == 1
+
+
+def _why_pull_request(clone: Path) -> None:
+    """The pull request of issue 26's "Why", as a working tree on top of the clone's commit: prod's chat fleet grows
+    (max 12 -> 16, desired 4 -> 6), serves Llama 3.3 from a new S3 prefix with a longer context, and the training
+    pool moves to Neuron SDK 2.29.1 (its DLAMI lookup pinned in cdk.context.json, as the real change would)."""
+    prod = clone / "environments" / "prod.yaml"
+    data = yaml.safe_load(prod.read_text())
+    fleet = data["inference"][0]
+    assert fleet["model"]["id"] == "meta-llama/Llama-3.1-70B-Instruct"  # the base this fixture starts from
+    fleet.update(max_size=16, desired_size=6)
+    fleet["model"].update(id="meta-llama/Llama-3.3-70B-Instruct", s3_prefix="models/llama-3.3-70b-instruct/", max_model_len=16384)
+    data["training"][0]["neuron_sdk"] = "2.29.1"
+    prod.write_text(yaml.safe_dump(data, sort_keys=False))
+    context_file = clone / "cdk.context.json"
+    context = json.loads(context_file.read_text())
+    pinned = [k for k in context if "Neuron SDK 2.28.1" in k and "region=us-east-2" in k]
+    assert pinned, "the base pins prod's 2.28.1 DLAMI"
+    context[pinned[0].replace("2.28.1", "2.29.1")] = "ami-0a29b1c2d3e4f5a6b"
+    context_file.write_text(json.dumps(context, indent=2))
+
+
+def _review(clone: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull})
+    return subprocess.run(
+        [sys.executable, "-m", "neuronkit.cli", "review", *args],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+
+
+def test_review_of_the_issue_pull_request_says_what_changes_first(tmp_path_factory: pytest.TempPathFactory) -> None:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and the project's repository")
+    clone = tmp_path_factory.mktemp("why") / "repo"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    _why_pull_request(clone)
+    out = clone / "review.md"
+    done = _review(clone, "HEAD", "-o", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    first, _, rest = text.partition("### Resources")
+    assert rest, "the resource table stays, below the first section"
+    # Only the environment the change touches (dev's file and stacks are the same in both revisions).
+    assert "#### prod" in first and "#### dev" not in first
+    # The fleet's size (the base's sizes from the committed file).
+    was = yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text())["inference"][0]
+    name, sizes = was["name"], f"{was['min_size']}/{was.get('desired_size', was['min_size'])}/{was['max_size']}"
+    assert f"- {name} (inference): nodes min/desired/max {sizes} → {was['min_size']}/6/16" in first
+    # The SDK change, with validate's warning for the head.
+    assert "pretrain (training[0]): Neuron SDK 2.28.1 → 2.29.1" in first
+    assert "warning (validate): training[0].neuron_sdk: PyTorch training on trn2 is in maintenance in Neuron 2.29.1" in first
+    # The model change, and the context length in the serving profile and its compiled-artifact key.
+    assert "chat: model meta-llama/Llama-3.1-70B-Instruct (70.6B, bfloat16) → meta-llama/Llama-3.3-70B-Instruct" in first
+    assert "chat on inf2.48xlarge: max_model_len 8192 → 16384; compiled-artifact key " in first
+    # The widened read, in words.
+    bucket = "prod-artifacts-222222222222-us-east-2"
+    assert (
+        f"prod-chat inference nodes (role FleetchatNodeRole4D7F59C6) may now read s3://{bucket}/models/llama-3.3-70b-instruct/"
+        in first
+    )
+    assert f"may no longer read s3://{bucket}/models/llama-3.1-70b-instruct/" in first
+    # The roll: the compile first, with its budget, then every node at the rolling pace.
+    roll = next(line for line in first.splitlines() if line.startswith("- prod/chat (prod-chat) rolls:"))
+    assert "first one inf2.48xlarge node compiles compiled/meta-llama-llama-3.3-70b-instruct/" in roll
+    assert "a compile may take up to 2 h" in roll and "**every node is replaced**: 6 node(s) at desired" in roll
+    assert "- prod/pretrain (prod-pretrain): launch template" in first and "no rolling update" in first
+    # The cost against the budget, at the three levels, for prod alone.
+    assert "**Cost against the budget**" in first and "| desired | $" in first
+    assert "Budget $450,000.00 a month; estimate min $" in first and "within the budget at desired" in first
+    budgets = rest.partition("### Against the budgets")[2]
+    assert "prod: $" in budgets and "dev:" not in budgets
+    # An environment neither revision has is a usage error, before any synth.
+    done = _review(clone, "HEAD", "--env", "staging")
+    assert (
+        done.returncode == 2
+        and "--env staging: no such environment in either revision; known environments: dev, prod" in done.stderr
+    )

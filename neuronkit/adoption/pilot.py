@@ -41,8 +41,10 @@ class Side:
 
 def sides(env: Environment) -> list[Side]:
     pilot = _pilot(env)
+    if pilot.cluster is None:
+        raise ValueError(f"{env.name}: the pilot has no training side (cluster:)")
     cluster = next(c for c in env.training if c.name == pilot.cluster)
-    assert cluster.gpu_pool is not None  # validated
+    assert cluster.gpu_pool is not None and pilot.neuron_command and pilot.gpu_command  # validated
     return [
         Side("neuron", cluster.name, cluster.instance_type, pilot.neuron_command),
         Side("gpu", gpu_pool_name(cluster.name), cluster.gpu_pool.instance_type, pilot.gpu_command),
@@ -57,6 +59,14 @@ def _pilot(env: Environment) -> Pilot:
 
 def new_run_id(now: dt.datetime | None = None) -> str:
     return (now or dt.datetime.now(dt.UTC)).strftime("run-%Y%m%dT%H%M%SZ")
+
+
+def run_started(run_id: str) -> dt.datetime | None:
+    """When a run named by :func:`new_run_id` started (None for a name of your own)."""
+    try:
+        return dt.datetime.strptime(run_id, "run-%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
 
 
 def start(env: Environment, batch: Any, run_id: str) -> dict[str, str]:
@@ -129,8 +139,12 @@ def read_runs(env: Environment, logs: Any, run_id: str) -> dict[str, Series]:
     out: dict[str, Series] = {}
     for s in sides(env):
         series = Series(s.side, s.instance_type)
-        # A quoted term: CloudWatch Logs returns the lines that carry the run id; each is then parsed and checked.
-        kwargs: dict[str, Any] = {"logGroupName": s.log_group(env), "filterPattern": f'"{run_id}"'}
+        # No filter pattern: the lines are filtered here, by their parsed fields (moto ignores quoted terms, and a
+        # pattern would only save transfer). A run id from `pilot start` bounds the read to the run's start.
+        kwargs: dict[str, Any] = {"logGroupName": s.log_group(env)}
+        since = run_started(run_id)
+        if since is not None:
+            kwargs["startTime"] = int((since - dt.timedelta(minutes=5)).timestamp() * 1000)
         while True:
             try:
                 page = logs.filter_log_events(**kwargs)
@@ -175,6 +189,37 @@ class SideResult:
 
 
 @dataclass(frozen=True)
+class LossWindow:
+    """The mean loss (and its spread) of each side over the last ``steps`` steps both sides reached."""
+
+    first_step: int
+    last_step: int
+    steps: int
+    mean: dict[str, float]
+    std: dict[str, float]  # population standard deviation of the window's losses
+
+    @property
+    def gap_percent(self) -> float | None:
+        g = self.mean["gpu"]
+        return (self.mean["neuron"] - g) / abs(g) * 100 if g else None
+
+
+def loss_window(runs: dict[str, Series], size: int) -> LossWindow | None:
+    """The window of the last ``size`` steps both sides reported (fewer when they share fewer), or None."""
+    common = sorted(set(runs["neuron"].steps) & set(runs["gpu"].steps))[-size:]
+    if not common:
+        return None
+    losses = {side: [runs[side].loss_at(step) or 0.0 for step in common] for side in SIDES}
+    return LossWindow(
+        first_step=common[0],
+        last_step=common[-1],
+        steps=len(common),
+        mean={side: statistics.fmean(v) for side, v in losses.items()},
+        std={side: statistics.pstdev(v) for side, v in losses.items()},
+    )
+
+
+@dataclass(frozen=True)
 class Comparison:
     pilot: str
     run_id: str
@@ -183,19 +228,42 @@ class Comparison:
     budget_steps: int
     results: dict[str, SideResult]
     common_step: int | None
-    loss_gap_percent: float | None  # (neuron - gpu) / gpu at the last step both reached
+    loss_gap_percent: float | None  # (neuron - gpu) / gpu of the mean loss over the window
     max_loss_gap_percent: float
     verdict: str
+    window: LossWindow | None = None
+
+
+@dataclass(frozen=True)
+class TrainingTerms:
+    """What a training comparison needs besides the runs (from the file, or from a saved run's run.json)."""
+
+    pilot: str
+    region: str
+    nodes: int
+    budget_steps: int
+    max_loss_gap_percent: float
+    loss_window_steps: int
+
+
+def terms(env: Environment) -> TrainingTerms:
+    pilot = _pilot(env)
+    return TrainingTerms(
+        pilot.name, env.region, pilot.nodes, pilot.steps or 0, pilot.max_loss_gap_percent, pilot.loss_window_steps
+    )
 
 
 def compare(env: Environment, runs: dict[str, Series], run_id: str) -> Comparison:
-    pilot = _pilot(env)
+    return compare_runs(terms(env), runs, run_id)
+
+
+def compare_runs(t: TrainingTerms, runs: dict[str, Series], run_id: str) -> Comparison:
     table = pricing.load_prices()
     results: dict[str, SideResult] = {}
     for side in SIDES:
         s = runs[side]
-        hourly_one = table.hourly(s.instance_type, env.region)
-        hourly = hourly_one * pilot.nodes if hourly_one is not None else None
+        hourly_one = table.hourly(s.instance_type, t.region)
+        hourly = hourly_one * t.nodes if hourly_one is not None else None
         wall = sum(s.step_seconds) / 3600
         tokens = sum(s.tokens)
         total = hourly * wall if hourly is not None else None
@@ -206,17 +274,13 @@ def compare(env: Environment, runs: dict[str, Series], run_id: str) -> Compariso
             hourly=hourly, total_cost=total,
             cost_per_million_tokens=(total / tokens * 1e6) if total is not None and tokens else None,
         )  # fmt: skip
-    common = sorted(set(runs["neuron"].steps) & set(runs["gpu"].steps))
-    step = common[-1] if common else None
-    gap = None
-    if step is not None:
-        n, g = runs["neuron"].loss_at(step), runs["gpu"].loss_at(step)
-        if n is not None and g:
-            gap = (n - g) / abs(g) * 100
+    window = loss_window(runs, t.loss_window_steps)
+    gap = window.gap_percent if window is not None else None
     return Comparison(
-        pilot=pilot.name, run_id=run_id, region=env.region, nodes=pilot.nodes, budget_steps=pilot.steps, results=results,
-        common_step=step, loss_gap_percent=gap, max_loss_gap_percent=pilot.max_loss_gap_percent,
-        verdict=_verdict(results, gap, pilot.max_loss_gap_percent, pilot.steps),
+        pilot=t.pilot, run_id=run_id, region=t.region, nodes=t.nodes, budget_steps=t.budget_steps, results=results,
+        common_step=window.last_step if window else None, loss_gap_percent=gap,
+        max_loss_gap_percent=t.max_loss_gap_percent,
+        verdict=_verdict(results, gap, t.max_loss_gap_percent, t.budget_steps), window=window,
     )  # fmt: skip
 
 
@@ -231,8 +295,8 @@ def _verdict(results: dict[str, SideResult], gap: float | None, tolerance: float
         return "incomplete: the two sides share no step to compare the loss at" + note
     if gap > tolerance:
         return (
-            f"not yet: Trainium's loss is {gap:.1f}% above the GPU's at the last common step (tolerance {tolerance:g}%); "
-            "check precision settings and the compiler flags before production" + note
+            f"not yet: Trainium's mean loss over the last common steps is {gap:.1f}% above the GPU's (tolerance "
+            f"{tolerance:g}%); check precision settings and the compiler flags before production" + note
         )
     if n.cost_per_million_tokens is None or g.cost_per_million_tokens is None:
         return "accuracy matches; cost not compared (a type has no list price in catalog/prices.json)" + note
@@ -317,13 +381,23 @@ def render(comparison: Comparison, images: Sequence[Path], out: Path) -> str:
             f"{money(r.cost_per_million_tokens)} |"
         )
     lines += [""]
-    if c.common_step is not None and c.loss_gap_percent is not None:
+    w = c.window
+    if w is not None and c.loss_gap_percent is not None:
         lines.append(
-            f"Accuracy at equal steps: at step {c.common_step}, the last both reached, Trainium's loss is "
+            f"Accuracy over a window: the mean loss of steps {w.first_step}-{w.last_step} ({w.steps} steps both sides "
+            f"reached, the last at step {w.last_step}) is {w.mean['neuron']:.4f} ± {w.std['neuron']:.4f} on Trainium and "
+            f"{w.mean['gpu']:.4f} ± {w.std['gpu']:.4f} on the GPU (mean ± standard deviation): Trainium's is "
             f"{c.loss_gap_percent:+.2f}% against the GPU's (tolerance {c.max_loss_gap_percent:g}%)."
         )
+        lines += [
+            "",
+            "Verdict rules: *go* when the window's mean loss gap is within the tolerance and Trainium costs less per "
+            "token; *hold* when it matches but costs more; *not yet* when the gap exceeds the tolerance; "
+            "*incomplete* when a side reported no steps or the sides share none. Averaging a window keeps one noisy "
+            "step from flipping the verdict; compare the gap with the spread before reading much into it.",
+        ]
     else:
-        lines.append("Accuracy at equal steps: not comparable (no common step).")
+        lines.append("Accuracy over a window: not comparable (no common step).")
     lines += ["", "## Plots", ""]
     lines += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in images]
     lines += [

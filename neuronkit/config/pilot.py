@@ -161,6 +161,8 @@ def _serving_problems(s: ServingPilot, fleets: list[InferenceFleet]) -> list[tup
     if fleet.model is None:
         return [("pilot.serving.fleet", f"{fleet.name} brings its own server (serve:); a serving pilot needs model:")]
     out: list[tuple[str, str]] = []
+    if fleet.tls is not None:
+        out.append(("pilot.serving.fleet", f"{fleet.name} has tls:; the load job calls the load balancer by its DNS name over HTTP, so pilot a fleet without tls (a pilot environment of its own)"))
     g = gpu_type(s, fleet)
     if g is None:
         out.append(("pilot.serving.gpu_type", f"{fleet.name} has no fallback_types; name the GPU side's type"))

@@ -19,6 +19,7 @@ from typing import Any
 from neuronkit.adoption.pilot_metrics import SIDES
 from neuronkit.catalog import pricing
 from neuronkit.config import Environment, Pilot
+from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.reports.pools import gpu_pool_name
 
 
@@ -101,6 +102,85 @@ def start(env: Environment, batch: Any, run_id: str) -> dict[str, str]:
         )
         jobs[s.side] = answer["jobId"]
     return jobs
+
+
+def start_load_job(env: Environment, ecs: Any, cloudformation: Any, run_id: str) -> str:
+    """Run the serving pilot's load job (an ECS task on Fargate) with ``run_id``; its task ARN."""
+    pilot = _pilot(env)
+    stack = f"{env.name}-inference"
+    try:
+        outputs = cloudformation.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    except cloudformation.exceptions.ClientError:
+        raise ValueError(f"no stack {stack}: deploy the environment (its serving pilot) first") from None
+    found = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+    if OUTPUT_SUBNET not in found or OUTPUT_SECURITY_GROUP not in found:
+        raise ValueError(f"{stack} has no pilot load job: deploy the environment with its pilot.serving section first")
+    overrides = [{"name": c, "environment": [{"name": "PILOT_RUN", "value": run_id}]} for c in ("bench", "upload")]
+    answer = ecs.run_task(
+        cluster=f"{env.name}-pilot",
+        taskDefinition=f"{env.name}-pilot-{pilot.name}",
+        launchType="FARGATE",
+        count=1,
+        networkConfiguration={
+            "awsvpcConfiguration": {
+                "subnets": [found[OUTPUT_SUBNET]],
+                "securityGroups": [found[OUTPUT_SECURITY_GROUP]],
+                "assignPublicIp": "DISABLED",
+            }
+        },
+        overrides={"containerOverrides": overrides},
+        tags=[{"key": "neuronkit:pilot", "value": pilot.name}, {"key": "neuronkit:pilot-run", "value": run_id}],
+        propagateTags="TASK_DEFINITION",
+    )
+    if answer.get("failures") or not answer.get("tasks"):
+        reasons = "; ".join(f"{f.get('arn', '')} {f.get('reason', '')}".strip() for f in answer.get("failures", []))
+        raise ValueError(f"the load job did not start: {reasons or 'no task returned'}")
+    return str(answer["tasks"][0]["taskArn"])
+
+
+def results_prefix(env: Environment, run_id: str) -> tuple[str, str]:
+    """(bucket, prefix) where the load job uploads a run."""
+    return f"{env.name}-artifacts-{env.account}-{env.region}", f"pilot/{_pilot(env).name}/{run_id}/"
+
+
+def download_run(env: Environment, s3: Any, run_id: str, folder: Path) -> int:
+    """Copy a run's results from S3 into ``folder`` (the layout ``pilot_serving.read_run`` reads); files copied."""
+    bucket, prefix = results_prefix(env, run_id)
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            target = folder / obj["Key"][len(prefix) :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, obj["Key"], str(target))
+            count += 1
+    if not count:
+        raise ValueError(f"no results under s3://{bucket}/{prefix}: has the load job of {run_id} finished? (its log: /neuronkit/{env.name}/pilot/{_pilot(env).name})")
+    return count
+
+
+def saved_training(folder: Path) -> tuple[TrainingTerms, dict[str, Series], str] | None:
+    """A training run saved in a run folder: run.json's ``training`` entry and steps/<side>.jsonl, or None."""
+    meta_path = folder / "run.json"
+    if not meta_path.is_file() or not (folder / "steps").is_dir():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+        t = meta["training"]
+        terms = TrainingTerms(
+            str(meta["pilot"]), str(meta["region"]), int(t.get("nodes", 1)), int(t["budget_steps"]),
+            float(t.get("max_loss_gap_percent", 2.0)), int(t.get("loss_window_steps", 50)),
+        )  # fmt: skip
+        runs = {side: Series(side, str(t["instance_types"][side])) for side in SIDES}
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{meta_path}: a training run needs training.budget_steps and training.instance_types ({err})") from None
+    for side in SIDES:
+        path = folder / "steps" / f"{side}.jsonl"
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            doc = json.loads(line) if line.strip().startswith("{") else None
+            if isinstance(doc, dict) and "Step" in doc:
+                runs[side].add(doc)
+        runs[side].sort()
+    return terms, runs, str(meta["run_id"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -31,6 +31,9 @@ from neuronkit import catalog
 from neuronkit.adoption.pilot_metrics import SIDES
 from neuronkit.catalog import pricing
 
+# The inference stack's outputs that say where `neuronkit pilot start` runs the load job.
+OUTPUT_SUBNET = "PilotLoadJobSubnet"
+OUTPUT_SECURITY_GROUP = "PilotLoadJobSecurityGroup"
 MAX_ERROR_RATE = 0.01  # an operating point may fail at most 1% of its requests
 SAMPLE = Path(__file__).parent / "pilot_sample"
 EVALSET = Path(__file__).parent / "pilot_evalset.json"

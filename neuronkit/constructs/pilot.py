@@ -17,6 +17,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from neuronkit.adoption.pilot_metrics import NAMESPACE, SIDES
+from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.catalog import pricing
 from neuronkit import userdata
 from neuronkit.constructs import durations
@@ -151,10 +152,6 @@ class LoadJobSpec:
     @property
     def rates_text(self) -> str:
         return " ".join(f"{r:g}" for r in self.rates)
-
-
-OUTPUT_SUBNET = "PilotLoadJobSubnet"
-OUTPUT_SECURITY_GROUP = "PilotLoadJobSecurityGroup"
 
 
 class PilotLoadJob(Construct):

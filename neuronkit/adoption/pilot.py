@@ -147,12 +147,15 @@ def download_run(env: Environment, s3: Any, run_id: str, folder: Path) -> int:
     """Copy a run's results from S3 into ``folder`` (the layout ``pilot_serving.read_run`` reads); files copied."""
     bucket, prefix = results_prefix(env, run_id)
     count = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            target = folder / obj["Key"][len(prefix) :]
-            target.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, obj["Key"], str(target))
-            count += 1
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                target = folder / obj["Key"][len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(bucket, obj["Key"], str(target))
+                count += 1
+    except s3.exceptions.NoSuchBucket:
+        raise ValueError(f"no bucket {bucket}: deploy the environment (its storage stack and serving pilot) first") from None
     if not count:
         raise ValueError(f"no results under s3://{bucket}/{prefix}: has the load job of {run_id} finished? (its log: /neuronkit/{env.name}/pilot/{_pilot(env).name})")
     return count

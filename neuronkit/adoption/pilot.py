@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit.adoption.pilot_metrics import SIDES
+from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.catalog import pricing
 from neuronkit.config import Environment, Pilot
-from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.reports.pools import gpu_pool_name
 
 
@@ -157,7 +157,9 @@ def download_run(env: Environment, s3: Any, run_id: str, folder: Path) -> int:
     except s3.exceptions.NoSuchBucket:
         raise ValueError(f"no bucket {bucket}: deploy the environment (its storage stack and serving pilot) first") from None
     if not count:
-        raise ValueError(f"no results under s3://{bucket}/{prefix}: has the load job of {run_id} finished? (its log: /neuronkit/{env.name}/pilot/{_pilot(env).name})")
+        raise ValueError(
+            f"no results under s3://{bucket}/{prefix}: has the load job of {run_id} finished? (its log: /neuronkit/{env.name}/pilot/{_pilot(env).name})"
+        )
     return count
 
 

@@ -178,7 +178,9 @@ def read_run(folder: Path) -> Run:
     meta = _json(folder / "run.json")
     try:
         sides = {
-            s: SideInfo(s, str(v["instance_type"]), int(v.get("nodes", 1)), str(v.get("image", "")), str(v.get("vllm_version", "")))
+            s: SideInfo(
+                s, str(v["instance_type"]), int(v.get("nodes", 1)), str(v.get("image", "")), str(v.get("vllm_version", ""))
+            )
             for s, v in meta["sides"].items()
         }
         run = Run(
@@ -478,7 +480,9 @@ def render(c: ServingComparison, images: Sequence[Path], out: Path) -> str:
         "",
     ]
     for s, r in c.sides.items():
-        lines += _curve(f"{s}: {r.info.instance_type} x {r.info.nodes}, `{r.info.image}` (vLLM {r.info.vllm_version})", r, r.curve)
+        lines += _curve(
+            f"{s}: {r.info.instance_type} x {r.info.nodes}, `{r.info.image}` (vLLM {r.info.vllm_version})", r, r.curve
+        )
         for dataset, curve in r.dataset_curves.items():
             lines += _curve(f"{s}, your dataset ({dataset}): `{r.info.image}` (vLLM {r.info.vllm_version})", r, curve)
     lines += _costs(c)

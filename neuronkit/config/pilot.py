@@ -48,7 +48,9 @@ class ServingPilot(Strict):
         description="Request rates (requests per second, Poisson arrivals) swept on both sides, in order.",
     )
     prompts_per_rate: int = Field(default=200, ge=10, le=100_000, description="Requests sent at each rate (--num-prompts).")
-    seed: int = Field(default=0, ge=0, description="Seed of the random dataset and arrivals (--seed): same prompts on both sides.")
+    seed: int = Field(
+        default=0, ge=0, description="Seed of the random dataset and arrivals (--seed): same prompts on both sides."
+    )
     warmup_requests: int = Field(default=16, ge=1, le=10_000, description="Requests each side serves before measuring.")
     dataset_s3_key: str | None = Field(
         default=None,
@@ -162,27 +164,47 @@ def _serving_problems(s: ServingPilot, fleets: list[InferenceFleet]) -> list[tup
         return [("pilot.serving.fleet", f"{fleet.name} brings its own server (serve:); a serving pilot needs model:")]
     out: list[tuple[str, str]] = []
     if fleet.tls is not None:
-        out.append(("pilot.serving.fleet", f"{fleet.name} has tls:; the load job calls the load balancer by its DNS name over HTTP, so pilot a fleet without tls (a pilot environment of its own)"))
+        out.append(
+            (
+                "pilot.serving.fleet",
+                f"{fleet.name} has tls:; the load job calls the load balancer by its DNS name over HTTP, so pilot a fleet without tls (a pilot environment of its own)",
+            )
+        )
     g = gpu_type(s, fleet)
     if g is None:
         out.append(("pilot.serving.gpu_type", f"{fleet.name} has no fallback_types; name the GPU side's type"))
     elif serving.accelerator_of(g) != "gpu":
-        out.append(("pilot.serving.gpu_type", f"'{g}' is not a GPU type; name one, e.g. {fleet.fallback_types[0] if fleet.fallback_types else 'g6e.12xlarge'}"))
+        out.append(
+            (
+                "pilot.serving.gpu_type",
+                f"'{g}' is not a GPU type; name one, e.g. {fleet.fallback_types[0] if fleet.fallback_types else 'g6e.12xlarge'}",
+            )
+        )
     else:
         problem = serving.fit_problem(_model(fleet), g)
         if problem:
             out.append(("pilot.serving.gpu_type", problem))
     if s.nodes > fleet.max_size:
-        out.append(("pilot.serving.nodes", f"{s.nodes} is more than {fleet.name}'s max_size {fleet.max_size}; the two sides must match"))
+        out.append(
+            ("pilot.serving.nodes", f"{s.nodes} is more than {fleet.name}'s max_size {fleet.max_size}; the two sides must match")
+        )
     if not out:
         n_in, n_out = lengths(s, fleet)
         context = min(max_model_len(fleet, t) for t in (fleet.neuron_types[0], g or fleet.neuron_types[0]))
         if n_in + n_out > context:
             out.append(
-                ("pilot.serving.input_tokens", f"{n_in} + output_tokens {n_out} exceed the {context}-token context the sides serve; lower them")
+                (
+                    "pilot.serving.input_tokens",
+                    f"{n_in} + output_tokens {n_out} exceed the {context}-token context the sides serve; lower them",
+                )
             )
     if s.dataset_s3_key is not None and (s.dataset_s3_key.startswith(("s3://", "/")) or s.dataset_s3_key.endswith("/")):
-        out.append(("pilot.serving.dataset_s3_key", f"'{s.dataset_s3_key}' must be an object key under the datasets bucket, e.g. pilot/prompts.jsonl"))
+        out.append(
+            (
+                "pilot.serving.dataset_s3_key",
+                f"'{s.dataset_s3_key}' must be an object key under the datasets bucket, e.g. pilot/prompts.jsonl",
+            )
+        )
     if list(s.request_rates) != sorted(set(s.request_rates)):
         out.append(("pilot.serving.request_rates", "give distinct rates in increasing order, e.g. [1, 2, 4, 8]"))
     return out

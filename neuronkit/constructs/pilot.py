@@ -16,10 +16,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
+from neuronkit import userdata
 from neuronkit.adoption.pilot_metrics import NAMESPACE, SIDES
 from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.catalog import pricing
-from neuronkit import userdata
 from neuronkit.constructs import durations
 from neuronkit.constructs.compliance import acknowledge
 
@@ -190,7 +190,9 @@ class PilotLoadJob(Construct):
         self.security_group = ec2.SecurityGroup(
             self, "SecurityGroup", vpc=vpc, description=f"{environment} pilot load job", allow_all_outbound=False
         )
-        self.security_group.add_egress_rule(ec2.Peer.ipv4(vpc_cidr or vpc.vpc_cidr_block), ec2.Port.all_tcp(), "The fleets' load balancers")
+        self.security_group.add_egress_rule(
+            ec2.Peer.ipv4(vpc_cidr or vpc.vpc_cidr_block), ec2.Port.all_tcp(), "The fleets' load balancers"
+        )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3, ECR and CloudWatch Logs endpoints")
         self._task(environment, log_retention_days)
         self._inputs()
@@ -268,9 +270,15 @@ class PilotLoadJob(Construct):
                 resources=repositories,
             )
         )
-        execution.add_to_principal_policy(iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        execution.add_to_principal_policy(
+            iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"])
+        )
         for scope in (role, execution):
-            acknowledge(scope, "AwsSolutions-IAM5", "object-level access under the model, asset and results prefixes only; ecr:GetAuthorizationToken has no resource-level permissions")
+            acknowledge(
+                scope,
+                "AwsSolutions-IAM5",
+                "object-level access under the model, asset and results prefixes only; ecr:GetAuthorizationToken has no resource-level permissions",
+            )
 
     def _containers(self, artifacts_bucket: str, datasets_bucket: str) -> None:
         s = self.spec
@@ -287,7 +295,9 @@ class PilotLoadJob(Construct):
             f'aws s3 cp --only-show-errors "{self.evalset.s3_object_url}" /work/kit/pilot_evalset.json',
         ]
         if s.dataset_s3_key:
-            fetch_lines.append(f'aws s3 cp --only-show-errors "s3://{datasets_bucket}/{s.dataset_s3_key}" /work/data/prompts.jsonl')
+            fetch_lines.append(
+                f'aws s3 cp --only-show-errors "s3://{datasets_bucket}/{s.dataset_s3_key}" /work/data/prompts.jsonl'
+            )
         if s.compile_marker_key:
             fetch_lines.append(
                 f'aws s3 cp --only-show-errors "s3://{artifacts_bucket}/{s.compile_marker_key}" /work/results/compile/neuron.json '

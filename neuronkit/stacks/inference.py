@@ -8,7 +8,6 @@ from aws_cdk import aws_autoscaling as autoscaling
 from constructs import Construct
 
 from neuronkit.adoption import pilot_serving
-
 from neuronkit.catalog import serving
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
@@ -23,9 +22,9 @@ from neuronkit.constructs.inference_fleet import (
     TlsSpec,
     _version_of,
 )
-from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotLoadJob
 from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotLoadJob
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
@@ -77,10 +76,16 @@ class InferenceStack(NeuronkitStack):
         group.mixed_instances_policy = autoscaling.CfnAutoScalingGroup.MixedInstancesPolicyProperty(
             launch_template=autoscaling.CfnAutoScalingGroup.LaunchTemplateProperty(
                 launch_template_specification=only_gpu,
-                overrides=[autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(instance_type=gpu, launch_template_specification=only_gpu)],
+                overrides=[
+                    autoscaling.CfnAutoScalingGroup.LaunchTemplateOverridesProperty(
+                        instance_type=gpu, launch_template_specification=only_gpu
+                    )
+                ],
             ),
             instances_distribution=autoscaling.CfnAutoScalingGroup.InstancesDistributionProperty(
-                on_demand_allocation_strategy="prioritized", on_demand_base_capacity=0, on_demand_percentage_above_base_capacity=100
+                on_demand_allocation_strategy="prioritized",
+                on_demand_base_capacity=0,
+                on_demand_percentage_above_base_capacity=100,
             ),
         )
         self.pilot_twin = twin
@@ -110,7 +115,13 @@ class InferenceStack(NeuronkitStack):
         )  # fmt: skip
 
     def _fleet(
-        self, config: Environment, f: FleetConfig, network: NetworkStack, storage: StorageStack, rebalance: bool = True, release_of: str | None = None
+        self,
+        config: Environment,
+        f: FleetConfig,
+        network: NetworkStack,
+        storage: StorageStack,
+        rebalance: bool = True,
+        release_of: str | None = None,
     ) -> InferenceFleet:
         hc = f.health_check
         pool = release_of or f.name

@@ -192,7 +192,9 @@ def test_report_compares_the_runs_and_writes_its_plots(
         runs = pilot.read_runs(load_environment(FILE), logs, run)
         # moto ignores CloudWatch Logs' quoted filter terms: the report filters the lines itself.
         assert len(runs["neuron"].steps) == 500 and len(runs["gpu"].steps) == 400
-        env = load_environment(FILE).model_copy(update={"pilot": load_environment(FILE).pilot.model_copy(update={"serving": None})})  # type: ignore[union-attr]
+        env = load_environment(FILE).model_copy(
+            update={"pilot": load_environment(FILE).pilot.model_copy(update={"serving": None})}
+        )  # type: ignore[union-attr]
         c = pilot.compare(env, runs, run)
         text = pilot.render(c, pilot.plots(runs, c, out), out)
         (out / "report.md").write_text(text)
@@ -262,7 +264,9 @@ def test_a_loss_gap_beyond_the_tolerance_is_not_yet() -> None:
         runs["gpu"].add({"Step": step, "Loss": 2.0, "TokensPerSecond": 100.0, "StepTime": 1.0})
     c = pilot.compare(env, runs, RUN)
     assert c.loss_gap_percent == pytest.approx(10.0)
-    assert c.verdict.startswith("not yet: Trainium's mean loss over the last common steps is 10.0% above the GPU's (tolerance 2%)")
+    assert c.verdict.startswith(
+        "not yet: Trainium's mean loss over the last common steps is 10.0% above the GPU's (tolerance 2%)"
+    )
 
 
 def test_one_noisy_step_flips_the_last_step_but_not_the_window() -> None:

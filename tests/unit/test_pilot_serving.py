@@ -166,8 +166,12 @@ def problems(edit: dict[str, Any]) -> list[str]:
 
 
 def test_the_serving_pilot_must_name_a_model_fleet_and_a_gpu_type() -> None:
-    assert problems({"fleet": "nope"}) == [f"{SHOWN}: pilot.serving.fleet: 'nope' is not an inference fleet of this file (fleets: chat)"]
-    assert problems({"gpu_type": "inf2.xlarge"})[0].startswith(f"{SHOWN}: pilot.serving.gpu_type: 'inf2.xlarge' is not a GPU type")
+    assert problems({"fleet": "nope"}) == [
+        f"{SHOWN}: pilot.serving.fleet: 'nope' is not an inference fleet of this file (fleets: chat)"
+    ]
+    assert problems({"gpu_type": "inf2.xlarge"})[0].startswith(
+        f"{SHOWN}: pilot.serving.gpu_type: 'inf2.xlarge' is not a GPU type"
+    )
     assert problems({"request_rates": [4, 2]}) == [
         f"{SHOWN}: pilot.serving.request_rates: give distinct rates in increasing order, e.g. [1, 2, 4, 8]"
     ]
@@ -204,14 +208,16 @@ def test_the_rendered_load_job_carries_the_pinned_image_seed_lengths_and_rates(i
                  '--seed "${SEED}"', '--request-rate "${rate}"', "--save-result", "vllm bench serve"):  # fmt: skip
         assert flag in script, flag
     # Health and warm-up of both endpoints come before any measurement.
-    assert script.index("pilot_eval.py\" wait") < script.index("warmup") < script.index('bench "${side}" "${rate}" random')
+    assert script.index('pilot_eval.py" wait') < script.index("warmup") < script.index('bench "${side}" "${rate}" random')
     # The results go to S3 once the benchmark container has finished.
     assert containers["upload"]["DependsOn"] == [{"ContainerName": "bench", "Condition": "COMPLETE"}]
     assert task["Properties"]["RequiresCompatibilities"] == ["FARGATE"]
 
 
 def test_the_gpu_twin_launches_only_its_gpu_type(inference: dict[str, Any]) -> None:
-    groups = {g["Properties"]["AutoScalingGroupName"]: g for g in resources(inference, "AWS::AutoScaling::AutoScalingGroup").values()}
+    groups = {
+        g["Properties"]["AutoScalingGroupName"]: g for g in resources(inference, "AWS::AutoScaling::AutoScalingGroup").values()
+    }
     twin = groups["pilot-pilot-gpu"]
     overrides = twin["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
     assert [o["InstanceType"] for o in overrides] == ["g5.xlarge"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit.adoption.pilot_metrics import SIDES
+from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.catalog import pricing
 from neuronkit.config import Environment, Pilot
 from neuronkit.reports.pools import gpu_pool_name
@@ -41,8 +42,10 @@ class Side:
 
 def sides(env: Environment) -> list[Side]:
     pilot = _pilot(env)
+    if pilot.cluster is None:
+        raise ValueError(f"{env.name}: the pilot has no training side (cluster:)")
     cluster = next(c for c in env.training if c.name == pilot.cluster)
-    assert cluster.gpu_pool is not None  # validated
+    assert cluster.gpu_pool is not None and pilot.neuron_command and pilot.gpu_command  # validated
     return [
         Side("neuron", cluster.name, cluster.instance_type, pilot.neuron_command),
         Side("gpu", gpu_pool_name(cluster.name), cluster.gpu_pool.instance_type, pilot.gpu_command),
@@ -57,6 +60,14 @@ def _pilot(env: Environment) -> Pilot:
 
 def new_run_id(now: dt.datetime | None = None) -> str:
     return (now or dt.datetime.now(dt.UTC)).strftime("run-%Y%m%dT%H%M%SZ")
+
+
+def run_started(run_id: str) -> dt.datetime | None:
+    """When a run named by :func:`new_run_id` started (None for a name of your own)."""
+    try:
+        return dt.datetime.strptime(run_id, "run-%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
 
 
 def start(env: Environment, batch: Any, run_id: str) -> dict[str, str]:
@@ -91,6 +102,90 @@ def start(env: Environment, batch: Any, run_id: str) -> dict[str, str]:
         )
         jobs[s.side] = answer["jobId"]
     return jobs
+
+
+def start_load_job(env: Environment, ecs: Any, cloudformation: Any, run_id: str) -> str:
+    """Run the serving pilot's load job (an ECS task on Fargate) with ``run_id``; its task ARN."""
+    pilot = _pilot(env)
+    stack = f"{env.name}-inference"
+    try:
+        outputs = cloudformation.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    except cloudformation.exceptions.ClientError:
+        raise ValueError(f"no stack {stack}: deploy the environment (its serving pilot) first") from None
+    found = {o["OutputKey"]: o["OutputValue"] for o in outputs}
+    if OUTPUT_SUBNET not in found or OUTPUT_SECURITY_GROUP not in found:
+        raise ValueError(f"{stack} has no pilot load job: deploy the environment with its pilot.serving section first")
+    overrides = [{"name": c, "environment": [{"name": "PILOT_RUN", "value": run_id}]} for c in ("bench", "upload")]
+    answer = ecs.run_task(
+        cluster=f"{env.name}-pilot",
+        taskDefinition=f"{env.name}-pilot-{pilot.name}",
+        launchType="FARGATE",
+        count=1,
+        networkConfiguration={
+            "awsvpcConfiguration": {
+                "subnets": [found[OUTPUT_SUBNET]],
+                "securityGroups": [found[OUTPUT_SECURITY_GROUP]],
+                "assignPublicIp": "DISABLED",
+            }
+        },
+        overrides={"containerOverrides": overrides},
+        tags=[{"key": "neuronkit:pilot", "value": pilot.name}, {"key": "neuronkit:pilot-run", "value": run_id}],
+        propagateTags="TASK_DEFINITION",
+    )
+    if answer.get("failures") or not answer.get("tasks"):
+        reasons = "; ".join(f"{f.get('arn', '')} {f.get('reason', '')}".strip() for f in answer.get("failures", []))
+        raise ValueError(f"the load job did not start: {reasons or 'no task returned'}")
+    return str(answer["tasks"][0]["taskArn"])
+
+
+def results_prefix(env: Environment, run_id: str) -> tuple[str, str]:
+    """(bucket, prefix) where the load job uploads a run."""
+    return f"{env.name}-artifacts-{env.account}-{env.region}", f"pilot/{_pilot(env).name}/{run_id}/"
+
+
+def download_run(env: Environment, s3: Any, run_id: str, folder: Path) -> int:
+    """Copy a run's results from S3 into ``folder`` (the layout ``pilot_serving.read_run`` reads); files copied."""
+    bucket, prefix = results_prefix(env, run_id)
+    count = 0
+    try:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                target = folder / obj["Key"][len(prefix) :]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(bucket, obj["Key"], str(target))
+                count += 1
+    except s3.exceptions.NoSuchBucket:
+        raise ValueError(f"no bucket {bucket}: deploy the environment (its storage stack and serving pilot) first") from None
+    if not count:
+        raise ValueError(
+            f"no results under s3://{bucket}/{prefix}: has the load job of {run_id} finished? (its log: /neuronkit/{env.name}/pilot/{_pilot(env).name})"
+        )
+    return count
+
+
+def saved_training(folder: Path) -> tuple[TrainingTerms, dict[str, Series], str] | None:
+    """A training run saved in a run folder: run.json's ``training`` entry and steps/<side>.jsonl, or None."""
+    meta_path = folder / "run.json"
+    if not meta_path.is_file() or not (folder / "steps").is_dir():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+        t = meta["training"]
+        terms = TrainingTerms(
+            str(meta["pilot"]), str(meta["region"]), int(t.get("nodes", 1)), int(t["budget_steps"]),
+            float(t.get("max_loss_gap_percent", 2.0)), int(t.get("loss_window_steps", 50)),
+        )  # fmt: skip
+        runs = {side: Series(side, str(t["instance_types"][side])) for side in SIDES}
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{meta_path}: a training run needs training.budget_steps and training.instance_types ({err})") from None
+    for side in SIDES:
+        path = folder / "steps" / f"{side}.jsonl"
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            doc = json.loads(line) if line.strip().startswith("{") else None
+            if isinstance(doc, dict) and "Step" in doc:
+                runs[side].add(doc)
+        runs[side].sort()
+    return terms, runs, str(meta["run_id"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -129,8 +224,12 @@ def read_runs(env: Environment, logs: Any, run_id: str) -> dict[str, Series]:
     out: dict[str, Series] = {}
     for s in sides(env):
         series = Series(s.side, s.instance_type)
-        # A quoted term: CloudWatch Logs returns the lines that carry the run id; each is then parsed and checked.
-        kwargs: dict[str, Any] = {"logGroupName": s.log_group(env), "filterPattern": f'"{run_id}"'}
+        # No filter pattern: the lines are filtered here, by their parsed fields (moto ignores quoted terms, and a
+        # pattern would only save transfer). A run id from `pilot start` bounds the read to the run's start.
+        kwargs: dict[str, Any] = {"logGroupName": s.log_group(env)}
+        since = run_started(run_id)
+        if since is not None:
+            kwargs["startTime"] = int((since - dt.timedelta(minutes=5)).timestamp() * 1000)
         while True:
             try:
                 page = logs.filter_log_events(**kwargs)
@@ -175,6 +274,37 @@ class SideResult:
 
 
 @dataclass(frozen=True)
+class LossWindow:
+    """The mean loss (and its spread) of each side over the last ``steps`` steps both sides reached."""
+
+    first_step: int
+    last_step: int
+    steps: int
+    mean: dict[str, float]
+    std: dict[str, float]  # population standard deviation of the window's losses
+
+    @property
+    def gap_percent(self) -> float | None:
+        g = self.mean["gpu"]
+        return (self.mean["neuron"] - g) / abs(g) * 100 if g else None
+
+
+def loss_window(runs: dict[str, Series], size: int) -> LossWindow | None:
+    """The window of the last ``size`` steps both sides reported (fewer when they share fewer), or None."""
+    common = sorted(set(runs["neuron"].steps) & set(runs["gpu"].steps))[-size:]
+    if not common:
+        return None
+    losses = {side: [runs[side].loss_at(step) or 0.0 for step in common] for side in SIDES}
+    return LossWindow(
+        first_step=common[0],
+        last_step=common[-1],
+        steps=len(common),
+        mean={side: statistics.fmean(v) for side, v in losses.items()},
+        std={side: statistics.pstdev(v) for side, v in losses.items()},
+    )
+
+
+@dataclass(frozen=True)
 class Comparison:
     pilot: str
     run_id: str
@@ -183,19 +313,42 @@ class Comparison:
     budget_steps: int
     results: dict[str, SideResult]
     common_step: int | None
-    loss_gap_percent: float | None  # (neuron - gpu) / gpu at the last step both reached
+    loss_gap_percent: float | None  # (neuron - gpu) / gpu of the mean loss over the window
     max_loss_gap_percent: float
     verdict: str
+    window: LossWindow | None = None
+
+
+@dataclass(frozen=True)
+class TrainingTerms:
+    """What a training comparison needs besides the runs (from the file, or from a saved run's run.json)."""
+
+    pilot: str
+    region: str
+    nodes: int
+    budget_steps: int
+    max_loss_gap_percent: float
+    loss_window_steps: int
+
+
+def terms(env: Environment) -> TrainingTerms:
+    pilot = _pilot(env)
+    return TrainingTerms(
+        pilot.name, env.region, pilot.nodes, pilot.steps or 0, pilot.max_loss_gap_percent, pilot.loss_window_steps
+    )
 
 
 def compare(env: Environment, runs: dict[str, Series], run_id: str) -> Comparison:
-    pilot = _pilot(env)
+    return compare_runs(terms(env), runs, run_id)
+
+
+def compare_runs(t: TrainingTerms, runs: dict[str, Series], run_id: str) -> Comparison:
     table = pricing.load_prices()
     results: dict[str, SideResult] = {}
     for side in SIDES:
         s = runs[side]
-        hourly_one = table.hourly(s.instance_type, env.region)
-        hourly = hourly_one * pilot.nodes if hourly_one is not None else None
+        hourly_one = table.hourly(s.instance_type, t.region)
+        hourly = hourly_one * t.nodes if hourly_one is not None else None
         wall = sum(s.step_seconds) / 3600
         tokens = sum(s.tokens)
         total = hourly * wall if hourly is not None else None
@@ -206,17 +359,13 @@ def compare(env: Environment, runs: dict[str, Series], run_id: str) -> Compariso
             hourly=hourly, total_cost=total,
             cost_per_million_tokens=(total / tokens * 1e6) if total is not None and tokens else None,
         )  # fmt: skip
-    common = sorted(set(runs["neuron"].steps) & set(runs["gpu"].steps))
-    step = common[-1] if common else None
-    gap = None
-    if step is not None:
-        n, g = runs["neuron"].loss_at(step), runs["gpu"].loss_at(step)
-        if n is not None and g:
-            gap = (n - g) / abs(g) * 100
+    window = loss_window(runs, t.loss_window_steps)
+    gap = window.gap_percent if window is not None else None
     return Comparison(
-        pilot=pilot.name, run_id=run_id, region=env.region, nodes=pilot.nodes, budget_steps=pilot.steps, results=results,
-        common_step=step, loss_gap_percent=gap, max_loss_gap_percent=pilot.max_loss_gap_percent,
-        verdict=_verdict(results, gap, pilot.max_loss_gap_percent, pilot.steps),
+        pilot=t.pilot, run_id=run_id, region=t.region, nodes=t.nodes, budget_steps=t.budget_steps, results=results,
+        common_step=window.last_step if window else None, loss_gap_percent=gap,
+        max_loss_gap_percent=t.max_loss_gap_percent,
+        verdict=_verdict(results, gap, t.max_loss_gap_percent, t.budget_steps), window=window,
     )  # fmt: skip
 
 
@@ -231,8 +380,8 @@ def _verdict(results: dict[str, SideResult], gap: float | None, tolerance: float
         return "incomplete: the two sides share no step to compare the loss at" + note
     if gap > tolerance:
         return (
-            f"not yet: Trainium's loss is {gap:.1f}% above the GPU's at the last common step (tolerance {tolerance:g}%); "
-            "check precision settings and the compiler flags before production" + note
+            f"not yet: Trainium's mean loss over the last common steps is {gap:.1f}% above the GPU's (tolerance "
+            f"{tolerance:g}%); check precision settings and the compiler flags before production" + note
         )
     if n.cost_per_million_tokens is None or g.cost_per_million_tokens is None:
         return "accuracy matches; cost not compared (a type has no list price in catalog/prices.json)" + note
@@ -317,13 +466,23 @@ def render(comparison: Comparison, images: Sequence[Path], out: Path) -> str:
             f"{money(r.cost_per_million_tokens)} |"
         )
     lines += [""]
-    if c.common_step is not None and c.loss_gap_percent is not None:
+    w = c.window
+    if w is not None and c.loss_gap_percent is not None:
         lines.append(
-            f"Accuracy at equal steps: at step {c.common_step}, the last both reached, Trainium's loss is "
+            f"Accuracy over a window: the mean loss of steps {w.first_step}-{w.last_step} ({w.steps} steps both sides "
+            f"reached, the last at step {w.last_step}) is {w.mean['neuron']:.4f} ± {w.std['neuron']:.4f} on Trainium and "
+            f"{w.mean['gpu']:.4f} ± {w.std['gpu']:.4f} on the GPU (mean ± standard deviation): Trainium's is "
             f"{c.loss_gap_percent:+.2f}% against the GPU's (tolerance {c.max_loss_gap_percent:g}%)."
         )
+        lines += [
+            "",
+            "Verdict rules: *go* when the window's mean loss gap is within the tolerance and Trainium costs less per "
+            "token; *hold* when it matches but costs more; *not yet* when the gap exceeds the tolerance; "
+            "*incomplete* when a side reported no steps or the sides share none. Averaging a window keeps one noisy "
+            "step from flipping the verdict; compare the gap with the spread before reading much into it.",
+        ]
     else:
-        lines.append("Accuracy at equal steps: not comparable (no common step).")
+        lines.append("Accuracy over a window: not comparable (no common step).")
     lines += ["", "## Plots", ""]
     lines += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in images]
     lines += [

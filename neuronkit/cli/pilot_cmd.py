@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 
 from neuronkit import config
 from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session, client_config
-from neuronkit.adoption import pilot
+from neuronkit.adoption import pilot, pilot_serving
 from neuronkit.cli import CliError, selection
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("pilot", help="start the pilot workload on Trainium and GPU, or report on a run")
+    p = sub.add_parser("pilot", help="start the pilot workload on Neuron and GPU, or report on a run")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     for name, help_text in (
-        ("start", "submit the pilot workload to the Neuron and the GPU queue (same data, same step budget)"),
-        ("report", "compare a run: loss at equal steps, throughput, cost per token, plots (PNG) and a verdict"),
-    ):
+        ("start", "training: submit the workload to both Batch queues; serving: run the load job against both fleets"),
+        ("report", "compare a run: serving throughput, latency and $ per million tokens at the SLO; training loss "
+         "over a window; plots (PNG), pilot.json and a verdict"),
+    ):  # fmt: skip
         a = actions.add_parser(name, help=help_text)
         selection.add(a, single=True)
         a.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
@@ -25,8 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             a.add_argument("--run-id", default=None, help="name the run (default: run-<UTC time>)")
             a.set_defaults(func=start)
         else:
-            a.add_argument("--run-id", required=True, help="the run `neuronkit pilot start` printed")
-            a.add_argument("--out", type=Path, default=Path("pilot-report"), help="folder for report.md and the plots")
+            a.add_argument("--run-id", default=None, help="the run `neuronkit pilot start` printed (reads it from AWS)")
+            a.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
+                           help="read a saved run folder instead of AWS (run.json, bench/, quality/, steps/)")  # fmt: skip
+            a.add_argument("--sample", action="store_true", help="report on the bundled sample run (no account needed)")
+            a.add_argument("-o", "--output", "--out", dest="output", type=Path, default=Path("pilot-report"),
+                           metavar="DIR", help="folder for report.md, pilot.json and the plots (default: pilot-report)")  # fmt: skip
             a.set_defaults(func=report)
 
 
@@ -53,34 +59,101 @@ def _aws(err: Exception, env: config.Environment) -> CliError:
 
 def start(args: argparse.Namespace) -> int:
     env = _load(args)
+    assert env.pilot is not None
     run_id = args.run_id or pilot.new_run_id()
     try:
-        jobs = pilot.start(env, _client(args, env, "batch"), run_id)
+        jobs = pilot.start(env, _client(args, env, "batch"), run_id) if env.pilot.cluster else {}
+        task = (
+            pilot.start_load_job(env, _client(args, env, "ecs"), _client(args, env, "cloudformation"), run_id)
+            if env.pilot.serving
+            else None
+        )
+    except ValueError as err:
+        raise CliError(str(err)) from None
     except Exception as err:  # noqa: BLE001 - one line for credentials, region, permissions
         raise _aws(err, env) from None
-    assert env.pilot is not None
-    print(f"pilot {env.pilot.name}: run {run_id}, {env.pilot.steps} steps on each side")
+    print(f"pilot {env.pilot.name}: run {run_id}")
     for side, job in jobs.items():
-        print(f"  {side}: job {job}")
-    where = f"--file {args.file}" if args.file is not None else f"--env {env.name}"
-    print(f"when both finish: neuronkit pilot report {where} --run-id {run_id}")
+        print(f"  training, {side}: job {job} ({env.pilot.steps} steps)")
+    if task:
+        print(f"  serving: load job {task} (waits for both fleets to pass health, then warms up and sweeps)")
+    where = f"--file {args.file[0]}" if args.file else f"--env {env.name}"
+    print(f"when it finishes: neuronkit pilot report {where} --run-id {run_id}")
     return 0
 
 
 def report(args: argparse.Namespace) -> int:
+    if args.sample or args.from_dir is not None:
+        if args.sample and args.from_dir is not None:
+            raise CliError("pilot report: give --sample or --from DIR, not both")
+        env = _load(args) if selection.chosen(args) else None
+        return _offline(pilot_serving.SAMPLE if args.sample else args.from_dir, env, args.output)
+    if args.run_id is None:
+        raise CliError("pilot report: give --run-id RUN (from `pilot start`), --from DIR or --sample")
     env = _load(args)
+    assert env.pilot is not None
+    out: Path = args.output
+    written = 0
+    if env.pilot.serving is not None:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                pilot.download_run(env, _client(args, env, "s3"), args.run_id, Path(tmp))
+            except ValueError as err:
+                raise CliError(str(err)) from None
+            except Exception as err:  # noqa: BLE001
+                raise _aws(err, env) from None
+            written += _serving(Path(tmp), env, out)
+    if env.pilot.cluster is not None:
+        try:
+            runs = pilot.read_runs(env, _client(args, env, "logs"), args.run_id)
+        except ValueError as err:
+            raise CliError(str(err)) from None
+        except Exception as err:  # noqa: BLE001
+            raise _aws(err, env) from None
+        written += _training(pilot.compare(env, runs, args.run_id), runs, out, "training.md" if written else "report.md")
+    return 0
+
+
+def _overrides(env: config.Environment | None) -> dict[str, float]:
+    if env is None or env.pilot is None:
+        return {}
+    p = env.pilot
+    terms = {"slo_ttft_ms": p.slo_ttft_ms, "slo_itl_ms": p.slo_itl_ms}
+    if p.serving is not None:
+        terms["max_quality_drop_points"] = p.serving.max_quality_drop_points
+    return terms
+
+
+def _serving(folder: Path, env: config.Environment | None, out: Path) -> int:
     try:
-        runs = pilot.read_runs(env, _client(args, env, "logs"), args.run_id)
-    except ValueError as err:
+        run = pilot_serving.read_run(folder)
+    except pilot_serving.RunError as err:
         raise CliError(str(err)) from None
-    except Exception as err:  # noqa: BLE001
-        raise _aws(err, env) from None
-    comparison = pilot.compare(env, runs, args.run_id)
-    out: Path = args.out
-    images = pilot.plots(runs, comparison, out) if all(runs[s].steps for s in runs) else []
-    text = pilot.render(comparison, images, out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(text)
+    comparison = pilot_serving.compare(run, _overrides(env))
+    text, images = pilot_serving.write(comparison, out)
     print(text, end="")
-    print(f"wrote {out / 'report.md'} and {len(images)} plot(s)")
+    print(f"wrote {out / 'report.md'}, {out / 'pilot.json'} and {len(images)} plot(s)")
+    return 1
+
+
+def _training(c: pilot.Comparison, runs: dict[str, pilot.Series], out: Path, name: str) -> int:
+    images = pilot.plots(runs, c, out) if all(runs[s].steps for s in runs) else []
+    text = pilot.render(c, images, out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(text)
+    print(text, end="")
+    print(f"wrote {out / name} and {len(images)} plot(s)")
+    return 1
+
+
+def _offline(folder: Path, env: config.Environment | None, out: Path) -> int:
+    written = 0
+    if (folder / "bench").is_dir():
+        written += _serving(folder, env, out)
+    training = pilot.saved_training(folder)
+    if training is not None:
+        terms, runs, run_id = training
+        written += _training(pilot.compare_runs(terms, runs, run_id), runs, out, "training.md" if written else "report.md")
+    if not written:
+        raise CliError(f"{folder}: no bench/ results and no steps/ records; is it a pilot run folder?")
     return 0

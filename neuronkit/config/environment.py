@@ -51,7 +51,7 @@ class Environment(Strict):
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
         problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
-        problems += pilot_problems(self.pilot, self.training)
+        problems += pilot_problems(self.pilot, self.training, self.inference)
         problems += address_problems(self.network, self.training, self.inference)
         _raise_all(problems)
         return self

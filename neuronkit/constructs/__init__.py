@@ -17,7 +17,7 @@ from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitori
 from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
 from neuronkit.constructs.node_pool import FleetNodesSpec, NodePoolSpec
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
-from neuronkit.constructs.pilot import PilotDashboard
+from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotDashboard, PilotLoadJob
 from neuronkit.constructs.rebalancer import Rebalancer
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import TrainingStorage
@@ -45,7 +45,10 @@ __all__ = [
     "FleetNodesSpec",
     "NodePoolSpec",
     "ObservabilitySpec",
+    "LoadJobSpec",
+    "LoadSide",
     "PilotDashboard",
+    "PilotLoadJob",
     "Rebalancer",
     "ScheduleSpec",
     "ServeSpec",

@@ -104,7 +104,7 @@ class MonitoringStack(NeuronkitStack):
         """The pilot's side-by-side dashboard, when the file has a pilot: section."""
         # The pilot: one workload on the cluster's Neuron and GPU queues, compared side by side.
         self.pilot: PilotDashboard | None = None
-        if config.pilot is not None:
+        if config.pilot is not None and config.pilot.cluster is not None:
             cluster = next(c for c in config.training if c.name == config.pilot.cluster)
             assert cluster.gpu_pool is not None  # validated
             self.pilot = PilotDashboard(

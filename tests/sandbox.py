@@ -55,9 +55,16 @@ case "$1 $2" in
         [ -f /opt/stubs/cache-complete-after ] || exit 255
         n=$(( $(cat "${looks}" 2>/dev/null || echo 0) + 1 )); echo "${n}" > "${looks}"
         [ "${n}" -gt "$(cat /opt/stubs/cache-complete-after)" ] || exit 255 ;;
-      *_LOCK*) echo "$(date -u +%FT%TZ)" ;;
+      # /opt/stubs/lock-modified: when another node took the lock (else now, by the sandbox clock).
+      *_LOCK*) if [ -f /opt/stubs/lock-modified ]; then cat /opt/stubs/lock-modified; else date -u +%FT%TZ; fi ;;
     esac ;;
   "s3api put-object") [ -f /opt/stubs/lock-held ] && exit 255 ;;
+  "s3api delete-object") case "$*" in *_LOCK*) rm -f /opt/stubs/lock-held /opt/stubs/lock-modified ;; esac ;;
+  # Keep what the publisher's CLI sink sends (a temporary file it deletes afterwards).
+  "cloudwatch put-metric-data")
+    case "$*" in *file://*)
+      all="$*"; f="${all##*file://}"; n=$(find /opt/stubs -name 'put-metric-data-*.json' | wc -l)
+      cp "${f%% *}" "/opt/stubs/put-metric-data-$((n + 1)).json" ;; esac ;;
   "ecr get-login-password") echo password ;;
   "s3 cp") case "$*" in *kit*) [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;; esac ;;
   "s3 sync") case "$*" in s3\ sync\ */compiled\ s3://*) ;; *) mkdir -p "${@: -1}" && echo weights > "${@: -1}/model.safetensors" ;; esac ;;
@@ -105,8 +112,12 @@ exit 0
     "hostname": 'echo "10.0.0.10 "\n',
     "dpkg-query": 'printf "2.30.51.0"\n',
     "rpm": 'printf "2.30.51.0"\n',
-    # /opt/stubs/job-ends-on-sleep: the running job finishes during the first sleep (drain tests).
-    "sleep": "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\nexit 0\n",
+    # The fake clock: sleep advances /opt/stubs/clock (epoch seconds) instead of waiting; `date` reads it
+    # (tests/sandbox.py _DATE). /opt/stubs/job-ends-on-sleep: the running job finishes during the first sleep.
+    "sleep": (
+        "now=$(cat /opt/stubs/clock); echo $((now + ${1%s})) > /opt/stubs/clock\n"
+        "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\nexit 0\n"
+    ),
     **{
         n: "exit 0\n"
         for n in (
@@ -125,6 +136,15 @@ exit 0
         )
     },
 }
+# `date` on the fake clock: the time is /opt/stubs/clock unless the caller names one (-d/--date). Not logged in
+# the call log (every log line calls it).
+_DATE = """#!/bin/bash
+for a in "$@"; do case "${a}" in -d|--date|--date=*|-d*) exec /usr/bin/date "$@" ;; esac; done
+exec /usr/bin/date -d "@$(cat /opt/stubs/clock)" "$@"
+"""
+# 2026-11-24T10:00:00Z, the sandbox's boot time.
+CLOCK_START = 1795514400
+
 _EFA_INSTALLER = """#!/bin/bash
 echo "efa_installer.sh $*" >> /var/log/stub-calls
 touch /opt/stubs/efa-installed
@@ -149,6 +169,7 @@ class Run:
     output: str
     calls: list[str]
     root: Path  # the upper directory: every file the boot wrote
+    elapsed: int = 0  # seconds the fake clock advanced (every sleep)
 
     def called(self, prefix: str) -> list[str]:
         return [c for c in self.calls if c.startswith(prefix)]
@@ -188,6 +209,8 @@ def _kit_zip() -> bytes:
         for f in sorted((ROOT / "neuronkit" / "userdata" / "kit").iterdir()):
             if f.is_file():
                 z.write(f, f"kit/{f.name}")
+        # As the node kit asset (constructs/observability.py): the publisher beside kit/.
+        z.write(ROOT / "neuronkit" / "userdata" / "neuron_monitor_publisher.py", "neuron_monitor_publisher.py")
     return buf.getvalue()
 
 
@@ -212,6 +235,9 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
         (stubs / name).write_text(_PRELUDE + body)
         (stubs / name).chmod(0o755)
     (stubs / "fail").write_text("".join(f"{line}\n" for line in scenario.fail))
+    (stubs / "date").write_text(_DATE)
+    (stubs / "date").chmod(0o755)
+    (stubs / "clock").write_text(f"{CLOCK_START}\n")
     (stubs / "kit.zip").write_bytes(_kit_zip())
     (stubs / "efa.tar.gz").write_bytes(_efa_tarball())
     (stubs / "instance-type").write_text(scenario.instance_type + "\n")
@@ -234,7 +260,11 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
         check=False,
     )
     calls = (up / "var" / "log" / "stub-calls").read_text().splitlines()
-    return Run(done.returncode, done.stdout + done.stderr, calls, up)
+    # Every scenario: each AWS CLI call names its region (the DLAMI's CLI has no default one).
+    unregioned = [c for c in calls if c.startswith("aws ") and "--region " not in c]
+    assert not unregioned, f"AWS calls without --region: {unregioned}"
+    elapsed = int((stubs / "clock").read_text()) - CLOCK_START
+    return Run(done.returncode, done.stdout + done.stderr, calls, up, elapsed)
 
 
 # The sandbox root, the same for root and non-root runners (a user namespace is all it needs):

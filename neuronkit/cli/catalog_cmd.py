@@ -30,6 +30,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="refresh prices.json from the AWS Price List API (pricing:GetProducts) instead of instances.json",
     )
+    r.add_argument(
+        "--images",
+        action="store_true",
+        help="refresh published_images.json (the tags of every repository the kit pins from) from ECR Public; no credentials",
+    )
     r.add_argument("--source", default="", help="text recorded as the catalog's source")
     r.set_defaults(func=refresh_catalog)
 
@@ -78,6 +83,15 @@ def _show_one(name: str, region: str | None) -> int:
 
 
 def refresh_catalog(args: argparse.Namespace) -> int:
+    if args.images:
+        from neuronkit.catalog import images
+
+        doc = images.refresh()
+        unknown = images.missing()
+        print(f"wrote {images.RECORD} ({len(doc['repositories'])} repositories, checked {doc['checked']})")
+        for image in unknown:
+            print(f"not published: {image}")
+        return 1 if unknown else 0
     import boto3
 
     session = boto3.Session()

@@ -32,6 +32,7 @@ from neuronkit.constructs.observability import NodeObservability, ObservabilityS
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.reports.pools import pool_metadata
+from neuronkit.userdata.neuron_monitor_publisher import BUSY_MARKER
 
 
 @dataclass(frozen=True)
@@ -385,6 +386,7 @@ class TrainingCluster(Construct):
                 "CHECKPOINTS_BUCKET": storage.checkpoints_bucket if storage else "",
                 "DATASETS_BUCKET": storage.datasets_bucket if storage else "",
                 "EXPECTED_NEURON_DRIVER": expected_neuron_driver or "",
+                "BUSY_MARKER": BUSY_MARKER,
                 **lifecycle_values(),
                 **extra,
             },

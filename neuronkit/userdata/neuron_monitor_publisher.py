@@ -163,6 +163,9 @@ def read_report(report: dict[str, Any]) -> tuple[dict[str, list[float]], dict[st
 # an interval's aggregate and its metric data
 # --------------------------------------------------------------------------------------------
 BUSY = "NodeBusy"
+# The busy marker: the one definition of the path jobs touch while they run (docs/node-lifecycle.md). The kit
+# renders it into node.env as BUSY_MARKER (constructs import it from here) for the hostfile and drain scripts,
+# and into /etc/neuronkit/job.env as NEURONKIT_BUSY_MARKER for jobs.
 BUSY_MARKER = "/run/neuronkit/job-active"
 
 

@@ -4,7 +4,7 @@
 # uses: node-lib.sh
 # requires: LUSTRE_DNS LUSTRE_MOUNT COMPILE_CACHE ARTIFACTS_BUCKET CHECKPOINTS_BUCKET DATASETS_BUCKET
 # requires: EXPECTED_NEURON_DRIVER MASTER_PORT ROOT_COMM_PORT METRICS_NAMESPACE LNC ULTRASERVER_SIZE DRAIN_HOOK
-# requires: DRAIN_SECONDS
+# requires: DRAIN_SECONDS BUSY_MARKER
 # The node proves itself before it joins (docs/node-lifecycle.md): local NVMe, every accelerator and EFA
 # device, the driver floor of the pool's Neuron release, Lustre; only then does it tag itself ready and complete
 # the group's launch lifecycle hook with CONTINUE (ready first, while the hook can still say ABANDON), which puts it in its peers' hostfile. Any failure,
@@ -57,6 +57,7 @@ NEURONKIT_DATASETS=s3://${DATASETS_BUCKET}/
 NEURONKIT_CHECKPOINTS=s3://${CHECKPOINTS_BUCKET}/${POOL}/
 NEURONKIT_HOSTFILE=/etc/neuronkit/hostfile
 NEURONKIT_CHECKPOINT_REQUEST=/run/neuronkit/checkpoint-requested
+NEURONKIT_BUSY_MARKER=${BUSY_MARKER}
 MASTER_PORT=${MASTER_PORT}
 ENV
   # Trn2/Trn3: the logical NeuronCore setting the runtime uses (LNC=2 pairs physical cores).

@@ -195,8 +195,12 @@ def test_boot_scripts_complete_the_hook_and_never_mark_health_during_the_grace_p
             if "set-instance-health" in line:
                 assert "--no-should-respect-grace-period" in line, (stack, lid, line)
         if "training-node.sh" in text or "inference-node.sh" in text:
-            assert "complete-lifecycle-action" in text and "ABANDON" in text and "CONTINUE" in text, (stack, lid)
-            assert "trap '" in text and " ERR" in text, (stack, lid)
+            assert "complete-lifecycle-action" in text and "trap '" in text and " ERR" in text, (stack, lid)
+            # The failure path answers ABANDON, never CONTINUE; the sandbox runs it (test_boot_sandbox.py).
+            start = text.index("fail_node() {")
+            body = text[start : text.index("\n}\n", start)]
+            answers = re.findall(r"complete_hook (\w+)", body)
+            assert answers == ["ABANDON"], (stack, lid, answers)
             seen += 1
     assert seen >= 4
 
@@ -231,12 +235,36 @@ def test_batch_compute_environments_use_the_service_linked_role_and_an_updatable
         assert strategy in ("BEST_FIT_PROGRESSIVE", "SPOT_CAPACITY_OPTIMIZED", "SPOT_PRICE_CAPACITY_OPTIMIZED"), (stack, lid)
 
 
-def test_capacity_reservations_carry_the_environment_tags(synth: Synth) -> None:
+@pytest.fixture(scope="module")
+def reserved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """prod on an On-Demand Capacity Reservation the stack creates (tests/conftest.py ``reserved_prod``): the
+    examples buy Capacity Blocks, so the ODCR rules need a synth that has one. Stack name -> template."""
+    import yaml
+
+    from neuronkit.config import load_environment
+    from neuronkit.stacks import build_environment
+    from tests.conftest import pinned_app, reserved_prod
+
+    folder = tmp_path_factory.mktemp("reserved")
+    (folder / "prod.yaml").write_text(yaml.safe_dump(reserved_prod()))
+    env = load_environment(folder / "prod.yaml")
+    app, _ = pinned_app(lambda a: build_environment(a, env))
+    return {s.stack_name: s.template for s in app.synth().stacks}
+
+
+def test_capacity_reservations_carry_the_environment_tags(synth: Synth, reserved: dict[str, dict[str, Any]]) -> None:
     """A reservation bills whether used or not; only its own tags (TagSpecifications, not stack tags) put it under
     the environment's cost allocation tags and budget.
     https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-resource-ec2-capacityreservation.html and
     https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/cost-alloc-tags.html"""
-    found = list(_resources(synth, "AWS::EC2::CapacityReservation"))
+    templates = {**synth.templates, **{f"reserved:{k}": v for k, v in reserved.items()}}
+    found = [
+        (stack, lid, r)
+        for stack, t in templates.items()
+        for lid, r in t["Resources"].items()
+        if r["Type"] == "AWS::EC2::CapacityReservation"
+    ]
+    assert found  # the reserved prod creates one
     for stack, lid, r in found:
         (spec,) = r["Properties"]["TagSpecifications"]
         keys = {t["Key"] for t in spec["Tags"]}
@@ -272,15 +300,14 @@ def test_node_roles_cannot_suspend_processes_or_mark_health(synth: Synth) -> Non
             assert "SuspendProcesses" not in text and "SetInstanceHealth" not in text, (stack, lid)
 
 
-@pytest.mark.parametrize("env", ["dev", "prod"])
-def test_every_fleet_has_an_outage_alarm(synth: Synth, env: str) -> None:
+def test_every_fleet_has_an_outage_alarm(synth: Synth) -> None:
     """A total outage has no 5xx to count; the target group's HealthyHostCount shows it.
     https://docs.aws.amazon.com/elasticloadbalancing/latest/application/load-balancer-cloudwatch-metrics.html"""
-    fleets = [g for s, _, g in _pool_groups(synth) if s == f"{env}-inference"]
-    names = {a["Properties"]["AlarmName"] for s, _, a in _resources(synth, "AWS::CloudWatch::Alarm") if s == f"{env}-monitoring"}
-    for group in fleets:
-        pool = group["Metadata"]["neuronkit"]["pool"]
-        assert f"{env}-{pool}-no-healthy-hosts" in names
+    alarms = {a["Properties"]["AlarmName"] for _, _, a in _resources(synth, "AWS::CloudWatch::Alarm")}
+    fleets = [g["Metadata"]["neuronkit"] for _, _, g in _pool_groups(synth) if g["Metadata"]["neuronkit"]["role"] == "inference"]
+    assert fleets  # the examples serve
+    for meta in fleets:
+        assert f"{meta['environment']}-{meta['pool']}-no-healthy-hosts" in alarms, meta["pool"]
 
 
 def _pull_through_prefixes(synth: Synth) -> dict[str, str]:

@@ -7,6 +7,8 @@ powered itself off before the ECS agent could place a job on it.
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,9 @@ from neuronkit.constructs import (
 )
 from neuronkit.constructs.inference_fleet import ServingSpec
 from neuronkit.constructs.storage import StorageAccess
-from tests.sandbox import INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
+from neuronkit.userdata.neuron_monitor_publisher import BUSY_MARKER
+from tests.conftest import ROOT
+from tests.sandbox import CLOCK_START, INSTANCE_ID, Run, Scenario, available, resolve, run_user_data
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, one, resources, template
 
 
@@ -142,6 +146,31 @@ def test_a_broken_node_abandons_and_never_joins(training_user_data: str, tmp_pat
     assert run.returncode != 0
 
 
+def test_the_busy_marker_is_one_path_the_publisher_the_hostfile_and_jobs_share(training_user_data: str, tmp_path: Path) -> None:
+    # A job touches the marker its job.env names; the publisher, run with its defaults (no marker option), reports
+    # the node busy, then idle once the marker is gone; the hostfile refresher leaves the files alone meanwhile.
+    publish = (
+        "python3 /opt/neuronkit/neuron_monitor_publisher.py --namespace Neuronkit --region us-east-1 "
+        "--environment team --pool pretrain < /opt/stubs/report.jsonl\n"
+    )
+    job = (
+        '. /etc/neuronkit/job.env\nmkdir -p "$(dirname "${NEURONKIT_BUSY_MARKER}")"\ntouch "${NEURONKIT_BUSY_MARKER}"\n'
+        + publish
+        + "echo stale > /etc/neuronkit/hostfile\nbash /usr/local/bin/neuronkit-hostfile\n"
+        + 'rm -f "${NEURONKIT_BUSY_MARKER}"\n'
+        + publish
+    )
+    text = training_user_data.replace('exit "${status}"\n', job + 'exit "${status}"\n')
+    report = (ROOT / "tests" / "fixtures" / "neuron-monitor" / "trn1-32xlarge-idle.jsonl").read_text()
+    run = run_user_data(text, healthy(stub_files={"report.jsonl": report}), tmp_path)
+    assert f"NEURONKIT_BUSY_MARKER={BUSY_MARKER}" in run.file("/etc/neuronkit/job.env")
+    assert run.file("/etc/neuronkit/hostfile") == "stale\n"  # frozen while the job runs
+    sent = sorted((run.root / "opt" / "stubs").glob("put-metric-data-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    busy = [[d["Value"] for d in json.loads(p.read_text())["MetricData"] if d["MetricName"] == "NodeBusy"] for p in sent]
+    busy = [values for values in busy if values]
+    assert len(busy) == 2 and set(busy[0]) == {1.0} and set(busy[1]) == {0.0}, busy
+
+
 def test_a_driver_newer_than_the_floor_continues_with_a_warning_and_a_metric(training_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(training_user_data, healthy(driver=NEWER_DRIVER), tmp_path)
     assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
@@ -189,6 +218,37 @@ def test_the_hostfile_lists_ready_nodes_and_the_root_communicator_has_its_own_po
     info, count = run.called("aws cloudwatch put-metric-data")
     assert "--metric-name NeuronDriverInfo" in info and f"DriverVersion={DRIVER}" in info
     assert "--metric-name NeuronDriverVersions" in count and "--value 1" in count
+
+
+def _rows(*nodes: tuple[str, str, str]) -> str:
+    """describe-instances text rows (LaunchTime, InstanceId, IP, driver, reservation), in the order EC2 answers."""
+    return "".join(f"{t}\t{i}\t{ip}\t{DRIVER}\tNone\n" for t, i, ip in nodes)
+
+
+def test_ranks_follow_launch_order_not_instance_ids_and_stay_when_a_node_joins(training_user_data: str, tmp_path: Path) -> None:
+    # Three ready nodes whose instance ids sort opposite to their launch times, answered in neither order; this
+    # node (10.0.0.10) launched second. Then a fourth node joins, launched last with the smallest id.
+    first = ("2026-11-24T09:00:00Z", "i-0fffffffffffffff1", "10.0.0.21")
+    me = ("2026-11-24T09:05:00Z", "i-0ddddddddddddddd2", "10.0.0.10")
+    third = ("2026-11-24T09:10:00Z", "i-0bbbbbbbbbbbbbbb3", "10.0.0.33")
+    newest = ("2026-11-24T10:30:00Z", "i-0000000000000004", "10.0.0.44")
+    refresh = (
+        "bash /usr/local/bin/neuronkit-hostfile\ncp /etc/neuronkit/ranks.env /tmp/ranks-3\n"
+        "cp /etc/neuronkit/hostfile /tmp/hostfile-3\ncp /opt/stubs/instances-4 /opt/stubs/instances\n"
+        "bash /usr/local/bin/neuronkit-hostfile\ncp /tmp/ranks-3 /tmp/hostfile-3 /var/log/\n"
+    )
+    text = training_user_data.replace('exit "${status}"\n', refresh + 'exit "${status}"\n')
+    files = {"instances": _rows(third, first, me), "instances-4": _rows(newest, third, me, first)}
+    run = run_user_data(text, healthy(stub_files=files), tmp_path)
+    ports = catalog.software_facts()["collectives"]
+    before, after = run.file("/var/log/ranks-3"), run.file("/etc/neuronkit/ranks.env")
+    assert run.file("/var/log/hostfile-3").split() == [first[2], me[2], third[2]]
+    assert run.file("/etc/neuronkit/hostfile").split() == [first[2], me[2], third[2], newest[2]]
+    for ranks, nodes in ((before, 3), (after, 4)):
+        assert f"NNODES={nodes}" in ranks and "NODE_RANK=1" in ranks and f"MASTER_ADDR={first[2]}" in ranks
+        # The runtime's root communicator on rank 0, on its own port (not MASTER_PORT).
+        assert f"NEURON_RT_ROOT_COMM_ID={first[2]}:{ports['root_comm_port']}" in ranks
+    assert ports["root_comm_port"] != ports["master_port"]
 
 
 TRN2U = catalog.get("trn2u.48xlarge")
@@ -272,6 +332,26 @@ def test_a_block_node_asks_its_job_to_checkpoint_then_lets_the_group_terminate_i
     assert bool(slept) == (job == "running")
     leaving = {"none": "no job runs; leaving", "running": "the job checkpointed and finished; leaving"}[job]
     assert leaving in run.output and "did not finish" not in run.output
+
+
+def test_a_job_that_never_ends_holds_the_drain_until_its_deadline_by_the_clock(
+    ultraserver_user_data: str, tmp_path: Path
+) -> None:
+    drain_seconds = int(re.search(r"DRAIN_SECONDS='(\d+)'", ultraserver_user_data).group(1))  # type: ignore[union-attr]
+    drained = ultraserver_user_data.replace(
+        'exit "${status}"\n',
+        'mkdir -p /run/neuronkit && touch /run/neuronkit/job-active\n/usr/local/bin/neuronkit-drain\nexit "${status}"\n',
+    )
+    scenario = Scenario(
+        neuron_devices=TRN2U.neuron_devices, efa_devices=TRN2U.efa_max_interfaces, driver=DRIVER,
+        instance_type="trn2u.48xlarge", stub_files={"target-state": "Terminated\n"},
+    )  # fmt: skip
+    run = run_user_data(drained, scenario, tmp_path)
+    waits = [c for c in run.calls if c == "sleep 10"]
+    # The drain answers a minute before the group's heartbeat runs out: DRAIN_SECONDS - 60 on the clock.
+    assert len(waits) == -(-(drain_seconds - 60) // 10), (len(waits), drain_seconds)
+    assert run.elapsed >= drain_seconds - 60
+    assert f"the job did not finish within {drain_seconds} s; leaving" in run.output
 
 
 def test_batch_node_installs_efa_before_its_device_check(batch_user_data: str, tmp_path: Path) -> None:
@@ -425,8 +505,53 @@ def test_other_nodes_wait_for_the_compiling_one_with_heartbeats(container_user_d
         tmp_path,
     )
     assert fleet_hook_results(run) == ["CONTINUE"], run.output[-3000:]
-    assert len(run.called("aws autoscaling record-lifecycle-action-heartbeat")) >= 2
+    poll = serving.facts()["compiled_cache"]["wait_poll_seconds"]
+    # The marker appears at the third look: two polls, two heartbeats, two poll intervals on the clock.
+    assert len(run.called("aws autoscaling record-lifecycle-action-heartbeat")) == 2
+    assert run.elapsed == 2 * poll
     assert not any(c.startswith("aws s3 sync") and "/opt/neuronkit/compiled s3://" in c for c in run.calls)  # never published
+
+
+def _iso(epoch: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_stale_compile_lock_is_taken_over_once_older_than_the_timeout(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    facts = serving.facts()["compiled_cache"]
+    timeout, poll = facts["lock_timeout_seconds"], facts["wait_poll_seconds"]
+    # Another node took the lock timeout - 2.5 polls ago: this node waits three polls, then the lock is too old.
+    modified = CLOCK_START - (timeout - int(2.5 * poll))
+    run = run_user_data(
+        container_user_data["inf2.xlarge"],
+        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"lock-held": "", "lock-modified": _iso(modified)}),
+        tmp_path,
+    )
+    assert run.elapsed == 3 * poll, run.output[-3000:]
+    assert len(run.called("aws autoscaling record-lifecycle-action-heartbeat")) == 3
+    assert f"(over {timeout} s): taking it over" in run.output
+    deletes = [c for c in run.called("aws s3api delete-object") if "_LOCK" in c]
+    assert deletes and "this node compiles them" in run.output
+
+
+def test_a_lock_never_released_is_abandoned_after_the_timeout_by_the_clock(
+    container_user_data: dict[str, str], tmp_path: Path
+) -> None:
+    facts = serving.facts()["compiled_cache"]
+    timeout, poll = facts["lock_timeout_seconds"], facts["wait_poll_seconds"]
+    # The lock is renewed (always fresh) and the artifacts never appear: the node gives up after the timeout.
+    run = run_user_data(
+        container_user_data["inf2.xlarge"],
+        Scenario(neuron_devices=1, instance_type="inf2.xlarge", stub_files={"lock-held": ""}),
+        tmp_path,
+        timeout=300,
+    )
+    assert run.elapsed == timeout and "gave up waiting for" in run.output
+    assert len(run.called("aws autoscaling record-lifecycle-action-heartbeat")) == timeout // poll
+    assert fleet_hook_results(run) == ["ABANDON"]
 
 
 def test_the_gpu_fallback_runs_the_catalogs_image_with_its_gpus(container_user_data: dict[str, str], tmp_path: Path) -> None:

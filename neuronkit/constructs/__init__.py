@@ -6,6 +6,9 @@ The package lives under ``neuronkit/`` on purpose: a top-level package named ``c
 shadow the ``constructs`` library that every CDK app imports.
 """
 
+from neuronkit.catalog.releases import Release
+from neuronkit.catalog.releases import release as neuron_release
+from neuronkit.catalog.serving import ModelSpec, ProfileOverride
 from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.budget import BudgetNotification, CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
@@ -24,6 +27,10 @@ from neuronkit.constructs.storage import TrainingStorage
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 
 __all__ = [
+    "ModelSpec",
+    "ProfileOverride",
+    "Release",
+    "neuron_release",
     "AcceleratorLaunchTemplate",
     "AcceleratorNetwork",
     "AlarmThresholds",

@@ -24,9 +24,13 @@ def apply(app: App) -> None:
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding (``AwsSolutions-IAM5[Resource::...]``) with its reason."""
     if "${Token[" in rule:  # CDK's string token marker; checked here, not in the jsii kernel (66 calls a synth)
-        # The finding names a deploy-time value (e.g. a generated bucket name): it cannot be matched
-        # at synth, so it is left for the app that owns the value to review.
-        return
+        # The finding names a deploy-time value (e.g. an IBucket's generated name): match it the way cdk-nag
+        # prints it (<LogicalId>, <LogicalId.Attr>, <AWS::Partition>); a value it cannot print is left for the
+        # app that owns it to review.
+        rendered = _nag_rendering(scope, rule)
+        if rendered is None:
+            return
+        rule = rendered
     if not reason.strip():
         raise ValueError(f"{rule}: an acknowledgement needs a reason")
     # The plugin's prefix: without it CDK files the rule under annotations instead of the cdk-nag pack.
@@ -34,3 +38,26 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     if validations is None:
         validations = _VALIDATIONS[scope] = Validations.of(scope)
     validations.acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
+
+
+def _nag_rendering(scope: IConstruct, text: str) -> str | None:
+    """``text`` with its tokens as cdk-nag prints them in finding ids, or None when one cannot be printed."""
+    from aws_cdk import Stack
+
+    def render(value: object) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and "Ref" in value:
+            return f"<{value['Ref']}>"
+        if isinstance(value, dict) and "Fn::GetAtt" in value:
+            logical, attribute = value["Fn::GetAtt"]
+            return f"<{logical}.{attribute}>"
+        if isinstance(value, dict) and "Fn::Join" in value:
+            separator, parts = value["Fn::Join"]
+            return str(separator).join(render(p) for p in parts)
+        raise ValueError(value)
+
+    try:
+        return render(Stack.of(scope).resolve(text))
+    except ValueError:
+        return None

@@ -17,6 +17,7 @@ from aws_cdk import (
     CfnUpdatePolicy,
     Fn,
     Stack,
+    Token,
 )
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
@@ -24,11 +25,12 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.catalog import releases, serving
-from neuronkit.constructs import durations, pseudo
+from neuronkit.constructs import durations, placement, pseudo
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
     acknowledge_group_arn,
@@ -178,8 +180,9 @@ class InferenceFleet(Construct):
         name: str,
         nodes: FleetNodesSpec,
         vpc: ec2.IVpc,
-        subnet_ids: Mapping[str, str],
-        artifacts_bucket: str,
+        artifacts_bucket: str | s3.IBucket,
+        subnet_ids: Mapping[str, str] | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
         serving: ServingSpec | None = None,
         serve: ServeSpec | None = None,
         model_s3_prefix: str | None = None,
@@ -197,6 +200,7 @@ class InferenceFleet(Construct):
         ingress_cidr: str | None = None,
         access_logs_bucket: s3.IBucket | None = None,
         notifications_topic_arn: str | None = None,
+        notifications_topic: sns.ITopic | None = None,
         rebalance_minutes: int | None = 30,
         metrics_namespace: str = "Neuronkit",
         log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS,
@@ -204,6 +208,9 @@ class InferenceFleet(Construct):
     ) -> None:
         super().__init__(scope, id)
         hc = health_check or HealthCheckSpec()
+        subnet_ids = placement.subnets_by_label(vpc, owner=name, subnet_ids=subnet_ids, vpc_subnets=vpc_subnets)
+        artifacts_bucket = placement.bucket_name(artifacts_bucket)
+        notifications_topic_arn = placement.topic_arn(notifications_topic, notifications_topic_arn, owner=name)
         neuron_types, fallback_types = nodes.neuron_types, nodes.fallback_types
         min_size, max_size, desired_size = nodes.min_size, nodes.max_size, nodes.desired_size
         self._validate(
@@ -228,7 +235,7 @@ class InferenceFleet(Construct):
         self.grace_seconds = health_check_grace_seconds or self._derived_grace_seconds()
         subnets = self._subnets(vpc, subnet_ids)
 
-        self._security_groups(vpc, ingress_cidr or vpc.vpc_cidr_block, port, tls)
+        self._security_groups(vpc, ingress_cidr, port, tls)
         self._load_balancer(vpc, subnets, load_balancer, port, tls, hc, access_logs_bucket)
         self._node_role(environment, name, metrics_namespace, log_retention_days)
         self._model_access(artifacts_bucket, serving, model_s3_prefix, gpu_model_s3_prefix)
@@ -356,7 +363,7 @@ class InferenceFleet(Construct):
             )
         return out
 
-    def _security_groups(self, vpc: ec2.IVpc, cidr: str, port: int, tls: TlsSpec | None) -> None:
+    def _security_groups(self, vpc: ec2.IVpc, cidr: str | None, port: int, tls: TlsSpec | None) -> None:
         self.load_balancer_security_group = ec2.SecurityGroup(
             self, "LoadBalancerSecurityGroup", vpc=vpc, description=f"{self.group_name} load balancer", allow_all_outbound=False
         )
@@ -364,9 +371,7 @@ class InferenceFleet(Construct):
             self, "NodeSecurityGroup", vpc=vpc, description=f"{self.group_name} nodes", allow_all_outbound=False
         )
         self.listener_port = tls.port if tls else port
-        self.load_balancer_security_group.add_ingress_rule(
-            ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Clients in the VPC"
-        )
+        self._client_ingress(vpc, cidr)
         self.load_balancer_security_group.add_egress_rule(
             self.security_group, ec2.Port.tcp(port), "Requests and health checks to the nodes"
         )
@@ -375,6 +380,29 @@ class InferenceFleet(Construct):
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 (the model), ECR, AWS APIs")
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP package mirrors (apt)")
+
+    def _client_ingress(self, vpc: ec2.IVpc, cidr: str | None) -> None:
+        """Clients reach the listener from ``ingress_cidr``, by default the VPC's CIDR. A CIDR known only at deploy
+        (an ``ec2.Vpc``'s is a CloudFormation attribute) becomes a rule of its own resource, outside the group's
+        inline rules that cdk-nag's AwsSolutions-EC23 reads and cannot evaluate."""
+        cidr = cidr or vpc.vpc_cidr_block
+        if not Token.is_unresolved(cidr):
+            self.load_balancer_security_group.add_ingress_rule(
+                ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Clients in the VPC"
+            )
+            return
+        rule = ec2.CfnSecurityGroupIngress(
+            self,
+            "ClientIngress",
+            group_id=self.load_balancer_security_group.security_group_id,
+            ip_protocol="tcp",
+            from_port=self.listener_port,
+            to_port=self.listener_port,
+            cidr_ip=cidr,
+            description="Clients in the VPC",
+        )
+        # cdk-nag cannot evaluate a deploy-time CIDR ("Rule threw an error"); this one is the VPC's own block.
+        acknowledge(rule, "AwsSolutions-EC23", "ingress from the VPC's own CIDR block (a deploy-time attribute), never 0.0.0.0/0")
 
     # --- load balancer, listener and target group -----------------------------------------------------
     def _load_balancer(

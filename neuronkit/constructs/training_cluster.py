@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -12,10 +13,11 @@ from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_resourcegroups as resourcegroups
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit import catalog, userdata
-from neuronkit.constructs import pseudo
+from neuronkit.constructs import placement, pseudo
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
     drain_hook,
@@ -67,6 +69,9 @@ class CapacitySpec:
         return self.end - dt.timedelta(minutes=reclaim + self.drain_minutes)
 
 
+_AZ_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")
+
+
 class TrainingCluster(Construct):
     """An Auto Scaling group of one accelerator type in one subnet and a cluster placement group.
 
@@ -102,11 +107,13 @@ class TrainingCluster(Construct):
         name: str,
         nodes: NodePoolSpec,
         vpc: ec2.IVpc,
-        subnet_id: str,
-        az_id: str,
+        subnet_id: str | None = None,
+        az_id: str | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
         capacity: CapacitySpec | None = None,
         storage: StorageAccess | None = None,
         notifications_topic_arn: str | None = None,
+        notifications_topic: sns.ITopic | None = None,
         extra_security_group_ids: Sequence[str] = (),
         compile_cache: Literal["local", "s3"] = "local",
         scale_in_protection: bool = True,
@@ -119,6 +126,8 @@ class TrainingCluster(Construct):
         ultraserver_size: int = 0,
     ) -> None:
         super().__init__(scope, id)
+        subnet_id, az_id = self._where(vpc, name, subnet_id, az_id, vpc_subnets)
+        notifications_topic_arn = placement.topic_arn(notifications_topic, notifications_topic_arn, owner=name)
         facts, instance_type = nodes.facts, nodes.instance_type
         min_size, max_size, desired_size = nodes.min_size, nodes.max_size, nodes.desired_size
         capacity = capacity or CapacitySpec()
@@ -245,6 +254,27 @@ class TrainingCluster(Construct):
         if capacity.kind != "capacity-block" and "cluster" in self.instance_type.placement_strategies:
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
 
+    @staticmethod
+    def _where(
+        vpc: ec2.IVpc, name: str, subnet_id: str | None, az_id: str | None, vpc_subnets: ec2.SubnetSelection | None
+    ) -> tuple[str, str]:
+        """The cluster's one subnet (a cluster placement group lives in one Availability Zone) and its AZ ID when
+        known: ``subnet_id`` with ``az_id`` (the kit's stacks), or ``vpc_subnets`` selecting exactly one subnet."""
+        if vpc_subnets is None:
+            if subnet_id is None or az_id is None:
+                raise ValueError(f"{name}: give vpc_subnets (one subnet of the VPC), or subnet_id with its az_id")
+            return subnet_id, az_id
+        if subnet_id is not None:
+            raise ValueError(f"{name}: give vpc_subnets or subnet_id, not both")
+        chosen = placement.subnets_by_label(vpc, owner=name, subnet_ids=None, vpc_subnets=vpc_subnets)
+        if len(chosen) != 1:
+            raise ValueError(
+                f"{name}: vpc_subnets selects {len(chosen)} subnets; a cluster (one placement group) needs exactly one: "
+                "narrow it, e.g. SubnetSelection(subnet_type=..., availability_zones=['us-east-1a'])"
+            )
+        ((label, only),) = chosen.items()
+        return only, az_id or label
+
     def _reservation(self, capacity: CapacitySpec, instance_type: str, az_id: str) -> str | None:
         """The reservation the nodes launch into: one this construct creates (an ODCR in the placement group),
         or the file's (an existing ODCR, a Capacity Block)."""
@@ -263,7 +293,8 @@ class TrainingCluster(Construct):
             instance_type=instance_type,
             instance_platform="Linux/UNIX",
             instance_count=capacity.create_count,
-            availability_zone_id=az_id,
+            # An AZ ID from the kit's files; an Availability Zone name when the app placed the cluster by selection.
+            **({"availability_zone_id": az_id} if _AZ_ID.match(az_id) else {"availability_zone": az_id}),
             # Only launches that name this reservation use it (ours); it bills from creation.
             instance_match_criteria="targeted",
             ebs_optimized=True,

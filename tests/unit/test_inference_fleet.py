@@ -550,7 +550,7 @@ def test_public_attributes_other_constructs_rely_on(nlb: Extra) -> None:
         ({"fallback_types": ["inf2.xlarge"]}, "fallback_types: 'inf2.xlarge' has no GPU"),
         ({"min_size": 5}, "min_size 5 is greater than max_size 4"),
         ({"desired_size": 9}, "desired_size 9 must lie between min_size and max_size"),
-        ({"root_volume_gib": 20000}, "root_volume_gib 20000 must lie between 8 and 16384 GiB"),
+        ({"root_volume_gib": 70000}, "root_volume_gib 70000 must lie between 8 and 65536 GiB"),
     ],
 )
 def test_a_fleet_nodes_spec_is_checked_when_it_is_made(fields: dict[str, Any], message: str) -> None:

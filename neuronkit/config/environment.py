@@ -275,7 +275,8 @@ def neuron_warnings(env: Environment) -> list[str]:
         for key, ami in (("neuron_ami", f.neuron_ami), ("gpu_ami", f.gpu_ami)):
             if ami.track == "latest" and not ami.ami_id:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
-        warnings += serving_warnings(f"inference[{i}]", f)
+        if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
+            warnings += serving_warnings(f"inference[{i}]", f)
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

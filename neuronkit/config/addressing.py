@@ -63,7 +63,10 @@ def addresses_per_az(
         per_node = batch_addresses_per_node if c.scheduler == "batch" else addresses_per_node
         add(c.az_id, c.max_size * (per_node(catalog.get(c.instance_type)) + pods_per_node))
         if c.gpu_pool is not None:
-            add(c.gpu_pool.az_id or c.az_id, c.gpu_pool.max_size * (per_node(catalog.get(c.gpu_pool.instance_type)) + pods_per_node))
+            add(
+                c.gpu_pool.az_id or c.az_id,
+                c.gpu_pool.max_size * (per_node(catalog.get(c.gpu_pool.instance_type)) + pods_per_node),
+            )
     for f in inference:
         # The group balances across its AZ IDs, but when one AZ lacks capacity (or fails) every node
         # may land in another: size each of the fleet's subnets for the whole fleet.

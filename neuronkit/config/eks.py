@@ -136,9 +136,15 @@ def eks_pool_problems(
             out.append((f"training[{i}].{key}", _TRAINING_REFUSED[key]))
         if c.compile_cache == "s3":
             out.append(
-                (f"training[{i}].compile_cache", f"an S3 compile cache needs a pod role (pod identity), which {_LATER}; use local")
+                (
+                    f"training[{i}].compile_cache",
+                    f"an S3 compile cache needs a pod role (pod identity), which {_LATER}; use local",
+                )
             )
         cap = c.capacity
+        if cap.type == "odcr" and cap.create:
+            why = f"a reservation the stack creates for a node group {_LATER}; set create: false with its reservation_id"
+            out.append((f"training[{i}].capacity.create", why))
         if cap.type == "capacity-block":
             for key in sorted(cap.model_fields_set & _BLOCK_REFUSED.keys()):
                 out.append((f"training[{i}].capacity.{key}", _BLOCK_REFUSED[key]))

@@ -6,11 +6,10 @@ from typing import Any
 
 from constructs import Construct
 
-from neuronkit import catalog, userdata
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
-from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec
+from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec, eks_boot_script
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack
@@ -41,7 +40,7 @@ class EksStack(NeuronkitStack):
             vpc=network.network.vpc,
             subnets=list(self._subnets.values()),
         )  # fmt: skip
-        self._access = storage.storage.access()
+        self._access: StorageAccess = storage.storage.access()
         self._releases = pool_releases(config)
         self.node_groups: dict[str, NeuronNodeGroup] = {}
         for cluster in config.training:
@@ -50,26 +49,10 @@ class EksStack(NeuronkitStack):
             self._inference(config, fleet)
 
     def _script(self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None) -> str:
-        first = catalog.get(types[0])
         release = self._releases.get(pool)
-        access: StorageAccess = self._access
-        return userdata.render(
-            "eks-node.sh",
-            {
-                "ENVIRONMENT": config.name,
-                "POOL": pool,
-                "ACCELERATOR": "neuron" if first.is_neuron else "gpu",
-                "EXPECTED_ACCELERATORS": first.neuron_devices if first.is_neuron else first.gpus,
-                # Groups of several types: each node looks its own type up (devices differ per size).
-                "ACCELERATORS_BY_TYPE": " ".join(
-                    f"{t}={catalog.get(t).neuron_devices if first.is_neuron else catalog.get(t).gpus}" for t in types
-                ),
-                "EXPECTED_EFA": first.efa_max_interfaces if efa else 0,
-                "LUSTRE_DNS": access.lustre_dns_name or "",
-                "LUSTRE_MOUNT": access.lustre_mount_name or "",
-                "EXPECTED_NEURON_DRIVER": release.release.driver if release and release.release and first.is_neuron else "",
-                "LNC": lnc or "",
-            },
+        driver = release.release.driver if release is not None and release.release is not None else None
+        return eks_boot_script(
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver, lnc=lnc
         )
 
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any, lnc: int | None = None) -> None:

@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from neuronkit import catalog
+from neuronkit import catalog, userdata
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
 from neuronkit.constructs.launch_template import (
@@ -27,6 +27,7 @@ from neuronkit.constructs.launch_template import (
 )
 from neuronkit.constructs.node_role import SESSION_MANAGER
 from neuronkit.constructs.security import EfaSecurityGroup
+from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec
 from neuronkit.reports.pools import pool_metadata
 
@@ -109,6 +110,38 @@ def node_user_data(script: str, max_pods: int) -> str:
         f"--{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n{node_config}\n"
         f'--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n{script.rstrip()}\n\n'
         f"--{MIME_BOUNDARY}--\n"
+    )
+
+
+def eks_boot_script(
+    *,
+    environment: str,
+    pool: str,
+    instance_types: Sequence[str],
+    efa: bool,
+    storage: StorageAccess | None = None,
+    neuron_driver: str | None = None,
+    lnc: int | None = None,
+) -> str:
+    """The kit's boot check for a node group's nodes (``neuronkit/userdata/eks-node.sh``), rendered: every device of
+    the node's own type (a group of several types lists each), EFA when the group carries it, the pool's Neuron
+    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting."""
+    facts = [catalog.get(t) for t in instance_types]
+    neuron = facts[0].is_neuron
+    return userdata.render(
+        "eks-node.sh",
+        {
+            "ENVIRONMENT": environment,
+            "POOL": pool,
+            "ACCELERATOR": "neuron" if neuron else "gpu",
+            "EXPECTED_ACCELERATORS": facts[0].neuron_devices if neuron else facts[0].gpus,
+            "ACCELERATORS_BY_TYPE": " ".join(f"{f.name}={f.neuron_devices if neuron else f.gpus}" for f in facts),
+            "EXPECTED_EFA": facts[0].efa_max_interfaces if efa else 0,
+            "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
+            "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
+            "EXPECTED_NEURON_DRIVER": (neuron_driver or "") if neuron else "",
+            "LNC": lnc or "",
+        },
     )
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aws_cdk import Annotations, RemovalPolicy, Stack
+from aws_cdk import Annotations, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_kms as kms
@@ -170,6 +170,11 @@ class NeuronEksCluster(Construct):
         }
         for rule, reason in reasons.items():
             acknowledge(self, rule, reason)
+        for path in (("KubectlProvider", "Handler"), ("KubectlProvider", "Provider", "framework-onEvent")):
+            node: Any = self.cluster
+            for part in path:
+                node = node.node.try_find_child(part) if node is not None else None
+            drop_implied_role_dependency(node)
         # The ECR Public pull policy of the handler is named through a condition (Fn::If) in the finding's id.
         for finding in _ecr_public_findings(self.cluster):
             acknowledge(self, finding, "aws_eks_v2's kubectl handler may pull Helm charts from ECR Public")
@@ -203,3 +208,19 @@ def _ecr_public_findings(cluster: eks.Cluster) -> list[str]:
         ]
     }
     return [f"AwsSolutions-IAM4[Policy::{json.dumps(arn, separators=(',', ':'))}]"]
+
+
+def drop_implied_role_dependency(function: Any) -> None:
+    """Remove a Lambda function's DependsOn its own role, which its Role GetAtt already orders (cfn-lint W3005);
+    the other dependencies (the role's policy) stay. aws-cdk-lib's L2 adds it and has no option against it."""
+    cfn = function.node.default_child if function is not None else None
+    if not isinstance(cfn, CfnResource):
+        return
+    role = function.node.try_find_child("ServiceRole")
+    role_cfn = role.node.default_child if role is not None else None
+    stack = Stack.of(cfn)
+    keep = sorted(stack.get_logical_id(d) for d in cfn.obtain_dependencies() if d is not role_cfn and isinstance(d, CfnResource))
+    if keep:
+        cfn.add_override("DependsOn", keep)
+    else:
+        cfn.add_deletion_override("DependsOn")

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.constructs.compliance import acknowledge
-from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
 from neuronkit.constructs.launch_template import (
     capacity_target,
     efa_network_interfaces,
@@ -319,9 +319,9 @@ class NeuronNodeGroup(Construct):
             policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[self.nodegroup.nodegroup_arn]),
             install_latest_aws_sdk=False,
         )
-        lookup.node.add_dependency(self.nodegroup)
         singleton = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_SINGLETON)
         if singleton is not None:
+            drop_implied_role_dependency(singleton)
             acknowledge(
                 singleton,
                 "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",

@@ -117,7 +117,9 @@ def main() -> None:
     print(f"  ratio to floor (pairwise):    {ratio:6.2f}x  (target <= 1.5x)")
     eks_times, eks_floor = interleaved_synths(runs, with_examples())
     eks_ratio = statistics.median(w / f for w, f in zip(eks_times, eks_floor, strict=True))
-    print(f"  whole app + EKS example:      {statistics.median(eks_times):6.2f} s  ratio to floor {eks_ratio:.2f}x (target <= 1.5x)")
+    print(
+        f"  whole app + EKS example:      {statistics.median(eks_times):6.2f} s  ratio to floor {eks_ratio:.2f}x (target <= 1.5x)"
+    )
     for nodes in (1, 16, 256):
         print(f"  prod training stack at {nodes:>3} nodes: {training_resources(nodes)} resources")
     out = Path(tempfile.mkdtemp(prefix="bench-sizes-"))

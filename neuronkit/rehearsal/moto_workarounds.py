@@ -541,12 +541,22 @@ def _ssm_parameter_generated_name() -> bool:
 def _eks_from_cloudformation() -> bool:
     from moto.cloudformation import parsing
     from moto.core.common_models import CloudFormationModel
-    from moto.ec2.models import ec2_backends
-    from moto.eks.models import eks_backends
 
     name = "eks-from-cloudformation"
     if any(getattr(m, MARK, None) == name for m in CloudFormationModel.__subclasses__()):
         return False
+    for model in (_eks_cluster_model(), _eks_nodegroup_model()):
+        setattr(model, MARK, name)
+    parsing.get_model_map.cache_clear()
+    parsing.get_name_type_map.cache_clear()
+    return True
+
+
+def _eks_cluster_model() -> type:
+    """A CloudFormation model of AWS::EKS::Cluster (registered by subclassing moto's CloudFormationModel)."""
+    from moto.core.common_models import CloudFormationModel
+    from moto.ec2.models import ec2_backends
+    from moto.eks.models import eks_backends
 
     class EksCluster(CloudFormationModel):
         """AWS::EKS::Cluster through moto's EKS backend, with a cluster security group in the cluster's VPC."""
@@ -626,6 +636,14 @@ def _eks_from_cloudformation() -> bool:
                 "Id": c.name,
             }[attribute_name]
 
+    return EksCluster
+
+
+def _eks_nodegroup_model() -> type:
+    """A CloudFormation model of AWS::EKS::Nodegroup (registered by subclassing moto's CloudFormationModel)."""
+    from moto.core.common_models import CloudFormationModel
+    from moto.eks.models import eks_backends
+
     class EksNodegroup(CloudFormationModel):
         """AWS::EKS::Nodegroup through moto's EKS backend (instances are not launched)."""
 
@@ -681,11 +699,7 @@ def _eks_from_cloudformation() -> bool:
             return {"Arn": n.arn, "NodegroupName": n.nodegroup_name, "ClusterName": n.cluster_name,
                     "Id": self.physical_resource_id}[attribute_name]  # fmt: skip
 
-    for model in (EksCluster, EksNodegroup):
-        setattr(model, MARK, name)
-    parsing.get_model_map.cache_clear()
-    parsing.get_name_type_map.cache_clear()
-    return True
+    return EksNodegroup
 
 
 WORKAROUNDS: tuple[Workaround, ...] = (

@@ -82,13 +82,26 @@ def scale_templates() -> tuple[int, int, list[tuple[int, int, str]]]:
     return len(env.training), len(env.inference), sizes
 
 
-def interleaved_synths(runs: int = 5) -> tuple[list[float], list[float]]:
+def with_examples() -> Path:
+    """The project with the EKS example added to its environments (symlinks): the whole app as a user who deploys
+    both platforms would synthesize it."""
+    work = Path(tempfile.mkdtemp(prefix="bench-with-eks-"))
+    for name in ("app.py", "cdk.json", "cdk.context.json", "neuronkit", "node_modules"):
+        (work / name).symlink_to(ROOT / name)
+    envs = work / "environments"
+    envs.mkdir()
+    for f in [*sorted((ROOT / "environments").glob("*.yaml")), ROOT / "examples" / "environments" / "eks.yaml"]:
+        (envs / f.name).symlink_to(f)
+    return work
+
+
+def interleaved_synths(runs: int = 5, app: Path = ROOT) -> tuple[list[float], list[float]]:
     """Whole-app and empty-app synths in turn (A B A B ...), so a drift in machine speed hits both alike."""
     empty = empty_app()
-    timed_synth(empty), timed_synth(ROOT)  # warm the file cache; not counted
+    timed_synth(empty), timed_synth(app)  # warm the file cache; not counted
     whole_times, floor_times = [], []
     for _ in range(runs):
-        whole_times.append(timed_synth(ROOT))
+        whole_times.append(timed_synth(app))
         floor_times.append(timed_synth(empty))
     return whole_times, floor_times
 
@@ -102,6 +115,11 @@ def main() -> None:
     print(f"  empty CDK app synth (floor):  {floor:6.2f} s  (min {min(floor_times):.2f}, max {max(floor_times):.2f})")
     print(f"  whole app synth (all envs):   {whole:6.2f} s  (min {min(whole_times):.2f}, max {max(whole_times):.2f})")
     print(f"  ratio to floor (pairwise):    {ratio:6.2f}x  (target <= 1.5x)")
+    eks_times, eks_floor = interleaved_synths(runs, with_examples())
+    eks_ratio = statistics.median(w / f for w, f in zip(eks_times, eks_floor, strict=True))
+    print(
+        f"  whole app + EKS example:      {statistics.median(eks_times):6.2f} s  ratio to floor {eks_ratio:.2f}x (target <= 1.5x)"
+    )
     for nodes in (1, 16, 256):
         print(f"  prod training stack at {nodes:>3} nodes: {training_resources(nodes)} resources")
     out = Path(tempfile.mkdtemp(prefix="bench-sizes-"))

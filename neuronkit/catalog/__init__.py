@@ -217,3 +217,10 @@ def ultraserver(name: str) -> dict[str, Any] | None:
 def ultraservers_for(instance_type: str) -> list[str]:
     """The UltraServer types built of ``instance_type`` servers."""
     return [n for n, u in trainium_facts()["ultraservers"].items() if u.get("instance_type") == instance_type]
+
+
+@cache
+def eks_facts() -> dict[str, Any]:
+    """Amazon EKS pins (eks.yaml): Kubernetes version, add-ons, node images, kubectl layer, pod addressing."""
+    data: dict[str, Any] = yaml.safe_load((_HERE / "eks.yaml").read_text())
+    return data

@@ -38,25 +38,39 @@ def batch_addresses_per_node(instance_type: catalog.InstanceType) -> int:
     return addresses_per_node(instance_type) + 1
 
 
+def eks_pod_addresses(max_pods_per_node: int) -> int:
+    """Addresses an EKS node takes beyond its own: with the VPC CNI (no prefix delegation) every pod gets an
+    address of the node's subnet, and the CNI keeps ``warm_ip_target`` more ready (catalog/eks.yaml)."""
+    return max_pods_per_node + int(catalog.eks_facts()["pods"]["warm_ip_target"])
+
+
 def addresses_per_az(
-    az_ids: Iterable[str], training: Iterable[TrainingCluster], inference: Iterable[InferenceFleet]
+    az_ids: Iterable[str], training: Iterable[TrainingCluster], inference: Iterable[InferenceFleet], pods_per_node: int = 0
 ) -> dict[str, int]:
-    """Addresses each AZ ID's private subnet must hold at every pool's maximum size."""
-    need = dict.fromkeys(az_ids, SERVICE_ADDRESSES)
+    """Addresses each AZ ID's private subnet must hold at every pool's maximum size.
+
+    ``pods_per_node`` (EKS, :func:`eks_pod_addresses`) adds each node's pod addresses, and each subnet keeps the
+    control plane's addresses; 0 (the default platform) adds nothing.
+    """
+    base = SERVICE_ADDRESSES + (int(catalog.eks_facts()["pods"]["control_plane_addresses_per_subnet"]) if pods_per_node else 0)
+    need = dict.fromkeys(az_ids, base)
 
     def add(az: str, count: int) -> None:
-        need[az] = need.get(az, SERVICE_ADDRESSES) + count
+        need[az] = need.get(az, base) + count
 
     for c in training:
         # Batch nodes also hold their multi-node job's task ENI; the GPU pool is a compute environment too.
         per_node = batch_addresses_per_node if c.scheduler == "batch" else addresses_per_node
-        add(c.az_id, c.max_size * per_node(catalog.get(c.instance_type)))
+        add(c.az_id, c.max_size * (per_node(catalog.get(c.instance_type)) + pods_per_node))
         if c.gpu_pool is not None:
-            add(c.gpu_pool.az_id or c.az_id, c.gpu_pool.max_size * per_node(catalog.get(c.gpu_pool.instance_type)))
+            add(
+                c.gpu_pool.az_id or c.az_id,
+                c.gpu_pool.max_size * (per_node(catalog.get(c.gpu_pool.instance_type)) + pods_per_node),
+            )
     for f in inference:
         # The group balances across its AZ IDs, but when one AZ lacks capacity (or fails) every node
         # may land in another: size each of the fleet's subnets for the whole fleet.
-        widest = max(addresses_per_node(catalog.get(t)) for t in (*f.neuron_types, *f.fallback_types))
+        widest = max(addresses_per_node(catalog.get(t)) for t in (*f.neuron_types, *f.fallback_types)) + pods_per_node
         for az in f.az_ids:
             add(az, f.max_size * widest)
     return need

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from neuronkit import catalog
 from neuronkit.config import addressing
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
+from neuronkit.config.eks import Eks, eks_pool_problems, eks_section_problems, eks_top_level_problems
 from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
@@ -27,6 +28,12 @@ class Environment(Strict):
     account: Annotated[str, Field(pattern=ACCOUNT_RE, description="12-digit AWS account id.")]
     region: Annotated[str, Field(pattern=REGION_RE, description="AWS region, e.g. us-east-1.")]
     cost_center: str = "ml-platform"
+    platform: Literal["asg", "eks"] = Field(
+        default="asg",
+        description="asg: pools are Auto Scaling groups (and AWS Batch); eks: an Amazon EKS cluster whose pools are "
+        "managed node groups (docs/eks.md).",
+    )
+    eks: Eks | None = Field(default=None, description="The EKS cluster of platform: eks (version, access, endpoint).")
     tags: dict[str, str] = Field(default_factory=dict)
     network: Network = Field(description="VPC layout with az_ids, e.g. az_ids: [use1-az6].")
     storage: Storage = Storage()
@@ -47,12 +54,13 @@ class Environment(Strict):
     def _cross(self) -> Environment:
         problems = _tag_problems(self.tags)
         problems += _cross_problems(self.region, self.network, self.storage, list(enumerate(self.training)))
-        problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)))
+        problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)), self.platform)
+        problems += _platform_problems(self)
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
         problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         problems += pilot_problems(self.pilot, self.training, self.inference)
-        problems += address_problems(self.network, self.training, self.inference)
+        problems += address_problems(self.network, self.training, self.inference, self.eks if self.platform == "eks" else None)
         _raise_all(problems)
         return self
 
@@ -72,13 +80,28 @@ class Environment(Strict):
         return self.training[0].az_id if self.training else self.network.az_ids[0]
 
 
-def address_problems(network: Network, training: list[TrainingCluster], inference: list[InferenceFleet]) -> list[tuple[str, str]]:
+def _platform_problems(env: Environment) -> list[tuple[str, str]]:
+    """platform: eks: the eks section, and every pool or top-level key EKS does not honour (one line each)."""
+    problems = eks_section_problems(env.platform, env.eks)
+    if env.platform == "eks":
+        problems += eks_pool_problems(list(enumerate(env.training)), list(enumerate(env.inference)))
+        problems += eks_top_level_problems(set(env.model_fields_set))
+    return problems
+
+
+def address_problems(
+    network: Network, training: list[TrainingCluster], inference: list[InferenceFleet], eks: Eks | None = None
+) -> list[tuple[str, str]]:
     """The VPC the kit creates must hold every pool at its maximum size, twice over for rolling replacements
-    (the network construct sizes its subnets so; an existing VPC's subnets are its owner's business)."""
+    (the network construct sizes its subnets so; an existing VPC's subnets are its owner's business). On EKS
+    every pod takes an address of its node's subnet too: each node counts 1 + max_pods_per_node + the VPC CNI's
+    warm addresses, and each subnet keeps room for the control plane's interfaces."""
     if network.existing is not None:
         return []
     try:
-        need = addressing.addresses_per_az(network.az_ids, training, inference)
+        need = addressing.addresses_per_az(
+            network.az_ids, training, inference, pods_per_node=addressing.eks_pod_addresses(eks.max_pods_per_node) if eks else 0
+        )
     except KeyError:  # an unknown type: its own check names it
         return []
     az, most = max(need.items(), key=lambda kv: kv[1])
@@ -87,10 +110,14 @@ def address_problems(network: Network, training: list[TrainingCluster], inferenc
         addressing.plan_subnets(network.cidr, len(network.az_ids), prefix, network.nat_gateways > 0)
     except ValueError:
         where = f"the pools at their max_size: {az} needs {most:,} addresses, its subnet twice that for rolling replacements"
+        if eks is not None:
+            where += f" (EKS: {eks.max_pods_per_node} pods per node, each with its own address)"
         if prefix < 16:  # larger than any VPC block AWS allows (Amazon VPC User Guide: /16 to /28)
             fix = "no VPC holds that: lower max_size or spread the pools over more AZ IDs"
         else:
-            fix = f"use a larger network.cidr (a /{max(16, prefix - 1)} or /16) or lower max_size"
+            fix = f"use a larger network.cidr (a /{max(16, prefix - 1)} or /16) or lower max_size" + (
+                " or eks.max_pods_per_node" if eks is not None else ""
+            )
         return [("network.cidr", f"{network.cidr} cannot hold subnets for {where}; {fix}")]
     return []
 
@@ -151,11 +178,23 @@ def _cross_problems_of_parts(data: dict[str, Any]) -> list[tuple[str, str]]:
     top = top if isinstance(top, str) else None
     return (
         _cross_problems(region, network, _valid(Storage, data.get("storage", {})), clusters)
-        + _inference_problems(region, network, valid_fleets)
+        + _inference_problems(region, network, valid_fleets, "eks" if data.get("platform") == "eks" else "asg")
         + _neuron_problems(top, clusters, valid_fleets)[0]
         # The pools that are valid alone already need this many addresses: too many is a problem whatever the rest.
-        + (address_problems(network, [c for _, c in clusters], [f for _, f in valid_fleets]) if network is not None else [])
+        + (
+            address_problems(network, [c for _, c in clusters], [f for _, f in valid_fleets], _eks_of(data))
+            if network is not None
+            else []
+        )
     )
+
+
+def _eks_of(data: dict[str, Any]) -> Eks | None:
+    """The eks section of a platform: eks file, when it is valid on its own (defaults when absent)."""
+    if data.get("platform") != "eks":
+        return None
+    eks = _valid(Eks, data.get("eks") or {})
+    return eks if eks is not None else Eks()
 
 
 def _pool_releases(
@@ -236,7 +275,8 @@ def neuron_warnings(env: Environment) -> list[str]:
         for key, ami in (("neuron_ami", f.neuron_ami), ("gpu_ami", f.gpu_ami)):
             if ami.track == "latest" and not ami.ami_id:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
-        warnings += serving_warnings(f"inference[{i}]", f)
+        if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
+            warnings += serving_warnings(f"inference[{i}]", f)
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

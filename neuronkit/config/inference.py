@@ -158,7 +158,7 @@ class InferenceFleet(Strict):
 
 
 def _inference_problems(
-    region: str | None, network: Network | None, fleets: list[tuple[int, InferenceFleet]]
+    region: str | None, network: Network | None, fleets: list[tuple[int, InferenceFleet]], platform: str = "asg"
 ) -> list[tuple[str, str]]:
     """Checks of inference fleets against the catalog, the region and network.az_ids."""
     out: list[tuple[str, str]] = []
@@ -211,7 +211,7 @@ def _inference_problems(
             add(
                 "serve", "give either model (the kit's pinned vLLM containers) or serve (your own commands), not both; remove one"
             )
-        elif f.model is None and f.serve is None:
+        elif f.model is None and f.serve is None and platform != "eks":  # on EKS a fleet is a node group (for now)
             add(
                 "model",
                 "required: the model the fleet serves, e.g. {id: TinyLlama/TinyLlama-1.1B-Chat-v1.0, s3_prefix: models/tinyllama/, parameters_billion: 1.1}",

@@ -13,6 +13,7 @@ from neuronkit.constructs.batch import BatchTrainingCluster
 from neuronkit.constructs.budget import BudgetNotification, CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
+from neuronkit.constructs.eks import NeuronEksCluster, NeuronNodeGroup
 from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.inference_fleet import HealthCheckSpec, InferenceFleet, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
@@ -48,6 +49,8 @@ __all__ = [
     "InferenceFleet",
     "LoadBalancerRef",
     "LustreRef",
+    "NeuronEksCluster",
+    "NeuronNodeGroup",
     "NodeObservability",
     "FleetNodesSpec",
     "NodePoolSpec",

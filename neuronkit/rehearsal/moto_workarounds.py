@@ -516,6 +516,192 @@ def _deleted_stack_outputs() -> bool:
     return changed
 
 
+# --------------------------------------------------------------------------------------------
+# CloudFormation: SSM and EKS (platform: eks)
+# --------------------------------------------------------------------------------------------
+def _ssm_parameter_generated_name() -> bool:
+    from moto.ssm import models as ssm_models
+
+    name = "ssm-parameter-generated-name"
+    if is_installed(ssm_models.Parameter, "create_from_cloudformation_json", name):
+        return False
+    original = _function(inspect.getattr_static(ssm_models.Parameter, "create_from_cloudformation_json"))
+
+    def create_from_cloudformation_json(
+        cls: Any, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+    ) -> Any:
+        properties = cloudformation_json.setdefault("Properties", {})
+        properties.setdefault("Name", resource_name)  # CloudFormation generates the name of an unnamed parameter
+        return original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
+
+    _install(ssm_models.Parameter, "create_from_cloudformation_json", classmethod(create_from_cloudformation_json), name)
+    return True
+
+
+def _eks_from_cloudformation() -> bool:
+    from moto.cloudformation import parsing
+    from moto.core.common_models import CloudFormationModel
+
+    name = "eks-from-cloudformation"
+    if any(getattr(m, MARK, None) == name for m in CloudFormationModel.__subclasses__()):
+        return False
+    for model in (_eks_cluster_model(), _eks_nodegroup_model()):
+        setattr(model, MARK, name)
+    parsing.get_model_map.cache_clear()
+    parsing.get_name_type_map.cache_clear()
+    return True
+
+
+def _eks_cluster_model() -> type:
+    """A CloudFormation model of AWS::EKS::Cluster (registered by subclassing moto's CloudFormationModel)."""
+    from moto.core.common_models import CloudFormationModel
+    from moto.ec2.models import ec2_backends
+    from moto.eks.models import eks_backends
+
+    class EksCluster(CloudFormationModel):
+        """AWS::EKS::Cluster through moto's EKS backend, with a cluster security group in the cluster's VPC."""
+
+        def __init__(self, cluster: Any, security_group_id: str) -> None:
+            self.cluster, self.security_group_id = cluster, security_group_id
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::EKS::Cluster"
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return "Name"
+
+        @property
+        def physical_resource_id(self) -> str:
+            return str(self.cluster.name)
+
+        @classmethod
+        def create_from_cloudformation_json(  # type: ignore[override]
+            cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+        ) -> EksCluster:
+            p = cloudformation_json["Properties"]
+            vpc = p.get("ResourcesVpcConfig", {})
+            subnets = list(vpc.get("SubnetIds", []))
+            ec2 = ec2_backends[account_id][region_name]
+            cluster_name = p.get("Name") or resource_name
+            vpc_id = ec2.get_subnet(subnets[0]).vpc_id if subnets else None
+            group = ec2.create_security_group(f"eks-cluster-sg-{cluster_name}", "EKS cluster security group", vpc_id=vpc_id)
+            cluster = eks_backends[account_id][region_name].create_cluster(
+                name=cluster_name,
+                role_arn=p["RoleArn"],
+                resources_vpc_config={
+                    "subnetIds": subnets,
+                    "securityGroupIds": list(vpc.get("SecurityGroupIds", [])),
+                    "endpointPublicAccess": vpc.get("EndpointPublicAccess", True),
+                    "endpointPrivateAccess": vpc.get("EndpointPrivateAccess", False),
+                    "clusterSecurityGroupId": group.id,
+                },
+                version=p.get("Version"),
+                logging={
+                    "clusterLogging": [
+                        {
+                            "types": [t["Type"] for t in p.get("Logging", {}).get("ClusterLogging", {}).get("EnabledTypes", [])],
+                            "enabled": True,
+                        }
+                    ]
+                },  # fmt: skip
+                encryption_config=[
+                    {"resources": e.get("Resources", []), "provider": {"keyArn": e.get("Provider", {}).get("KeyArn")}}
+                    for e in p.get("EncryptionConfig", [])
+                ],
+                tags={t["Key"]: t["Value"] for t in p.get("Tags", [])},
+            )
+            return cls(cluster, group.id)
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return attr in (
+                "Arn",
+                "Endpoint",
+                "CertificateAuthorityData",
+                "ClusterSecurityGroupId",
+                "OpenIdConnectIssuerUrl",
+                "Id",
+            )
+
+        def get_cfn_attribute(self, attribute_name: str) -> Any:
+            c = self.cluster
+            return {
+                "Arn": c.arn,
+                "Endpoint": c.endpoint,
+                "CertificateAuthorityData": c.certificate_authority["data"],
+                "ClusterSecurityGroupId": self.security_group_id,
+                "OpenIdConnectIssuerUrl": c.identity["oidc"]["issuer"],
+                "Id": c.name,
+            }[attribute_name]
+
+    return EksCluster
+
+
+def _eks_nodegroup_model() -> type:
+    """A CloudFormation model of AWS::EKS::Nodegroup (registered by subclassing moto's CloudFormationModel)."""
+    from moto.core.common_models import CloudFormationModel
+    from moto.eks.models import eks_backends
+
+    class EksNodegroup(CloudFormationModel):
+        """AWS::EKS::Nodegroup through moto's EKS backend (instances are not launched)."""
+
+        def __init__(self, nodegroup: Any) -> None:
+            self.nodegroup = nodegroup
+
+        @staticmethod
+        def cloudformation_type() -> str:
+            return "AWS::EKS::Nodegroup"
+
+        @staticmethod
+        def cloudformation_name_type() -> str:
+            return "NodegroupName"
+
+        @property
+        def physical_resource_id(self) -> str:
+            return f"{self.nodegroup.cluster_name}/{self.nodegroup.nodegroup_name}"
+
+        @classmethod
+        def create_from_cloudformation_json(  # type: ignore[override]
+            cls, resource_name: str, cloudformation_json: Any, account_id: str, region_name: str, **kwargs: Any
+        ) -> EksNodegroup:
+            p = cloudformation_json["Properties"]
+            scaling = p.get("ScalingConfig", {})
+            template = p.get("LaunchTemplate")
+            nodegroup = eks_backends[account_id][region_name].create_nodegroup(
+                cluster_name=p["ClusterName"],
+                node_role=p["NodeRole"],
+                nodegroup_name=p.get("NodegroupName") or resource_name,
+                subnets=list(p.get("Subnets", [])),
+                scaling_config={
+                    "minSize": scaling.get("MinSize"),
+                    "maxSize": scaling.get("MaxSize"),
+                    "desiredSize": scaling.get("DesiredSize"),
+                },  # fmt: skip
+                instance_types=p.get("InstanceTypes"),
+                ami_type=p.get("AmiType"),
+                labels=p.get("Labels"),
+                tags=p.get("Tags"),
+                launch_template={"id": template.get("Id"), "version": str(template.get("Version"))} if template else None,
+                capacity_type=p.get("CapacityType"),
+                version=p.get("Version"),
+                release_version=p.get("ReleaseVersion"),
+            )
+            return cls(nodegroup)
+
+        @classmethod
+        def has_cfn_attr(cls, attr: str) -> bool:
+            return attr in ("Arn", "NodegroupName", "ClusterName", "Id")
+
+        def get_cfn_attribute(self, attribute_name: str) -> Any:
+            n = self.nodegroup
+            return {"Arn": n.arn, "NodegroupName": n.nodegroup_name, "ClusterName": n.cluster_name,
+                    "Id": self.physical_resource_id}[attribute_name]  # fmt: skip
+
+    return EksNodegroup
+
+
 WORKAROUNDS: tuple[Workaround, ...] = (
     Workaround(
         "custom-resources-unmodelled",
@@ -650,6 +836,23 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         "Stack.outputs and Stack.exports are empty for a DELETE_COMPLETE stack.",
         ("tests/moto/test_rehearse.py::test_destroy_removes_compute_and_the_network",),
         _deleted_stack_outputs,
+    ),
+    Workaround(
+        "ssm-parameter-generated-name",
+        "CloudFormation names an AWS::SSM::Parameter without Name itself; moto fails the stack ('NoneType' object has "
+        "no attribute 'lower'); aws_eks_v2's kubectl-ready barrier is such a parameter. Installed: "
+        "Parameter.create_from_cloudformation_json names it after its logical resource.",
+        ("tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",),
+        _ssm_parameter_generated_name,
+    ),
+    Workaround(
+        "eks-from-cloudformation",
+        "moto models EKS clusters and node groups in its EKS API but not in CloudFormation, so AWS::EKS::Cluster and "
+        "AWS::EKS::Nodegroup would be skipped. Installed: CloudFormation models of both that call moto's EKS backend "
+        "(the cluster gets a cluster security group in its VPC, as EKS creates one); access entries, add-ons and "
+        "everything inside Kubernetes stay unmodelled and are reported.",
+        ("tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",),
+        _eks_from_cloudformation,
     ),
 )
 

@@ -104,6 +104,7 @@ class EnvironmentReport:
     buckets: list[BucketReport] = field(default_factory=list)
     file_systems: list[FileSystemReport] = field(default_factory=list)
     alarms: list[AlarmReport] = field(default_factory=list)
+    eks: list[str] = field(default_factory=list)  # one line per EKS cluster and node group read back from moto
     seeded: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -178,6 +179,7 @@ def verify(client: Client, report: EnvironmentReport, stacks: list[StackInfo]) -
         physical = physical_ids(client, stack)
         _verify_pools(client, report, stack, physical)
         _verify_buckets(client, report, stack, physical)
+        _verify_eks(client, report, stack, physical)
         skipped = {t for _, t in s.unmodelled}
         for logical_id, resource in stack.resources(*FILE_SYSTEM_TYPES):
             report.file_systems.append(
@@ -210,6 +212,32 @@ def physical_ids(client: Client, stack: StackInfo) -> dict[str, str]:
         return {}
     # moto lists a skipped (unmodelled) resource without logical or physical id.
     return {r["LogicalResourceId"]: r.get("PhysicalResourceId") or "" for r in listed if r.get("LogicalResourceId")}
+
+
+def _verify_eks(client: Client, report: EnvironmentReport, stack: StackInfo, physical: dict[str, str]) -> None:
+    """Each EKS cluster and node group of the stack, described through moto's EKS API (platform: eks)."""
+    clusters = stack.resources("AWS::EKS::Cluster")
+    if not clusters:
+        return
+    eks = client("eks", stack.account, stack.region)
+    for logical_id, _ in clusters:
+        name = physical.get(logical_id, "")
+        try:
+            c = eks.describe_cluster(name=name)["cluster"]
+        except eks.exceptions.ClientError as err:
+            report.problems.append(f"{stack.name}/{logical_id}: EKS cluster '{name}' not found in moto ({err})")
+            continue
+        vpc = c.get("resourcesVpcConfig", {})
+        endpoint = "private" if vpc.get("endpointPrivateAccess") and not vpc.get("endpointPublicAccess") else "public"
+        keyed = "secrets key" if c.get("encryptionConfig") else "no secrets key"
+        report.eks.append(f"cluster {c['name']}: Kubernetes {c.get('version')}, {endpoint} endpoint, {keyed}")
+        for group in eks.list_nodegroups(clusterName=c["name"]).get("nodegroups", []):
+            n = eks.describe_nodegroup(clusterName=c["name"], nodegroupName=group)["nodegroup"]
+            size = n.get("scalingConfig", {})
+            report.eks.append(
+                f"  node group {group}: {', '.join(n.get('instanceTypes') or [])}, {n.get('amiType')} {n.get('releaseVersion')}, "
+                f"{n.get('capacityType')}, {size.get('minSize')}/{size.get('desiredSize')}/{size.get('maxSize')}"
+            )
 
 
 def _verify_pools(client: Client, report: EnvironmentReport, stack: StackInfo, physical: dict[str, str]) -> None:
@@ -443,6 +471,8 @@ def render_report(report: EnvironmentReport) -> str:
         [[s.name, s.status, str(s.resources), str(s.created), str(len(s.unmodelled))] for s in report.stacks],
         right="234",
     )
+    if report.eks:
+        lines += ["", "EKS (clusters and managed node groups read back from moto's EKS API):", *report.eks]
     lines += ["", "pools (Auto Scaling groups: their neuronkit Metadata, sizes and launch template read back from moto):"]
     if report.pools:
         rows = []

@@ -140,7 +140,7 @@ def compare_templates(
                            f"{', '.join(breaking)} cannot change in place", before.get("DeletionPolicy") in RETAINED)
                 )  # fmt: skip
             else:
-                out.append(Change(stack, lid, after["Type"], "modified", tuple(props)))
+                out.append(Change(stack, lid, after["Type"], "modified", tuple(props), why=_eks_version_note(before, after)))
         for lid in sorted(k for k in a if k not in b):
             r = a[lid]
             twin = next((k for k, v in added.items() if v.get("Type") == r.get("Type")), None)
@@ -153,6 +153,30 @@ def compare_templates(
                                   retained=r.get("DeletionPolicy") in RETAINED))  # fmt: skip
         out += [Change(stack, lid, v["Type"], "added", why=_compile_note(v, "added")) for lid, v in sorted(added.items())]
     return _cascade(out, new, regions)
+
+
+def _eks_version_note(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """An EKS cluster's Kubernetes version bump: the order of an upgrade, and a jump EKS refuses (docs/eks.md)."""
+    if after.get("Type") != "AWS::EKS::Cluster":
+        return ""
+    old, new = before.get("Properties", {}).get("Version"), after.get("Properties", {}).get("Version")
+    if not (isinstance(old, str) and isinstance(new, str)) or old == new:
+        return ""
+    try:
+        step = int(new.split(".")[1]) - int(old.split(".")[1])
+    except (IndexError, ValueError):
+        return ""
+    if step > 1:
+        return (
+            f"**Kubernetes {old} -> {new} skips {step - 1} minor version(s): EKS upgrades one minor at a time; "
+            f"deploy {old.split('.')[0]}.{int(old.split('.')[1]) + 1} first** (docs/eks.md, Upgrades)"
+        )
+    if step < 1:
+        return f"**Kubernetes {old} -> {new}: EKS cannot downgrade a cluster**"
+    return (
+        f"Kubernetes {old} -> {new}: the control plane upgrades in place first; then the node groups' release_version, "
+        "then the add-ons (catalog/eks.yaml moves them together; docs/eks.md, Upgrades)"
+    )
 
 
 def _compile_note(resource: dict[str, Any], action: str) -> str:

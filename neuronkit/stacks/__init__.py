@@ -10,6 +10,7 @@ from typing import Any
 from aws_cdk import App
 
 from neuronkit.config import Environment
+from neuronkit.stacks.eks import EksStack
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.monitoring import MonitoringStack
 from neuronkit.stacks.network import NetworkStack
@@ -24,12 +25,17 @@ class EnvironmentStacks:
     training: TrainingStack | None
     inference: InferenceStack | None = None
     monitoring: MonitoringStack | None = None
+    eks: EksStack | None = None
 
 
 def build_environment(app: App, env: Environment) -> EnvironmentStacks:
     """Create the stacks of one environment; stack names start with the environment name."""
     network = NetworkStack(app, f"{env.name}-network", config=env)
     storage = StorageStack(app, f"{env.name}-storage", config=env, network=network)
+    if env.platform == "eks":
+        # The pools are the EKS cluster's node groups (docs/eks.md); monitoring on EKS comes later.
+        eks = EksStack(app, f"{env.name}-eks", config=env, network=network, storage=storage)
+        return EnvironmentStacks(network=network, storage=storage, training=None, eks=eks)
     training = TrainingStack(app, f"{env.name}-training", config=env, network=network, storage=storage) if env.training else None
     inference = (
         InferenceStack(app, f"{env.name}-inference", config=env, network=network, storage=storage) if env.inference else None
@@ -42,6 +48,7 @@ def build_environment(app: App, env: Environment) -> EnvironmentStacks:
 
 
 __all__ = [
+    "EksStack",
     "EnvironmentStacks",
     "InferenceStack",
     "MonitoringStack",

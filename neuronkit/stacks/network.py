@@ -11,7 +11,9 @@ from neuronkit.stacks.base import NeuronkitStack
 
 
 def addresses_per_az(config: Environment) -> dict[str, int]:
-    return addressing.addresses_per_az(config.network.az_ids, config.training, config.inference)
+    eks = config.eks if config.platform == "eks" else None
+    pods = addressing.eks_pod_addresses(eks.max_pods_per_node) if eks is not None else 0
+    return addressing.addresses_per_az(config.network.az_ids, config.training, config.inference, pods_per_node=pods)
 
 
 def batch_on_efa(config: Environment) -> bool:

@@ -1,0 +1,171 @@
+"""eks: the Amazon EKS cluster of a ``platform: eks`` environment, and which pool keys EKS honours.
+
+On ``platform: eks`` every training cluster and inference fleet is a managed node group (or two: a fleet's
+``fallback_types`` and a cluster's ``gpu_pool`` are GPU node groups). A pool key either works on EKS or
+validation refuses it here with a one-line reason; docs/eks.md lists both.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field
+
+from neuronkit import catalog
+from neuronkit.config.base import Strict
+
+if TYPE_CHECKING:
+    from neuronkit.config.inference import InferenceFleet
+    from neuronkit.config.training import TrainingCluster
+
+PRINCIPAL_RE = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
+Principal = Annotated[str, Field(pattern=PRINCIPAL_RE)]
+
+
+class Eks(Strict):
+    """The cluster: Kubernetes version, who may reach it, and how its API endpoint is exposed."""
+
+    kubernetes_version: str | None = Field(
+        default=None,
+        description="Defaults to the catalog's pinned version (neuronkit/catalog/eks.yaml); give the previous one "
+        "to stay there while the catalog moves on (upgrades go one minor at a time, docs/eks.md).",
+    )
+    admins: list[Principal] = Field(
+        default_factory=list,
+        description="IAM role or user ARNs given cluster admin (AmazonEKSClusterAdminPolicy) through access entries; "
+        "the creator of the stack gets no access of its own.",
+    )
+    viewers: list[Principal] = Field(
+        default_factory=list, description="IAM role or user ARNs given read-only access (AmazonEKSViewPolicy)."
+    )
+    endpoint: Literal["private", "public-and-private"] = Field(
+        default="private",
+        description="private: the API answers inside the VPC only (reach it through SSM port forwarding, "
+        "docs/eks.md); public-and-private: also from public_access_cidrs.",
+    )
+    public_access_cidrs: list[Annotated[str, Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")]] = Field(
+        default_factory=list, description="With endpoint: public-and-private, the only networks the public endpoint answers."
+    )
+    max_pods_per_node: int = Field(
+        default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]),
+        ge=8,
+        le=250,
+        description="kubelet maxPods on every node; with the VPC CNI each pod takes an address of the node's subnet, "
+        "so subnets are sized for max_pods_per_node x max_size (docs/eks.md).",
+    )
+
+    @property
+    def version(self) -> str:
+        return self.kubernetes_version or str(catalog.eks_facts()["kubernetes"]["version"])
+
+
+def known_versions() -> list[str]:
+    k8s = catalog.eks_facts()["kubernetes"]
+    return [*map(str, k8s.get("previous", [])), str(k8s["version"])]
+
+
+def minor(version: str) -> int:
+    return int(version.split(".")[1])
+
+
+def eks_section_problems(platform: str, eks: Eks | None) -> list[tuple[str, str]]:
+    """The eks section on its own: present only with platform: eks, a known version, someone to administer it."""
+    if platform != "eks":
+        return [("eks", "only used with platform: eks; remove it or set platform: eks")] if eks is not None else []
+    if eks is None:
+        return [("eks", "required with platform: eks: at least eks.admins (an IAM role ARN that administers the cluster)")]
+    out: list[tuple[str, str]] = []
+    known = known_versions()
+    if eks.kubernetes_version is not None and eks.kubernetes_version not in known:
+        out.append(
+            (
+                "eks.kubernetes_version",
+                f"'{eks.kubernetes_version}' is not a version the catalog pins; use one of {', '.join(known)} "
+                "(a cluster moves one minor version at a time)",
+            )
+        )
+    if not eks.admins:
+        out.append(
+            (
+                "eks.admins",
+                "name at least one IAM role ARN: the stack's creator gets no cluster access of its own "
+                "(bootstrap_cluster_creator_admin_permissions is off)",
+            )
+        )
+    if eks.endpoint == "private" and eks.public_access_cidrs:
+        out.append(("eks.public_access_cidrs", "only used with endpoint: public-and-private; remove it"))
+    if eks.endpoint == "public-and-private" and (not eks.public_access_cidrs or "0.0.0.0/0" in eks.public_access_cidrs):
+        out.append(
+            (
+                "eks.public_access_cidrs",
+                "name the networks the public endpoint answers (not 0.0.0.0/0), or keep endpoint: private",
+            )
+        )
+    return out
+
+
+_LATER = "comes with the Kubernetes workloads (docs/eks.md, 'Not yet on EKS')"
+# Training keys EKS does not honour, with the reason; checked only when the file sets them.
+_TRAINING_REFUSED: dict[str, str] = {
+    "ami": "EKS node groups boot the catalog's amiType + release_version (neuronkit/catalog/eks.yaml); remove ami",
+    "scheduler": "AWS Batch is not a Kubernetes scheduler; remove scheduler (jobs run as pods) or use the default platform",
+    "scale_in_protection": "EKS owns the node group's Auto Scaling group and drains nodes itself; remove it",
+    "idle_scale_down": f"scaling an idle node group down {_LATER}; remove it",
+    "ultraserver": f"UltraServer node groups (a reservation group per UltraServer) {_LATER}; remove it",
+}
+_INFERENCE_ALLOWED = {
+    "name", "neuron_types", "fallback_types", "az_ids", "min_size", "max_size", "desired_size", "root_volume_gib",
+    "neuron_sdk", "workload",
+}  # fmt: skip
+_BLOCK_REFUSED = {
+    "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",
+    "warn_hours_before_end": f"Capacity Block notices on EKS {_LATER}; remove it",
+    "upfront_fee_usd": f"pricing EKS node groups {_LATER}; remove it",
+}
+
+
+def eks_pool_problems(
+    training: list[tuple[int, TrainingCluster]], inference: list[tuple[int, InferenceFleet]]
+) -> list[tuple[str, str]]:
+    """One line per pool key a platform: eks file sets that EKS does not honour, with the reason."""
+    out: list[tuple[str, str]] = []
+    for i, c in training:
+        for key in sorted(c.model_fields_set & _TRAINING_REFUSED.keys()):
+            if key == "scheduler" and c.scheduler == "none":
+                continue
+            out.append((f"training[{i}].{key}", _TRAINING_REFUSED[key]))
+        if c.compile_cache == "s3":
+            out.append(
+                (
+                    f"training[{i}].compile_cache",
+                    f"an S3 compile cache needs a pod role (pod identity), which {_LATER}; use local",
+                )
+            )
+        cap = c.capacity
+        if cap.type == "odcr" and cap.create:
+            why = f"a reservation the stack creates for a node group {_LATER}; set create: false with its reservation_id"
+            out.append((f"training[{i}].capacity.create", why))
+        if cap.type == "capacity-block":
+            for key in sorted(cap.model_fields_set & _BLOCK_REFUSED.keys()):
+                out.append((f"training[{i}].capacity.{key}", _BLOCK_REFUSED[key]))
+        if c.gpu_pool is not None and "ami" in c.gpu_pool.model_fields_set:
+            out.append((f"training[{i}].gpu_pool.ami", _TRAINING_REFUSED["ami"]))
+    for i, f in inference:
+        for key in sorted(f.model_fields_set - _INFERENCE_ALLOWED):
+            why = (
+                _TRAINING_REFUSED["ami"]
+                if key in ("neuron_ami", "gpu_ami")
+                else f"serving on EKS (model server, load balancer, scaling) {_LATER}; remove it, the fleet is a node group"
+            )
+            out.append((f"inference[{i}].{key}", why))
+    return out
+
+
+def eks_top_level_problems(fields_set: set[str]) -> list[tuple[str, str]]:
+    """Top-level sections a platform: eks environment does not build yet."""
+    reasons = {
+        "monitoring": f"the dashboard, alarms and schedules for EKS node groups {_LATER}; remove it",
+        "budget": f"the budget of an EKS environment {_LATER}; remove it",
+        "pilot": "the GPU-vs-Trainium pilot runs on the default platform; remove it or drop platform: eks",
+    }
+    return [(key, reasons[key]) for key in sorted(fields_set & reasons.keys())]

@@ -1,0 +1,6 @@
+"""Amazon EKS constructs (platform: eks): the cluster and the managed node groups that are the kit's pools."""
+
+from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
+from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
+
+__all__ = ["ClusterSpec", "NeuronEksCluster", "NeuronNodeGroup", "NodeGroupSpec", "eks_boot_script", "node_user_data"]

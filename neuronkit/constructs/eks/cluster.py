@@ -1,0 +1,226 @@
+"""An Amazon EKS cluster for accelerator node groups, through ``aws_cdk.aws_eks_v2`` (native AWS::EKS::Cluster)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from aws_cdk import Annotations, CfnResource, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from neuronkit import catalog
+from neuronkit.constructs.compliance import acknowledge
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """What the cluster runs and who reaches it.
+
+    ``version`` (e.g. "1.35"), ``addon_versions`` (add-on name -> version) and the kubectl layer default to
+    the pins of ``neuronkit/catalog/eks.yaml``. ``admins`` get AmazonEKSClusterAdminPolicy and ``viewers``
+    AmazonEKSViewPolicy, cluster-wide, through access entries; the principal that deploys the stack gets no
+    access of its own. ``endpoint`` defaults to private (the API answers inside the VPC only);
+    ``public-and-private`` needs ``public_access_cidrs``. ``max_pods_per_node`` bounds the VPC CNI's warm
+    pool in step with the nodes' kubelet maxPods (defaults to the catalog's 110).
+    """
+
+    name: str
+    version: str = field(default_factory=lambda: str(catalog.eks_facts()["kubernetes"]["version"]))
+    admins: Sequence[str] = ()
+    viewers: Sequence[str] = ()
+    endpoint: Literal["private", "public-and-private"] = "private"
+    public_access_cidrs: Sequence[str] = ()
+    addon_versions: Mapping[str, str] = field(
+        default_factory=lambda: {k: str(v["version"]) for k, v in catalog.eks_facts()["addons"].items() if k != "source"}
+    )
+    max_pods_per_node: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
+
+    def __post_init__(self) -> None:
+        if not self.admins:
+            raise ValueError("admins: name at least one IAM principal ARN (the stack's creator gets no cluster access)")
+        if self.endpoint == "public-and-private" and not self.public_access_cidrs:
+            raise ValueError("public_access_cidrs: required with endpoint public-and-private (never 0.0.0.0/0)")
+
+
+def kubectl_layer(scope: Construct, id: str) -> Any:
+    """The pinned kubectl/Helm Lambda layer of catalog/eks.yaml (a PyPI package pinned in requirements.txt)."""
+    pin = catalog.eks_facts()["kubectl_layer"]
+    module = importlib.import_module(pin["module"])
+    return getattr(module, pin["class"])(scope, id)
+
+
+class NeuronEksCluster(Construct):
+    """An EKS cluster whose capacity is the kit's managed node groups (no Auto Mode, no default capacity).
+
+    Access entries only (``bootstrap_cluster_creator_admin_permissions`` off; admins and viewers from ``spec``);
+    Kubernetes secrets envelope-encrypted with a customer-managed KMS key (rotated) that is **retained** when the
+    stack goes; every control-plane log type of the catalog to CloudWatch Logs; the add-ons VPC CNI, CoreDNS,
+    kube-proxy and the pod identity agent at the catalog's versions (the VPC CNI's warm pool bounded so that a
+    node takes at most 1 + maxPods + warm_ip_target addresses of its subnet); the kubectl/Helm handler with the
+    catalog's layer in ``subnets`` (the VPC's private subnets), so it reaches a private endpoint.
+
+    Public attributes: ``cluster`` (``aws_eks_v2.Cluster``), ``secrets_key``, ``addons`` (by name),
+    ``access_entries`` (by principal), ``cluster_security_group_id``, ``spec``.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet]) -> None:
+        super().__init__(scope, id)
+        if len(subnets) < 2:
+            raise ValueError("subnets: an EKS cluster needs subnets in at least two Availability Zones")
+        self.spec = spec
+        self._key()
+        self._cluster(vpc, subnets)
+        self._access()
+        self._addons()
+        self._acknowledge()
+        self.cluster_security_group_id = self.cluster.cluster_security_group_id
+
+    def _key(self) -> None:
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"{self.spec.name}: envelope encryption of Kubernetes secrets",
+            enable_key_rotation=True,
+            # Secrets written under this key are unreadable without it: it outlives the stack.
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+
+    def _cluster(self, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet]) -> None:
+        spec = self.spec
+        endpoint = (
+            eks.EndpointAccess.PRIVATE
+            if spec.endpoint == "private"
+            else eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*spec.public_access_cidrs)
+        )
+        logs = [eks.ClusterLoggingTypes(t.upper() if t != "controllerManager" else "CONTROLLER_MANAGER")
+                for t in catalog.eks_facts()["logging"]["types"]]  # fmt: skip
+        selection = ec2.SubnetSelection(subnets=list(subnets))
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=spec.name,
+            version=eks.KubernetesVersion.of(spec.version),
+            vpc=vpc,
+            vpc_subnets=[selection],
+            endpoint_access=endpoint,
+            bootstrap_cluster_creator_admin_permissions=False,
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=logs,
+            # Capacity is the kit's node groups only: no Auto Mode (no placement groups, no user data) and no
+            # default node group.
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=kubectl_layer(self, "KubectlLayer"), private_subnets=list(subnets)
+            ),
+        )
+
+    def _access(self) -> None:
+        policies = catalog.eks_facts()["access_policies"]
+        self.access_entries: dict[str, eks.AccessEntry] = {}
+        for kind, principals in (("admin", self.spec.admins), ("viewer", self.spec.viewers)):
+            name = str(policies[kind]).rsplit("/", 1)[1]
+            for i, principal in enumerate(principals):
+                self.access_entries[principal] = eks.AccessEntry(
+                    self,
+                    f"{kind.capitalize()}{i}",
+                    cluster=self.cluster,
+                    principal=principal,
+                    access_policies=[
+                        eks.AccessPolicy.from_access_policy_name(name, access_scope_type=eks.AccessScopeType.CLUSTER)
+                    ],
+                )
+
+    def _addons(self) -> None:
+        pods = catalog.eks_facts()["pods"]
+        config: dict[str, dict[str, Any]] = {
+            # Bounded warm pool: a node holds its pods' addresses plus WARM_IP_TARGET, not a whole spare interface.
+            "vpc-cni": {"env": {"WARM_IP_TARGET": str(pods["warm_ip_target"]), "WARM_ENI_TARGET": "0"}},
+        }
+        self.addons: dict[str, eks.Addon] = {}
+        for name, version in sorted(self.spec.addon_versions.items()):
+            self.addons[name] = eks.Addon(
+                self,
+                "Addon-" + name,
+                cluster=self.cluster,
+                addon_name=name,
+                addon_version=version,
+                configuration_values=config.get(name),
+                preserve_on_delete=False,
+            )
+
+    def _acknowledge(self) -> None:
+        """cdk-nag findings on what aws_eks_v2 creates itself (the cluster role, the kubectl handler), with reasons."""
+        managed = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+        reasons = {
+            managed + "AmazonEKSClusterPolicy]": "the AWS-managed policy EKS documents for the cluster role",
+            managed + "service-role/AWSLambdaBasicExecutionRole]": "aws_eks_v2's kubectl handler and its provider log "
+            "through the AWS-managed Lambda execution policy",
+            managed + "service-role/AWSLambdaVPCAccessExecutionRole]": "the kubectl handler runs in the private subnets "
+            "(private endpoint) and needs the AWS-managed VPC access policy for its interfaces",
+            managed + "AmazonEC2ContainerRegistryReadOnly]": "aws_eks_v2's kubectl handler pulls Helm charts from ECR",
+            "AwsSolutions-L1": "the kubectl handler's runtime is chosen by aws-cdk-lib (pinned in requirements.txt)",
+            "AwsSolutions-IAM5[Resource::<ClusterKubectlProviderHandler93C0312D.Arn>:*]": "aws_eks_v2's provider "
+            "framework invokes any version of the kubectl handler",
+        }
+        for rule, reason in reasons.items():
+            acknowledge(self, rule, reason)
+        for path in (("KubectlProvider", "Handler"), ("KubectlProvider", "Provider", "framework-onEvent")):
+            node: Any = self.cluster
+            for part in path:
+                node = node.node.try_find_child(part) if node is not None else None
+            drop_implied_role_dependency(node)
+        # The ECR Public pull policy of the handler is named through a condition (Fn::If) in the finding's id.
+        for finding in _ecr_public_findings(self.cluster):
+            acknowledge(self, finding, "aws_eks_v2's kubectl handler may pull Helm charts from ECR Public")
+        Annotations.of(self.cluster).acknowledge_warning(
+            "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+            "no load balancers on these subnets yet: the serving part tags them for the load balancer controller",
+        )
+
+
+def _ecr_public_findings(cluster: eks.Cluster) -> list[str]:
+    """The cdk-nag rule id of the kubectl handler's ECR Public policy, whose ARN is a condition (Fn::If)."""
+    import json
+
+    stack = Stack.of(cluster)
+    condition = next(
+        (c for c in stack.node.find_all() if type(c).__name__ == "CfnCondition" and "HasEcrPublic" in c.node.id), None
+    )
+    if condition is None:
+        return []
+    logical = stack.resolve(condition.logical_id)
+    arn = {
+        "Fn::If": [
+            logical,
+            {
+                "Fn::Join": [
+                    "",
+                    ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"],
+                ]
+            },
+            {"Ref": "AWS::NoValue"},
+        ]
+    }
+    return [f"AwsSolutions-IAM4[Policy::{json.dumps(arn, separators=(',', ':'))}]"]
+
+
+def drop_implied_role_dependency(function: Any) -> None:
+    """Remove a Lambda function's DependsOn its own role, which its Role GetAtt already orders (cfn-lint W3005);
+    the other dependencies (the role's policy) stay. aws-cdk-lib's L2 adds it and has no option against it."""
+    cfn = function.node.default_child if function is not None else None
+    if not isinstance(cfn, CfnResource):
+        return
+    role = function.node.try_find_child("ServiceRole")
+    role_cfn = role.node.default_child if role is not None else None
+    stack = Stack.of(cfn)
+    keep = sorted(stack.get_logical_id(d) for d in cfn.obtain_dependencies() if d is not role_cfn and isinstance(d, CfnResource))
+    if keep:
+        cfn.add_override("DependsOn", keep)
+    else:
+        cfn.add_deletion_override("DependsOn")

@@ -1,0 +1,342 @@
+"""A managed node group that is one of the kit's pools: the kit's launch template pieces, the EKS image."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aws_cdk import Annotations, Fn, Stack
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from neuronkit import catalog, userdata
+from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
+from neuronkit.constructs.launch_template import (
+    capacity_target,
+    efa_network_interfaces,
+    metadata_options,
+    root_volume,
+    tag_specifications,
+)
+from neuronkit.constructs.node_role import SESSION_MANAGER
+from neuronkit.constructs.security import EfaSecurityGroup
+from neuronkit.constructs.storage import StorageAccess
+from neuronkit.constructs.training_cluster import CapacitySpec
+from neuronkit.reports.pools import pool_metadata
+
+# aws-cdk-lib's id of the AwsCustomResource Lambda function, one per stack.
+_AWS_CUSTOM_RESOURCE_SINGLETON = "AWS679f53fac002430cb0da5b7982bd2287"
+# The EKS-optimized Amazon Linux 2023 images boot from /dev/xvda.
+ROOT_DEVICE = "/dev/xvda"
+MIME_BOUNDARY = "==NEURONKIT-EKS=="
+# AWS-managed policies EKS documents for a node role (Amazon EKS User Guide, "Amazon EKS node IAM role").
+NODE_POLICIES = {
+    "AmazonEKSWorkerNodePolicy": "AWS-managed policy EKS documents for every node role (kubelet, describe calls)",
+    "AmazonEC2ContainerRegistryPullOnly": "AWS-managed policy EKS documents for nodes pulling images from ECR",
+    "AmazonEKS_CNI_Policy": "AWS-managed policy the VPC CNI needs to attach interfaces and addresses to the node",
+    SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
+}
+
+
+@dataclass(frozen=True)
+class NodeGroupSpec:
+    """The nodes of one node group.
+
+    ``instance_types`` in priority order (all Neuron or all GPU); ``min_size`` (default 0) <= ``desired_size``
+    (default ``min_size``) <= ``max_size``; ``root_volume_gib`` defaults to the catalog's minimum for the
+    accelerator. ``efa`` (default True) gives a single-type group every EFA interface the catalog lists and a
+    cluster placement group; a multi-type group gets the primary interface only. ``capacity`` defaults to
+    on-demand; a Capacity Block group stays empty until the block starts. The image is the catalog's
+    ``amiType`` + ``release_version`` for the accelerator (``neuronkit/catalog/eks.yaml``).
+    """
+
+    name: str
+    instance_types: Sequence[str]
+    max_size: int
+    min_size: int = 0
+    desired_size: int | None = None
+    root_volume_gib: int | None = None
+    efa: bool = True
+    capacity: CapacitySpec = field(default_factory=CapacitySpec)
+    max_pods: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        facts = [catalog.get(t) for t in self.instance_types]
+        if not facts:
+            raise ValueError("instance_types: give at least one")
+        if len({f.is_neuron for f in facts}) > 1:
+            raise ValueError("instance_types: a node group is all Neuron or all GPU types (one image each)")
+        if not 0 <= self.min_size <= self.max_size:
+            raise ValueError(f"min_size {self.min_size} must lie between 0 and max_size {self.max_size}")
+        if self.desired_size is not None and not self.min_size <= self.desired_size <= self.max_size:
+            raise ValueError(f"desired_size {self.desired_size} must lie between min_size and max_size")
+        if self.capacity.kind != "on-demand" and len(facts) > 1:
+            raise ValueError("capacity: a reservation or Capacity Block holds one instance type; give one")
+
+    @property
+    def image(self) -> Literal["neuron", "gpu"]:
+        return "neuron" if catalog.get(self.instance_types[0]).is_neuron else "gpu"
+
+    @property
+    def root_gib(self) -> int:
+        minimum = max(catalog.min_root_volume_gib(catalog.get(t)) for t in self.instance_types)
+        return max(self.root_volume_gib or 0, minimum)
+
+    @property
+    def uses_efa(self) -> bool:
+        return self.efa and len(self.instance_types) == 1 and catalog.get(self.instance_types[0]).efa_supported
+
+
+def node_user_data(script: str, max_pods: int) -> str:
+    """The kit's part of the user data, a MIME multi-part archive EKS merges with its own nodeadm part: a NodeConfig
+    that sets kubelet maxPods (so a node's subnet addresses are bounded), then the kit's boot script, which
+    cloud-init runs before nodeadm-run starts the kubelet."""
+    if MIME_BOUNDARY in script:
+        raise ValueError(f"user data: the script contains the MIME boundary {MIME_BOUNDARY}")
+    node_config = (
+        f"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: {max_pods}\n"
+    )
+    return (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n\n'
+        f"--{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n{node_config}\n"
+        f'--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n{script.rstrip()}\n\n'
+        f"--{MIME_BOUNDARY}--\n"
+    )
+
+
+def eks_boot_script(
+    *,
+    environment: str,
+    pool: str,
+    instance_types: Sequence[str],
+    efa: bool,
+    storage: StorageAccess | None = None,
+    neuron_driver: str | None = None,
+    lnc: int | None = None,
+) -> str:
+    """The kit's boot check for a node group's nodes (``neuronkit/userdata/eks-node.sh``), rendered: every device of
+    the node's own type (a group of several types lists each), EFA when the group carries it, the pool's Neuron
+    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting."""
+    facts = [catalog.get(t) for t in instance_types]
+    neuron = facts[0].is_neuron
+    return userdata.render(
+        "eks-node.sh",
+        {
+            "ENVIRONMENT": environment,
+            "POOL": pool,
+            "ACCELERATOR": "neuron" if neuron else "gpu",
+            "EXPECTED_ACCELERATORS": facts[0].neuron_devices if neuron else facts[0].gpus,
+            "ACCELERATORS_BY_TYPE": " ".join(f"{f.name}={f.neuron_devices if neuron else f.gpus}" for f in facts),
+            "EXPECTED_EFA": facts[0].efa_max_interfaces if efa else 0,
+            "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
+            "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
+            "EXPECTED_NEURON_DRIVER": (neuron_driver or "") if neuron else "",
+            "LNC": lnc or "",
+        },
+    )
+
+
+class NeuronNodeGroup(Construct):
+    """An EKS managed node group on a launch template that shares the kit's pieces.
+
+    The template names no image (EKS picks the catalog's ``amiType`` + ``releaseVersion`` and merges its nodeadm
+    part into the user data), no instance type and no profile (the node group sets them); it carries the EFA
+    multi-card layout of the catalog (each interface with the group's EFA security group, the cluster security
+    group and ``extra_security_group_ids``), a cluster placement group, the reservation or Capacity Block target,
+    IMDSv2 with a hop limit of 1 (pods cannot take the node role), an encrypted gp3 root volume and the pool's
+    tags. ``script`` is the kit's rendered boot script (``neuronkit/userdata/eks-node.sh``): it runs before the
+    node registers and keeps a node that fails its check out of the cluster. Node auto-repair is on. A Capacity
+    Block group gets scheduled actions on the node group's Auto Scaling group (found with DescribeNodegroup) that
+    scale it up at the block's start and to zero before EC2 reclaims the nodes.
+
+    Public attributes: ``nodegroup``, ``launch_template``, ``security_group`` (or None), ``placement_group`` (or
+    None), ``role``, ``spec``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: str,
+        cluster: NeuronEksCluster,
+        spec: NodeGroupSpec,
+        subnets: Sequence[ec2.ISubnet],
+        script: str,
+        extra_security_group_ids: Sequence[str] = (),
+        tags: Mapping[str, str] | None = None,
+        role: Literal["training", "training-gpu", "inference"] = "training",
+        az_id: str | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.spec = spec
+        self.group_name = f"{environment}-{spec.name}"
+        self._tags = {**(tags or {}), "neuronkit:pool": spec.name}
+        self._groups(cluster, extra_security_group_ids)
+        self._placement()
+        self._role()
+        self._launch_template(script)
+        self._nodegroup(cluster, subnets)
+        self.nodegroup.node.default_child.cfn_options.metadata = {  # type: ignore[union-attr]
+            "neuronkit": self._metadata(environment, role, az_id)
+        }
+        if spec.capacity.kind == "capacity-block":
+            self._block_schedule(cluster)
+
+    def _groups(self, cluster: NeuronEksCluster, extra: Sequence[str]) -> None:
+        self.security_group: ec2.ISecurityGroup | None = None
+        groups = [cluster.cluster_security_group_id, *extra]
+        if self.spec.uses_efa:
+            self.security_group = EfaSecurityGroup(
+                self, "EfaSecurityGroup", vpc=cluster.cluster.vpc, description=f"{self.group_name}: EFA within the node group"
+            ).security_group
+            groups.insert(0, self.security_group.security_group_id)
+        self._security_group_ids = groups
+
+    def _placement(self) -> None:
+        self.placement_group: ec2.CfnPlacementGroup | None = None
+        facts = catalog.get(self.spec.instance_types[0])
+        # A Capacity Block is placed close together already (EC2 user guide, "Work with Capacity Blocks").
+        if self.spec.uses_efa and self.spec.capacity.kind != "capacity-block" and "cluster" in facts.placement_strategies:
+            self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
+
+    def _role(self) -> None:
+        self.role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description=f"{self.group_name} EKS nodes",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_POLICIES],
+        )
+        for name, reason in NODE_POLICIES.items():
+            acknowledge(self.role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+
+    def _launch_template(self, script: str) -> None:
+        spec = self.spec
+        facts = catalog.get(spec.instance_types[0])
+        interfaces = efa_network_interfaces(facts, self._security_group_ids)[: None if spec.uses_efa else 1]
+        cap = spec.capacity
+        is_block = cap.kind == "capacity-block"
+        reservation = cap.reservation_id if cap.kind != "on-demand" else None
+        self.launch_template = ec2.CfnLaunchTemplate(
+            self,
+            "LaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                network_interfaces=interfaces,
+                placement=(
+                    ec2.CfnLaunchTemplate.PlacementProperty(group_name=self.placement_group.ref) if self.placement_group else None
+                ),
+                metadata_options=metadata_options(hop_limit=1),
+                block_device_mappings=[root_volume(ROOT_DEVICE, spec.root_gib)],
+                ebs_optimized=True,
+                monitoring=ec2.CfnLaunchTemplate.MonitoringProperty(enabled=True),
+                user_data=Fn.base64(node_user_data(script, spec.max_pods)),
+                capacity_reservation_specification=capacity_target(reservation, None),
+                instance_market_options=(
+                    ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block") if is_block else None
+                ),
+                tag_specifications=tag_specifications(self._tags),
+            ),
+        )
+
+    def _nodegroup(self, cluster: NeuronEksCluster, subnets: Sequence[ec2.ISubnet]) -> None:
+        spec = self.spec
+        image = catalog.eks_facts()["node_images"][spec.image]
+        is_block = spec.capacity.kind == "capacity-block"
+        # Capacity Blocks refuse launches before their start: the group stays empty until the scheduled scale-up.
+        min_size, desired = (0, 0) if is_block else (spec.min_size, spec.desired_size)
+        self.nodegroup = eks.Nodegroup(
+            self,
+            "NodeGroup",
+            cluster=cluster.cluster,
+            nodegroup_name=self.group_name,
+            release_version=str(image["release_version"]),
+            instance_types=[ec2.InstanceType(t) for t in spec.instance_types],
+            launch_template_spec=eks.LaunchTemplateSpec(
+                id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
+            ),
+            subnets=ec2.SubnetSelection(subnets=list(subnets)),
+            min_size=min_size,
+            max_size=spec.max_size,
+            desired_size=desired if desired is not None else min_size,
+            capacity_type=eks.CapacityType.CAPACITY_BLOCK if is_block else eks.CapacityType.ON_DEMAND,
+            enable_node_auto_repair=True,
+            node_role=self.role,
+            labels={"neuronkit.io/pool": spec.name, **spec.labels},
+            tags=self._tags,
+        )
+        # The L2 checks amiType against its own table of instance families, which does not know every Trainium
+        # and Inferentia type (aws-cdk-lib 2.275.0 refuses AL2023_X86_64_NEURON with trn2): set it on the L1.
+        cfn = self.nodegroup.node.default_child
+        assert isinstance(cfn, eks.CfnNodegroup)
+        cfn.add_property_override("AmiType", str(image["ami_type"]))
+        Annotations.of(self.nodegroup).acknowledge_warning(
+            "@aws-cdk/aws-eks:gpuInstancesUseAL2",
+            "the node group's amiType is the catalog's AL2023 Neuron or NVIDIA variant, set on the L1 above",
+        )
+
+    def _metadata(self, environment: str, role: str, az_id: str | None) -> dict[str, object]:
+        spec = self.spec
+        neuron = spec.image == "neuron"
+        return pool_metadata(
+            environment=environment,
+            region=Stack.of(self).region,
+            pool=spec.name,
+            role=role,
+            neuron_types=list(spec.instance_types) if neuron else [],
+            fallback_types=[] if neuron else list(spec.instance_types),
+            min_size=spec.min_size,
+            max_size=spec.max_size,
+            desired_size=spec.desired_size,
+            capacity=spec.capacity.kind,
+            **({"az_id": az_id} if az_id else {}),
+        )
+
+    def _block_schedule(self, cluster: NeuronEksCluster) -> None:
+        """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
+        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
+        cap = self.spec.capacity
+        assert cap.start and cap.scale_down_at
+        lookup = cr.AwsCustomResource(
+            self,
+            "AutoScalingGroupName",
+            on_create=cr.AwsSdkCall(
+                service="EKS",
+                action="describeNodegroup",
+                parameters={"clusterName": cluster.cluster.cluster_name, "nodegroupName": self.nodegroup.nodegroup_name},
+                physical_resource_id=cr.PhysicalResourceId.of(f"{self.group_name}-asg"),
+                output_paths=["nodegroup.resources.autoScalingGroups.0.name"],
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[self.nodegroup.nodegroup_arn]),
+            install_latest_aws_sdk=False,
+        )
+        singleton = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_SINGLETON)
+        if singleton is not None:
+            drop_implied_role_dependency(singleton)
+            acknowledge(
+                singleton,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+                "the AwsCustomResource that finds the node group's Auto Scaling group logs through the AWS-managed "
+                "Lambda execution policy",
+            )
+        group = lookup.get_response_field("nodegroup.resources.autoScalingGroups.0.name")
+        for step, at, desired in (("BlockStart", cap.start, self.spec.max_size), ("BlockEnd", cap.scale_down_at, 0)):
+            autoscaling.CfnScheduledAction(
+                self, step, auto_scaling_group_name=group, start_time=_iso(at), min_size=0,
+                max_size=self.spec.max_size, desired_capacity=desired,
+            )  # fmt: skip
+
+
+def _iso(when: dt.datetime) -> str:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

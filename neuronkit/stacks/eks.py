@@ -1,0 +1,109 @@
+"""The EKS stack of a platform: eks environment: the cluster and one managed node group per pool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constructs import Construct
+
+from neuronkit.config import Environment, pool_releases
+from neuronkit.config import InferenceFleet as FleetConfig
+from neuronkit.config import TrainingCluster as ClusterConfig
+from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec, eks_boot_script
+from neuronkit.constructs.storage import StorageAccess
+from neuronkit.reports.pools import gpu_pool_name
+from neuronkit.stacks.base import NeuronkitStack
+from neuronkit.stacks.network import NetworkStack
+from neuronkit.stacks.storage import StorageStack
+from neuronkit.stacks.training import capacity_spec, lnc_of
+
+
+class EksStack(NeuronkitStack):
+    """``ENV-eks``: the cluster, then a node group per training cluster (and its GPU pool) and per inference fleet
+    (its Neuron types, and its GPU fallback types as a second group starting empty)."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: Environment, network: NetworkStack, storage: StorageStack, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, id, config=config, description="EKS cluster and node groups", **kwargs)
+        self.add_stack_dependency(storage)
+        eks = config.eks
+        assert eks is not None, "platform: eks needs the eks section (validation requires it)"
+        self._subnets = dict(zip(config.network.az_ids, network.network.vpc.private_subnets, strict=True))
+        self.cluster = NeuronEksCluster(
+            self,
+            "Cluster",
+            spec=ClusterSpec(
+                name=config.name, version=eks.version, admins=eks.admins, viewers=eks.viewers, endpoint=eks.endpoint,
+                public_access_cidrs=eks.public_access_cidrs, max_pods_per_node=eks.max_pods_per_node,
+            ),
+            vpc=network.network.vpc,
+            subnets=list(self._subnets.values()),
+        )  # fmt: skip
+        self._access: StorageAccess = storage.storage.access()
+        self._releases = pool_releases(config)
+        self.node_groups: dict[str, NeuronNodeGroup] = {}
+        for cluster in config.training:
+            self._training(config, cluster)
+        for fleet in config.inference:
+            self._inference(config, fleet)
+
+    def _script(self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None) -> str:
+        release = self._releases.get(pool)
+        driver = release.release.driver if release is not None and release.release is not None else None
+        return eks_boot_script(
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver, lnc=lnc
+        )
+
+    def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any, lnc: int | None = None) -> None:
+        script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, lnc)
+        client = self._access.client_security_group_id
+        self.node_groups[spec.name] = NeuronNodeGroup(
+            self,
+            f"NodeGroup-{spec.name}",
+            environment=config.name,
+            cluster=self.cluster,
+            spec=spec,
+            subnets=[self._subnets[a] for a in az_ids],
+            script=script,
+            extra_security_group_ids=[client] if client else [],
+            tags={**config.tags},
+            role=role,
+            az_id=az_ids[0] if len(az_ids) == 1 else None,
+        )
+
+    def _training(self, config: Environment, c: ClusterConfig) -> None:
+        spec = NodeGroupSpec(
+            name=c.name, instance_types=[c.instance_type], min_size=c.min_size, max_size=c.max_size,
+            desired_size=c.desired_size, root_volume_gib=c.root_volume_gib, capacity=capacity_spec(c),
+            max_pods=self._max_pods(config),
+        )  # fmt: skip
+        self._group(config, spec, [c.az_id], "training", lnc_of(c))
+        if c.gpu_pool is not None:
+            g = c.gpu_pool
+            gpu = NodeGroupSpec(
+                name=gpu_pool_name(c.name), instance_types=[g.instance_type], min_size=g.min_size, max_size=g.max_size,
+                desired_size=g.desired_size, max_pods=self._max_pods(config),
+            )  # fmt: skip
+            self._group(config, gpu, [g.az_id or c.az_id], "training-gpu")
+
+    def _inference(self, config: Environment, f: FleetConfig) -> None:
+        spec = NodeGroupSpec(
+            name=f.name, instance_types=list(f.neuron_types), min_size=f.min_size, max_size=f.max_size,
+            desired_size=f.desired_size, root_volume_gib=f.root_volume_gib, efa=False, max_pods=self._max_pods(config),
+        )  # fmt: skip
+        self._group(config, spec, list(f.az_ids), "inference")
+        if f.fallback_types:
+            fallback = NodeGroupSpec(
+                name=f"{f.name}-gpu", instance_types=list(f.fallback_types), min_size=0, max_size=f.max_size,
+                efa=False, max_pods=self._max_pods(config),
+            )  # fmt: skip
+            self._group(config, fallback, list(f.az_ids), "inference")
+
+    @staticmethod
+    def _max_pods(config: Environment) -> int:
+        assert config.eks is not None
+        return config.eks.max_pods_per_node
+
+
+__all__ = ["EksStack"]

@@ -1,0 +1,56 @@
+#!/bin/bash
+# Boot script of an EKS managed node group node (platform: eks) on the EKS-optimized Amazon Linux 2023 image
+# (Neuron or NVIDIA variant). Runs once, as root, from cloud-init: the node group's launch template carries
+# it as a text/x-shellscript part of a MIME multi-part archive, which EKS merges with its own nodeadm part.
+# uses: node-lib.sh
+# requires: ENVIRONMENT POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT
+# requires: EXPECTED_NEURON_DRIVER LNC ACCELERATORS_BY_TYPE
+# The node proves itself before it joins (docs/eks.md): local NVMe, every accelerator and EFA device the
+# catalog lists, the driver of the pool's Neuron release, Lustre. nodeadm-run.service, which starts the
+# kubelet and so registers the node, is ordered after cloud-final.service (awslabs/amazon-eks-ami,
+# templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service), so it waits for this script. Any
+# failure, an unexpected one included (ERR trap), masks nodeadm-run and kubelet and powers the node off: it
+# never registers, and the node group's Auto Scaling group replaces the stopped instance (EC2 health check).
+set -Eeuo pipefail
+exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
+
+# shellcheck source=/dev/null
+. /etc/neuronkit/node.env
+
+# shellcheck source-path=SCRIPTDIR source=node-lib.sh
+. /opt/neuronkit/node-lib.sh
+
+fail_node() {
+  trap - ERR
+  log "node failed: $*; it never joins the cluster (nodeadm and kubelet masked) and powers off so that its node group replaces it"
+  systemctl mask --runtime nodeadm-run.service kubelet.service || true
+  systemctl poweroff
+  exit 1
+}
+trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
+
+# Trn2/Trn3: the logical NeuronCore setting the device plugin and runtime read on this node.
+write_lnc() {
+  [ -n "${LNC}" ] || return 0
+  install -d -m 0755 /opt/aws/neuron
+  echo "NEURON_LOGICAL_NC_CONFIG=${LNC}" > /opt/aws/neuron/logical_nc_config
+}
+
+# A group of several instance types (an inference fleet's): the devices this node's type must have.
+expect_own_type() {
+  local own pair
+  own=$(imds instance-type)
+  for pair in ${ACCELERATORS_BY_TYPE}; do
+    [ "${pair%%=*}" != "${own}" ] || EXPECTED_ACCELERATORS="${pair#*=}"
+  done
+}
+
+log "booting a ${ACCELERATOR} node of ${ENVIRONMENT}-${POOL} (EKS)"
+expect_own_type
+setup_local_nvme
+check_node
+check_driver
+# A plain mount (no automount): pods reach /fsx through hostPath volumes.
+mount_lustre
+write_lnc
+log "node ready; nodeadm joins it to the cluster"

@@ -1,0 +1,70 @@
+"""examples/environments/eks.yaml end to end offline: it validates, synthesizes with cdk-nag (a finding fails the
+synth), cfn-lint finds nothing in its templates, and each stack matches its snapshot. The example is not under
+environments/, so the session-wide synth (tests/conftest.py) does not include it: this module synthesizes it once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from neuronkit import catalog
+from neuronkit.config import load_environment
+from tests.conftest import ROOT, pinned_app
+from tests.snapshots.test_snapshots import normalise
+
+FILE = ROOT / "examples" / "environments" / "eks.yaml"
+EKS = catalog.eks_facts()
+
+
+@pytest.fixture(scope="module")
+def eks_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    from neuronkit.constructs import compliance
+    from neuronkit.stacks import build_environment
+
+    env = load_environment(FILE)
+    outdir = tmp_path_factory.mktemp("eks.out")
+
+    def build(app: Any) -> Any:
+        stacks = build_environment(app, env)
+        compliance.apply(app)
+        return stacks
+
+    app, _ = pinned_app(build, outdir)
+    assembly = app.synth()  # the cdk-nag plugin fails this on any unacknowledged finding
+    return Path(assembly.directory), {s.stack_name: s.template for s in assembly.stacks}
+
+
+def test_the_example_builds_network_storage_and_eks_stacks(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    _, templates = eks_synth
+    assert sorted(templates) == ["eks-eks", "eks-network", "eks-storage"]
+    types = [r["Type"] for r in templates["eks-eks"]["Resources"].values()]
+    assert types.count("AWS::EKS::Cluster") == 1
+    # pretrain (trn2 on a Capacity Block), its p5 GPU pool, chat (inf2) and chat's GPU fallback.
+    groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in templates["eks-eks"]["Resources"].values()
+              if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu"]
+    assert groups["eks-pretrain"]["CapacityType"] == "CAPACITY_BLOCK"
+    assert {g["AmiType"] for g in groups.values()} == {v["ami_type"] for k, v in EKS["node_images"].items() if k != "source"}
+
+
+def test_cfn_lint_is_clean_on_the_example(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    outdir, templates = eks_synth
+    paths = sorted(str(p) for p in outdir.glob("*.template.json"))
+    assert len(paths) == len(templates) == 3
+    region = load_environment(FILE).region
+    cfn_lint = str(Path(sys.executable).parent / "cfn-lint")
+    result = subprocess.run(
+        [cfn_lint, "--format", "parseable", "--regions", region, "--", *paths], capture_output=True, text=True
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "", result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("stack", ["eks-network", "eks-storage", "eks-eks"])
+def test_example_stack_snapshot(eks_synth: tuple[Path, dict[str, Any]], snapshot: SnapshotAssertion, stack: str) -> None:
+    assert normalise(eks_synth[1][stack]) == snapshot.use_extension(JSONSnapshotExtension)

@@ -1,0 +1,71 @@
+"""`neuronkit rehearse --file examples/environments/eks.yaml`: the real CDK CLI deploys the EKS example into moto.
+
+The cluster and its node groups are created through moto's EKS backend (neuronkit/rehearsal/moto_workarounds.py,
+eks-from-cloudformation) and read back here with boto3; every EKS sub-resource and custom resource moto does not
+model is named in the report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from neuronkit import catalog
+from neuronkit.config import load_environment
+from neuronkit.rehearsal import EnvironmentReport, Rehearsal, render_report
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
+FILE = ROOT / "examples" / "environments" / "eks.yaml"
+ENV = load_environment(FILE)
+EKS = catalog.eks_facts()
+
+
+@pytest.fixture(scope="module")
+def rehearsed() -> Iterator[tuple[Rehearsal, EnvironmentReport]]:
+    with Rehearsal(ROOT, env_file=FILE, progress=lambda _: None) as r:
+        (report,) = r.deploy()
+        yield r, report
+
+
+def _eks(rehearsed: tuple[Rehearsal, EnvironmentReport]) -> Any:
+    return rehearsed[0].client("eks", ENV.account, ENV.region)
+
+
+def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehearsal, EnvironmentReport]) -> None:
+    _, report = rehearsed
+    assert report.ok, report.problems
+    assert [s.name for s in report.stacks] == ["eks-network", "eks-storage", "eks-eks"]
+    eks = _eks(rehearsed)
+    cluster = eks.describe_cluster(name=ENV.name)["cluster"]
+    assert cluster["version"] == EKS["kubernetes"]["version"]
+    assert cluster["resourcesVpcConfig"]["endpointPrivateAccess"] is True
+    assert cluster["resourcesVpcConfig"]["endpointPublicAccess"] is False
+    assert cluster["encryptionConfig"][0]["resources"] == ["secrets"]
+    groups = {g: eks.describe_nodegroup(clusterName=ENV.name, nodegroupName=g)["nodegroup"]
+              for g in eks.list_nodegroups(clusterName=ENV.name)["nodegroups"]}  # fmt: skip
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu"]
+    pretrain = groups["eks-pretrain"]
+    assert pretrain["capacityType"] == "CAPACITY_BLOCK" and pretrain["instanceTypes"] == ["trn2.48xlarge"]
+    assert pretrain["amiType"] == EKS["node_images"]["neuron"]["ami_type"]
+    assert pretrain["releaseVersion"] == EKS["node_images"]["neuron"]["release_version"]
+    assert groups["eks-pretrain-gpu"]["amiType"] == EKS["node_images"]["gpu"]["ami_type"]
+    # The node group's launch template exists in moto and carries the trn2 EFA layout.
+    ec2 = rehearsed[0].client("ec2", ENV.account, ENV.region)
+    lt_id = pretrain["launchTemplate"]["id"]
+    data = ec2.describe_launch_template_versions(LaunchTemplateId=lt_id)["LaunchTemplateVersions"][0]["LaunchTemplateData"]
+    assert len([i for i in data["NetworkInterfaces"] if i.get("InterfaceType") == "efa-only"]) == 16
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+
+
+def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal, EnvironmentReport]) -> None:
+    _, report = rehearsed
+    unmodelled = report.unmodelled
+    assert len(unmodelled["AWS::EKS::AccessEntry"]) == 3  # admin, viewer and the kubectl handler's role
+    assert len(unmodelled["AWS::EKS::Addon"]) == 4
+    assert unmodelled["Custom::AWS"] == ["eks-eks/NodeGrouppretrainAutoScalingGroupName88DAE285"]
+    assert "AWS::EKS::Cluster" not in unmodelled and "AWS::EKS::Nodegroup" not in unmodelled
+    text = render_report(report)
+    assert f"cluster eks: Kubernetes {EKS['kubernetes']['version']}, private endpoint, secrets key" in text
+    assert "AWS::EKS::AccessEntry x3" in text and "AWS::EKS::Addon x4" in text

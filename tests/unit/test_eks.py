@@ -1,0 +1,229 @@
+"""The EKS constructs in a bare stack: the cluster (endpoint, access, secrets key, pinned versions) and node groups
+(launch templates with the kit's EFA layout, hop limit 1, the catalog's image, Capacity Block schedule)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from typing import Any
+
+import pytest
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+
+from neuronkit import catalog
+from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec, node_user_data
+from neuronkit.constructs.training_cluster import CapacitySpec
+from tests.templates import VPC_ID, bare_stack, one, resources, template
+
+EKS = catalog.eks_facts()
+ADMIN = "arn:aws:iam::123456789012:role/platform-admin"
+VIEWER = "arn:aws:iam::123456789012:role/ml-engineers"
+SUBNETS = ("subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2")
+START, END = dt.datetime(2030, 3, 1, 11, 30, tzinfo=dt.UTC), dt.datetime(2030, 3, 15, 11, 30, tzinfo=dt.UTC)
+
+
+def _vpc(stack: Stack) -> ec2.IVpc:
+    return ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id=VPC_ID, availability_zones=["us-east-1a", "us-east-1b"], private_subnet_ids=list(SUBNETS)
+    )
+
+
+def _cluster(stack: Stack, **spec: Any) -> NeuronEksCluster:
+    vpc = _vpc(stack)
+    return NeuronEksCluster(
+        stack,
+        "Eks",
+        spec=ClusterSpec(name="team", admins=[ADMIN], viewers=[VIEWER], **spec),
+        vpc=vpc,
+        subnets=vpc.private_subnets,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster_template() -> dict[str, Any]:
+    stack = bare_stack()
+    _cluster(stack)
+    return template(stack)
+
+
+@pytest.fixture(scope="module")
+def nodes_template() -> dict[str, Any]:
+    stack = bare_stack()
+    cluster = _cluster(stack)
+    subnets = cluster.cluster.vpc.private_subnets
+    NeuronNodeGroup(
+        stack, "Train", environment="team", cluster=cluster, subnets=subnets[:1], script="#!/bin/bash\necho check\n",
+        spec=NodeGroupSpec(
+            name="pretrain", instance_types=["trn2.48xlarge"], max_size=16,
+            capacity=CapacitySpec(kind="capacity-block", reservation_id="cr-0a1b2c3d4e5f60718", start=START, end=END),
+        ),
+    )  # fmt: skip
+    NeuronNodeGroup(
+        stack, "Serve", environment="team", cluster=cluster, subnets=subnets, script="#!/bin/bash\necho check\n", role="inference",
+        spec=NodeGroupSpec(name="chat", instance_types=["inf2.48xlarge", "inf2.24xlarge"], min_size=1, max_size=4, efa=False),
+    )  # fmt: skip
+    NeuronNodeGroup(
+        stack, "Gpu", environment="team", cluster=cluster, subnets=subnets[:1], script="#!/bin/bash\necho check\n",
+        spec=NodeGroupSpec(name="pretrain-gpu", instance_types=["p5.48xlarge"], max_size=2), role="training-gpu",
+    )  # fmt: skip
+    return template(stack)
+
+
+def _arn(value: Any) -> str:
+    """An ARN written as Fn::Join of arn:, the partition and the rest, in the aws partition."""
+    if isinstance(value, str):
+        return value
+    return "".join(p if isinstance(p, str) else "aws" for p in value["Fn::Join"][1])
+
+
+def _group(data: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [r for r in resources(data, "AWS::EKS::Nodegroup").values() if r["Properties"]["NodegroupName"] == f"team-{name}"]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def _template_of(data: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
+    ref = group["Properties"]["LaunchTemplate"]["Id"]["Ref"]
+    return dict(data["Resources"][ref]["Properties"]["LaunchTemplateData"])
+
+
+def test_the_endpoint_is_private_and_the_creator_gets_no_admin(cluster_template: dict[str, Any]) -> None:
+    props = one(cluster_template, "AWS::EKS::Cluster")["Properties"]
+    assert props["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert props["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert props["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+
+
+def test_admins_and_viewers_get_scoped_access_policies(cluster_template: dict[str, Any]) -> None:
+    entries = [e["Properties"] for e in resources(cluster_template, "AWS::EKS::AccessEntry").values()]
+    # The file's principals, plus the kubectl handler's role (a token) that aws_eks_v2 makes cluster admin.
+    policies = {
+        e["PrincipalArn"]: [_arn(a["PolicyArn"]) for a in e["AccessPolicies"]]
+        for e in entries
+        if isinstance(e["PrincipalArn"], str)
+    }
+    assert len(entries) == 3
+    assert policies[ADMIN] == [EKS["access_policies"]["admin"]]
+    assert policies[VIEWER] == [EKS["access_policies"]["viewer"]]
+    assert all(a["AccessScope"] == {"Type": "cluster"} for e in entries for a in e["AccessPolicies"])
+
+
+def test_secrets_are_encrypted_with_a_retained_rotated_key(cluster_template: dict[str, Any]) -> None:
+    props = one(cluster_template, "AWS::EKS::Cluster")["Properties"]
+    (config,) = props["EncryptionConfig"]
+    assert config["Resources"] == ["secrets"]
+    key_id = config["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    key = cluster_template["Resources"][key_id]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    assert key["DeletionPolicy"] == "Retain" and key["UpdateReplacePolicy"] == "Retain"
+
+
+def test_versions_and_logs_are_the_catalogs(cluster_template: dict[str, Any]) -> None:
+    props = one(cluster_template, "AWS::EKS::Cluster")["Properties"]
+    assert props["Version"] == EKS["kubernetes"]["version"]
+    assert [t["Type"] for t in props["Logging"]["ClusterLogging"]["EnabledTypes"]] == EKS["logging"]["types"]
+    addons = {a["Properties"]["AddonName"]: a["Properties"] for a in resources(cluster_template, "AWS::EKS::Addon").values()}
+    assert {n: a["AddonVersion"] for n, a in addons.items()} == {
+        n: v["version"] for n, v in EKS["addons"].items() if n != "source"
+    }
+    assert set(addons) == {"vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent"}
+    assert str(EKS["pods"]["warm_ip_target"]) in addons["vpc-cni"]["ConfigurationValues"]
+
+
+def test_the_kubectl_handler_runs_in_the_private_subnets_with_the_pinned_layer(cluster_template: dict[str, Any]) -> None:
+    handlers = [
+        f["Properties"] for f in resources(cluster_template, "AWS::Lambda::Function").values() if "VpcConfig" in f["Properties"]
+    ]
+    assert handlers, "no kubectl handler in the VPC"
+    assert all(h["VpcConfig"]["SubnetIds"] == list(SUBNETS) for h in handlers)
+    layers = [
+        layer["Properties"].get("Description", "") for layer in resources(cluster_template, "AWS::Lambda::LayerVersion").values()
+    ]
+    # The layer's kubectl is the cluster's minor version (kubectl supports one minor of skew; the kit allows none).
+    assert any(f"/opt/kubectl/kubectl {EKS['kubernetes']['version']}." in d for d in layers), layers
+
+
+def test_a_public_endpoint_needs_named_networks() -> None:
+    with pytest.raises(ValueError, match="public_access_cidrs"):
+        ClusterSpec(name="team", admins=[ADMIN], endpoint="public-and-private")
+    with pytest.raises(ValueError, match="admins"):
+        ClusterSpec(name="team")
+
+
+def test_trn2_node_group_carries_every_efa_interface_with_the_cluster_group(nodes_template: dict[str, Any]) -> None:
+    lt = _template_of(nodes_template, _group(nodes_template, "pretrain"))
+    interfaces = lt["NetworkInterfaces"]
+    efa = [i for i in interfaces if i.get("InterfaceType") == "efa-only"]
+    assert len(efa) == catalog.get("trn2.48xlarge").efa_max_interfaces == 16
+    cluster_sg = {"Fn::GetAtt": [next(iter(resources(nodes_template, "AWS::EKS::Cluster"))), "ClusterSecurityGroupId"]}
+    assert all(cluster_sg in i["Groups"] and len(i["Groups"]) == 2 for i in interfaces)
+    assert interfaces[0]["DeviceIndex"] == 0 and interfaces[0]["InterfaceType"] == "interface"
+
+
+def test_nodes_keep_pods_off_the_node_role_and_name_no_image(nodes_template: dict[str, Any]) -> None:
+    groups = resources(nodes_template, "AWS::EKS::Nodegroup")
+    assert len(groups) == 3
+    for group in groups.values():
+        lt = _template_of(nodes_template, group)
+        assert lt["MetadataOptions"]["HttpTokens"] == "required"
+        assert lt["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+        assert "ImageId" not in lt and "IamInstanceProfile" not in lt and "InstanceType" not in lt
+        (root,) = lt["BlockDeviceMappings"]
+        assert root["DeviceName"] == "/dev/xvda" and root["Ebs"]["Encrypted"] is True
+        assert group["Properties"]["NodeRepairConfig"] == {"Enabled": True}
+
+
+def test_node_groups_boot_the_catalogs_image(nodes_template: dict[str, Any]) -> None:
+    images = EKS["node_images"]
+    for name, kind in (("pretrain", "neuron"), ("chat", "neuron"), ("pretrain-gpu", "gpu")):
+        props = _group(nodes_template, name)["Properties"]
+        assert props["AmiType"] == images[kind]["ami_type"]
+        assert props["ReleaseVersion"] == images[kind]["release_version"]
+    assert _group(nodes_template, "chat")["Properties"]["InstanceTypes"] == ["inf2.48xlarge", "inf2.24xlarge"]
+    assert len(_template_of(nodes_template, _group(nodes_template, "chat"))["NetworkInterfaces"]) == 1
+
+
+def test_a_capacity_block_group_starts_empty_and_scales_on_schedule(nodes_template: dict[str, Any]) -> None:
+    props = _group(nodes_template, "pretrain")["Properties"]
+    assert props["CapacityType"] == "CAPACITY_BLOCK"
+    assert props["ScalingConfig"] == {"MinSize": 0, "MaxSize": 16, "DesiredSize": 0}
+    lt = _template_of(nodes_template, _group(nodes_template, "pretrain"))
+    assert lt["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    target = lt["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target["CapacityReservationId"] == "cr-0a1b2c3d4e5f60718"
+    assert "Placement" not in lt  # a block is placed already
+    actions = sorted((a["Properties"]["StartTime"], a["Properties"]["DesiredCapacity"])
+                     for a in resources(nodes_template, "AWS::AutoScaling::ScheduledAction").values())  # fmt: skip
+    reclaim = EKS and catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
+    stop = END - dt.timedelta(minutes=reclaim + 15)
+    assert actions == [("2030-03-01T11:30:00Z", 16), (stop.strftime("%Y-%m-%dT%H:%M:%SZ"), 0)]
+    for action in resources(nodes_template, "AWS::AutoScaling::ScheduledAction").values():
+        name = action["Properties"]["AutoScalingGroupName"]
+        assert "Fn::GetAtt" in name and "autoScalingGroups.0.name" in name["Fn::GetAtt"][1]
+
+
+def test_an_on_demand_efa_group_gets_a_cluster_placement_group(nodes_template: dict[str, Any]) -> None:
+    lt = _template_of(nodes_template, _group(nodes_template, "pretrain-gpu"))
+    assert "Placement" in lt
+    assert (
+        len([i for i in lt["NetworkInterfaces"] if i.get("InterfaceType") == "efa-only"])
+        == catalog.get("p5.48xlarge").efa_max_interfaces
+    )
+
+
+def test_user_data_is_mime_with_max_pods_and_the_kit_script(nodes_template: dict[str, Any]) -> None:
+    lt = _template_of(nodes_template, _group(nodes_template, "pretrain"))
+    text = lt["UserData"]["Fn::Base64"]
+    assert text == node_user_data("#!/bin/bash\necho check\n", EKS["pods"]["max_pods_per_node"])
+    assert "Content-Type: application/node.eks.aws" in text and f"maxPods: {EKS['pods']['max_pods_per_node']}" in text
+    assert text.index("application/node.eks.aws") < text.index("text/x-shellscript")
+    assert base64.b64encode(text.encode())  # plain ASCII, as EC2 requires
+
+
+def test_node_group_spec_refuses_mixed_images() -> None:
+    with pytest.raises(ValueError, match="all Neuron or all GPU"):
+        NodeGroupSpec(name="x", instance_types=["inf2.xlarge", "g6e.12xlarge"], max_size=1)
+    with pytest.raises(ValueError, match="one instance type"):
+        NodeGroupSpec(name="x", instance_types=["trn1.32xlarge", "trn1n.32xlarge"], max_size=1,
+                      capacity=CapacitySpec(kind="odcr", reservation_id="cr-0a1b2c3d4e5f60718"))  # fmt: skip

@@ -1,0 +1,118 @@
+"""The EKS node's boot check as a program (tests/sandbox.py): the user data of a node group, run on its success
+and failure paths. A node that passes leaves nodeadm alone (nodeadm-run.service, ordered after cloud-final,
+then starts the kubelet and registers it); a node that fails masks nodeadm-run and kubelet and powers off, so it
+never registers and the node group's Auto Scaling group replaces it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuronkit import catalog
+from neuronkit.catalog import releases
+from neuronkit.constructs.eks import (
+    ClusterSpec,
+    NeuronEksCluster,
+    NeuronNodeGroup,
+    NodeGroupSpec,
+    eks_boot_script,
+)
+from neuronkit.constructs.eks.nodegroup import MIME_BOUNDARY
+from neuronkit.constructs.storage import StorageAccess
+from tests.sandbox import Run, Scenario, available, resolve, run_user_data
+from tests.templates import VPC_ID, bare_stack, resources, template
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
+
+TRN2 = catalog.get("trn2.48xlarge")
+DRIVER = releases.release("2.28.1").driver
+STORAGE = StorageAccess(
+    datasets_bucket="team-datasets-123456789012-us-east-1",
+    checkpoints_bucket="team-checkpoints-123456789012-us-east-1",
+    artifacts_bucket="team-artifacts-123456789012-us-east-1",
+    lustre_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+    lustre_mount_name="abcdefgh",
+)
+JOIN = "nodeadm-run.service kubelet.service"
+
+
+def _shell_part(user_data: str) -> str:
+    body = user_data.split('Content-Type: text/x-shellscript; charset="us-ascii"\n\n', 1)[1]
+    return body.rsplit(f"\n\n--{MIME_BOUNDARY}--", 1)[0] + "\n"
+
+
+def _node_group_user_data(types: list[str], efa: bool, lnc: int | None = None) -> str:
+    """The user data of a node group, as its launch template carries it (the kit's MIME archive)."""
+    from aws_cdk import aws_ec2 as ec2
+
+    stack = bare_stack()
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id=VPC_ID, availability_zones=["us-east-1a", "us-east-1b"],
+        private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
+    )  # fmt: skip
+    admin = "arn:aws:iam::123456789012:role/admin"
+    cluster = NeuronEksCluster(stack, "Eks", spec=ClusterSpec(name="team", admins=[admin]), vpc=vpc, subnets=vpc.private_subnets)
+    script = eks_boot_script(
+        environment="team", pool="pool", instance_types=types, efa=efa, storage=STORAGE, neuron_driver=DRIVER, lnc=lnc
+    )
+    NeuronNodeGroup(
+        stack, "Nodes", environment="team", cluster=cluster, subnets=vpc.private_subnets[:1], script=script,
+        spec=NodeGroupSpec(name="pool", instance_types=types, max_size=2, efa=efa),
+    )  # fmt: skip
+    (lt,) = resources(template(stack), "AWS::EC2::LaunchTemplate").values()
+    return _shell_part(resolve(lt["Properties"]["LaunchTemplateData"]["UserData"]))
+
+
+@pytest.fixture(scope="module")
+def trn2_user_data() -> str:
+    return _node_group_user_data(["trn2.48xlarge"], efa=True, lnc=2)
+
+
+def healthy(**over: Any) -> Scenario:
+    base = {"neuron_devices": TRN2.neuron_devices, "efa_devices": TRN2.efa_max_interfaces, "driver": DRIVER}
+    return Scenario(**{**base, "instance_type": "trn2.48xlarge", **over})
+
+
+def kept_out(run: Run) -> bool:
+    """The node masked nodeadm-run and kubelet, then powered off: it never registers with the cluster."""
+    masks = [i for i, c in enumerate(run.calls) if c.startswith("systemctl mask") and JOIN in c]
+    offs = [i for i, c in enumerate(run.calls) if c.startswith("systemctl poweroff")]
+    return bool(masks and offs and masks[0] < offs[0])
+
+
+def test_a_healthy_node_leaves_nodeadm_to_join_it(trn2_user_data: str, tmp_path: Path) -> None:
+    run = run_user_data(trn2_user_data, healthy(), tmp_path)
+    assert run.returncode == 0, run.output[-3000:]
+    assert not kept_out(run) and not run.called("systemctl mask") and not run.called("systemctl poweroff")
+    assert "node ready; nodeadm joins it to the cluster" in run.output
+    assert run.file("/opt/aws/neuron/logical_nc_config").strip() == "NEURON_LOGICAL_NC_CONFIG=2"
+    assert run.called("mount /fsx")
+
+
+@pytest.mark.parametrize(
+    ("case", "scenario"),
+    [
+        ("missing Neuron device", healthy(neuron_devices=TRN2.neuron_devices - 1)),
+        ("missing EFA device", healthy(efa_devices=TRN2.efa_max_interfaces - 1)),
+        ("no Neuron driver", healthy(driver=None)),
+        ("failed Lustre mount", healthy(fail=["mount /fsx"])),
+        ("failed unexpected step", healthy(fail=["systemctl daemon-reload"])),
+    ],
+)
+def test_a_node_failing_its_check_never_registers(trn2_user_data: str, tmp_path: Path, case: str, scenario: Scenario) -> None:
+    run = run_user_data(trn2_user_data, scenario, tmp_path)
+    assert kept_out(run), f"{case}: {run.output[-3000:]}"
+    assert run.returncode != 0 and "node ready" not in run.output, case
+
+
+def test_a_mixed_fleet_node_checks_its_own_types_devices(tmp_path: Path) -> None:
+    user_data = _node_group_user_data(["inf2.48xlarge", "inf2.24xlarge"], efa=False)
+    small = catalog.get("inf2.24xlarge")
+    ok = run_user_data(
+        user_data, Scenario(neuron_devices=small.neuron_devices, driver=DRIVER, instance_type=small.name), tmp_path / "ok"
+    )
+    assert ok.returncode == 0 and not kept_out(ok), ok.output[-3000:]
+    short = Scenario(neuron_devices=small.neuron_devices - 1, driver=DRIVER, instance_type=small.name)
+    assert kept_out(run_user_data(user_data, short, tmp_path / "short"))

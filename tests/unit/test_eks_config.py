@@ -1,0 +1,105 @@
+"""platform: eks in the environment file: the eks section, the pool keys EKS refuses (one line each, with the
+reason), pod-sized subnets, and what `neuronkit review` says about a Kubernetes version bump."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from neuronkit import catalog
+from neuronkit.config import ConfigError, addressing, load_environment
+from neuronkit.reports.review import compare_templates
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = yaml.safe_load((ROOT / "examples" / "environments" / "eks.yaml").read_text())
+WHERE = "environments/eks.yaml"
+
+
+def problems(edit: dict[str, Any] | None = None, drop: tuple[str, ...] = (), tmp: Path | None = None) -> list[str]:
+    data = copy.deepcopy(EXAMPLE)
+    for path, value in (edit or {}).items():
+        *parents, last = path.split(".")
+        node: Any = data
+        for key in parents:
+            node = node[int(key)] if isinstance(node, list) else node[key]
+        node[int(last) if isinstance(node, list) else last] = value
+    for key in drop:
+        data.pop(key)
+    assert tmp is not None
+    (tmp / "environments").mkdir(exist_ok=True)
+    path = tmp / "environments" / "eks.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    try:
+        load_environment(Path("environments") / "eks.yaml")
+    except ConfigError as err:
+        return err.problems
+    return []
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_example_is_valid_and_the_default_platform_stays_asg() -> None:
+    env = load_environment(ROOT / "examples" / "environments" / "eks.yaml")
+    assert env.platform == "eks" and env.eks is not None and env.eks.version == catalog.eks_facts()["kubernetes"]["version"]
+    assert env.eks.endpoint == "private" and env.eks.admins
+    assert all(
+        e.platform == "asg" and e.eks is None for e in map(load_environment, sorted((ROOT / "environments").glob("*.yaml")))
+    )
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        ({"training.0.scheduler": "batch"}, "training[0].scheduler: AWS Batch is not a Kubernetes scheduler"),
+        ({"training.0.ami": {"family": "neuron-base-al2023"}}, "training[0].ami: EKS node groups boot the catalog's amiType"),
+        (
+            {"training.0.scale_in_protection": False},
+            "training[0].scale_in_protection: EKS owns the node group's Auto Scaling group",
+        ),
+        ({"training.0.compile_cache": "s3"}, "training[0].compile_cache: an S3 compile cache needs a pod role"),
+        ({"training.0.capacity.fallback": "gpu-pool"}, "training[0].capacity.fallback: a Capacity Block's fallback on EKS"),
+        ({"inference.0.load_balancer": "nlb"}, "inference[0].load_balancer: serving on EKS"),
+        ({"inference.0.gpu_ami": {"family": "gpu-base-oss-ubuntu-24.04"}}, "inference[0].gpu_ami: EKS node groups boot"),
+        ({"eks.kubernetes_version": "1.20"}, "eks.kubernetes_version: '1.20' is not a version the catalog pins"),
+        ({"eks.admins": []}, "eks.admins: name at least one IAM role ARN"),
+        ({"eks.endpoint": "public-and-private"}, "eks.public_access_cidrs: name the networks the public endpoint answers"),
+        ({"eks.admins": ["arn:aws:iam::333333333333:group/admins"]}, "eks.admins[0]:"),
+    ],
+)
+def test_a_key_eks_does_not_honour_is_one_line_with_its_reason(here: Path, edit: dict[str, Any], expected: str) -> None:
+    found = problems(edit, tmp=here)
+    assert any(line.startswith(f"{WHERE}: {expected}") for line in found), found
+    assert all(line.startswith(f"{WHERE}: ") and "\n" not in line for line in found)
+
+
+def test_the_eks_section_needs_platform_eks(here: Path) -> None:
+    found = problems({"platform": "asg"}, tmp=here)
+    assert f"{WHERE}: eks: only used with platform: eks; remove it or set platform: eks" in found
+
+
+def test_subnets_hold_every_pods_address(here: Path) -> None:
+    # use2-az1: 16 trn2 + 2 p5 + 8 inf2 nodes, each 1 + 110 pods + 5 warm addresses, plus services and the control plane.
+    pods = catalog.eks_facts()["pods"]
+    per_node = 1 + pods["max_pods_per_node"] + pods["warm_ip_target"]
+    need = addressing.SERVICE_ADDRESSES + pods["control_plane_addresses_per_subnet"] + (16 + 2 + 8) * per_node
+    found = problems({"network.cidr": "10.30.0.0/19"}, tmp=here)
+    assert any(f"use2-az1 needs {need:,} addresses" in line and "110 pods per node" in line for line in found), found
+    assert problems({"network.cidr": "10.30.0.0/19", "eks.max_pods_per_node": 30}, tmp=here) == []
+
+
+def test_review_says_how_a_kubernetes_bump_goes_and_refuses_a_skip() -> None:
+    def cluster(version: str) -> dict[str, Any]:
+        return {"eks-eks": {"Resources": {"C": {"Type": "AWS::EKS::Cluster", "Properties": {"Name": "eks", "Version": version}}}}}
+
+    (one,) = compare_templates(cluster("1.34"), cluster("1.35"), {"eks-eks": "us-east-2"})
+    assert one.action == "modified" and "control plane upgrades in place first" in one.why and "release_version" in one.why
+    (skip,) = compare_templates(cluster("1.34"), cluster("1.36"), {"eks-eks": "us-east-2"})
+    assert "skips 1 minor version(s)" in skip.why and "deploy 1.35 first" in skip.why

@@ -62,6 +62,8 @@ check_driver() {
     || fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the oldest the pool's Neuron release supports"
   [ "${found}" = "${EXPECTED_NEURON_DRIVER}" ] && return 0
   log "WARNING: Neuron driver ${found} is newer than the release floor ${EXPECTED_NEURON_DRIVER}; accepted (newer drivers keep supporting older runtimes)"
+  # Nodes that publish metrics (REGION and METRICS_NAMESPACE in node.env) count it; EKS nodes log it only.
+  [ -n "${REGION:-}" ] && [ -n "${METRICS_NAMESPACE:-}" ] || return 0
   aws cloudwatch put-metric-data --region "${REGION}" --namespace "${METRICS_NAMESPACE}" \
     --metric-name NeuronDriverAboveFloor --unit Count --value 1 \
     --dimensions "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}" \
@@ -80,7 +82,11 @@ install_packages() {
 # --- local NVMe: RAID 0 over the instance-store disks, mounted at /local ---------------------------
 setup_local_nvme() {
   local disks=()
-  mapfile -t disks < <(lsblk -dpno NAME,MODEL | awk '/Instance Storage/ {print $1}')
+  local listing
+  # Not in a process substitution: a failing lsblk there would run the ERR trap in a subshell and the boot would
+  # go on with its log line as a "disk".
+  listing=$(lsblk -dpno NAME,MODEL)
+  mapfile -t disks < <(printf '%s\n' "${listing}" | awk '/Instance Storage/ {print $1}')
   if [ "${#disks[@]}" -eq 0 ]; then
     log "no instance-store NVMe; /local stays on the root volume"
     mkdir -p /local

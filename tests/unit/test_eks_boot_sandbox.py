@@ -91,9 +91,21 @@ def test_a_healthy_node_leaves_nodeadm_to_join_it(trn2_user_data: str, tmp_path:
     assert run.called("mount /fsx")
 
 
+def test_a_driver_newer_than_the_floor_still_joins(trn2_user_data: str, tmp_path: Path) -> None:
+    major, minor, patch, build = DRIVER.split(".")
+    newer = f"{major}.{minor}.{int(patch) + 1}.{build}"
+    run = run_user_data(trn2_user_data, healthy(driver=newer), tmp_path)
+    assert run.returncode == 0 and not kept_out(run), run.output[-3000:]
+    assert f"WARNING: Neuron driver {newer} is newer than the release floor {DRIVER}" in run.output
+
+
 @pytest.mark.parametrize(
     ("case", "scenario"),
     [
+        (
+            "older Neuron driver",
+            healthy(driver=".".join(DRIVER.split(".")[:2] + [str(int(DRIVER.split(".")[2]) - 1), DRIVER.split(".")[3]])),
+        ),
         ("missing Neuron device", healthy(neuron_devices=TRN2.neuron_devices - 1)),
         ("missing EFA device", healthy(efa_devices=TRN2.efa_max_interfaces - 1)),
         ("no Neuron driver", healthy(driver=None)),

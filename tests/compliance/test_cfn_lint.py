@@ -9,17 +9,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from neuronkit.config import load_all
-from tests.conftest import ROOT, Synth
+from tests.conftest import Synth
+from tests.project import environment_of, environments
 
 
 def test_cfn_lint_is_clean(synth: Synth) -> None:
-    regions = {env.name: env.region for env in load_all(ROOT / "environments")}
+    regions = {name: env.region for name, env in environments().items()}
     files = sorted(synth.outdir.glob("*.template.json"))
     assert len(files) == len(synth.templates)
     by_region: dict[str, list[str]] = defaultdict(list)
     for path in files:
-        by_region[regions[path.name.split("-")[0]]].append(str(path))
+        by_region[regions[environment_of(path.name.removesuffix(".template.json"))]].append(str(path))
     assert set(by_region) == set(regions.values())
     for region, paths in sorted(by_region.items()):
         result = subprocess.run(

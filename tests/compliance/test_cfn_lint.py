@@ -29,3 +29,26 @@ def test_cfn_lint_is_clean(synth: Synth) -> None:
         )
         assert result.returncode == 0, result.stdout + result.stderr
         assert result.stdout.strip() == ""
+
+
+def test_the_only_acknowledged_rule_is_the_region_offering_of_a_pool_validate_warned_about(synth: Synth) -> None:
+    """cfn-lint's region rule (its own recorded offerings) is acknowledged only on the launch templates of a
+    Capacity Block or UltraServer cluster outside the catalog's offerings, each with the text `validate` warns."""
+    from neuronkit.config.training import offering_warnings
+    from neuronkit.constructs.compliance import CFN_LINT_REASONS, CFN_LINT_REGION_RULE
+
+    expected = {
+        name: {f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))}
+        for name, env in environments().items()
+    }
+    assert any(expected.values()), "no file has a block outside the offerings: this test would check nothing"
+    found: dict[str, set[str]] = defaultdict(set)
+    for stack, template in synth.templates.items():
+        for lid, resource in template["Resources"].items():
+            metadata = resource.get("Metadata") or {}
+            if "cfn-lint" not in metadata:
+                continue
+            assert metadata["cfn-lint"] == {"config": {"ignore_checks": [CFN_LINT_REGION_RULE]}}, (stack, lid)
+            assert resource["Type"] == "AWS::EC2::LaunchTemplate", (stack, lid)
+            found[environment_of(stack)].add(metadata[CFN_LINT_REASONS][CFN_LINT_REGION_RULE])
+    assert {k: v for k, v in found.items() if v} == {k: v for k, v in expected.items() if v}

@@ -8,6 +8,7 @@ moto back with boto3 on their own, independently of the rehearsal's report, and 
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from neuronkit import catalog
 from neuronkit.cli import main
-from neuronkit.config import load_all, pool_releases
+from neuronkit.config import load_all
 from neuronkit.rehearsal import (
     PROBE_KEY,
     DestroyReport,
@@ -28,8 +29,8 @@ from neuronkit.rehearsal import (
     render_report,
     safety,
 )
-from tests.conftest import ROOT, cdk_context
-from tests.templates import pinned_image
+from tests.conftest import ROOT
+from tests.templates import pool_image
 
 # Reading stack resources back makes moto re-parse skipped types, each with a UserWarning the report covers.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
@@ -51,9 +52,20 @@ class Deployed:
 @pytest.fixture(scope="module")
 def deployed() -> Iterator[Deployed]:
     lines: list[str] = []
+    before = tree_state()
     with Rehearsal(ROOT, progress=lines.append) as r:
         reports = r.deploy()
         yield Deployed(r, reports, lines)
+    assert tree_state() == before, "the rehearsal changed the project"
+
+
+def tree_state() -> tuple[str, bytes]:
+    """What a rehearsal must leave as it found it: `git status` of the project and its cdk.context.json, byte for byte."""
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    status = done.stdout if done.returncode == 0 else "(not a git checkout)"
+    return status, (ROOT / "cdk.context.json").read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -109,16 +121,11 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
         len([n for n in data["NetworkInterfaces"] if n.get("InterfaceType") == "efa-only"])
         == catalog.get(cluster.instance_type).efa_max_interfaces
     )
-    # The image is the one pinned in cdk.context.json for the cluster's Neuron release, registered in the mock.
-    config = ENVIRONMENTS[env]
-    release = pool_releases(config)[cluster.name].release
-    assert release is not None
-    dlami = release.dlami_lookup(cluster.ami.family or "neuron-multi-framework-ubuntu-24.04")
-    assert dlami is not None
-    where = {"account": config.account, "region": config.region}
-    assert data["ImageId"] == pinned_image(cdk_context(), **where, name=dlami.name, description=dlami.description)
+    # The image is the cluster's pinned ami_id, else the one its lookup has in the rehearsal's context: pinned in
+    # cdk.context.json for the cluster's Neuron release or, unpinned, a stand-in; either is registered in the mock.
+    assert data["ImageId"] == pool_image(deployed.rehearsal.context, ENVIRONMENTS[env], "training[0].ami")
     (image,) = ec2.describe_images(ImageIds=[data["ImageId"]])["Images"]
-    assert image["Name"].startswith("neuronkit-pinned/")
+    assert image["Name"].startswith(("neuronkit-pinned/", "neuronkit-rehearsal/stand-in/"))
 
 
 def test_dev_batch_queue_and_job_definition_are_deployed(deployed: Deployed) -> None:

@@ -55,10 +55,8 @@ def validate(args: argparse.Namespace) -> int:
 
 def _pinned_context() -> dict[str, Any] | None:
     """cdk.context.json of the project around the working folder (None outside a project: nothing to compare)."""
-    for folder in (Path.cwd(), *Path.cwd().parents):
-        if (folder / "cdk.json").is_file():
-            return lookups.read_context(folder)
-    return None
+    project = lookups.find_project()
+    return lookups.read_context(project) if project is not None else None
 
 
 def _select(path: Path, name: str) -> str:

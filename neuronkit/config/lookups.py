@@ -133,6 +133,22 @@ def image_lookups(env: Environment) -> list[ImageLookup]:
     return [lookup for lookup in out if lookup is not None]
 
 
+def find_project(start: str | Path = ".") -> Path | None:
+    """The folder holding cdk.json (the app), searching upwards from ``start``; None outside a project."""
+    here = Path(start).resolve()
+    return next((folder for folder in (here, *here.parents) if (folder / "cdk.json").is_file()), None)
+
+
+def write_context(project_dir: str | Path, values: dict[str, str]) -> Path:
+    """Add ``values`` to the project's cdk.context.json as the CDK CLI writes it (two-space JSON, keys kept in
+    their order, new ones after them)."""
+    path = Path(project_dir) / CONTEXT_FILE
+    context = read_context(project_dir)
+    context.update(values)
+    path.write_text(json.dumps(context, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
 def read_context(project_dir: str | Path) -> dict[str, Any]:
     """The project's ``cdk.context.json`` (empty when there is none)."""
     path = Path(project_dir) / CONTEXT_FILE

@@ -13,10 +13,8 @@ lookup found no image, 2 usage error or AWS unreachable.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-from neuronkit import config
 from neuronkit.cli import CliError, selection
 from neuronkit.config import lookups
 

@@ -172,9 +172,13 @@ def unpinned_warnings(env: Environment, context: dict[str, Any], select: str) ->
     """One line per pool whose image lookup is not pinned, naming its key and the two fixes.
 
     ``select`` is how commands name this environment (``--env NAME`` or ``--file PATH``)."""
-    return [
-        f"{lookup.key_path}: image lookup '{lookup.label}' is not pinned in {CONTEXT_FILE} for "
+    return [unpinned_line(lookup, select) for lookup in unpinned_lookups(env, context)]
+
+
+def unpinned_line(lookup: ImageLookup, select: str, why: str = "is not pinned") -> str:
+    """What to do about one pool's unpinned lookup: the two fixes, naming the pool's own keys."""
+    return (
+        f"{lookup.key_path}: image lookup '{lookup.label}' {why} in {CONTEXT_FILE} for "
         f"{lookup.account}/{lookup.region}; run `neuronkit pin {select}` with read-only credentials of that account "
         f"(then commit {CONTEXT_FILE}), or set {lookup.key_path}.ami_id and {lookup.key_path}.root_device_name"
-        for lookup in unpinned_lookups(env, context)
-    ]
+    )

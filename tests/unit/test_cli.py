@@ -90,7 +90,15 @@ def _option(path: tuple[str, ...], flag: str) -> argparse.Action | None:
 
 
 # The commands that read environment files; summary and review read synths and git revisions instead.
-ENVIRONMENT_COMMANDS = [("validate",), ("cost",), ("preflight",), ("rehearse",), ("pin",), ("pilot", "start"), ("pilot", "report")]
+ENVIRONMENT_COMMANDS = [
+    ("validate",),
+    ("cost",),
+    ("preflight",),
+    ("rehearse",),
+    ("pin",),
+    ("pilot", "start"),
+    ("pilot", "report"),
+]
 
 
 def test_the_environment_commands_are_all_the_ones_with_env_or_file() -> None:

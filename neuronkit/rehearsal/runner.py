@@ -302,7 +302,9 @@ class Rehearsal:
             envs = config.load_all(self.project_dir / "environments")
         except config.ConfigError:
             return []  # the synth reports the file's problems itself
-        return [(e, f"--env {e.name}") for e in envs if self.wanted is None or e.name in self.wanted]
+        # The synth builds one environment with -c env=NAME (one name wanted), else every file: each needs its images.
+        only = self.wanted[0] if self.wanted and len(self.wanted) == 1 else None
+        return [(e, f"--env {e.name}") for e in envs if only is None or e.name == only]
 
     def _stand_ins(self, context: dict[str, Any]) -> dict[str, str]:
         """An image registered in the mock for each lookup cdk.context.json does not pin: moto's own images would

@@ -11,7 +11,7 @@ export CDK_OUTDIR := cdk.out
 ENV ?=
 CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
-.PHONY: setup synth test lint format bench diff review deploy-local docs clean
+.PHONY: setup synth test lint format bench diff review deploy-local docs clean pin
 
 setup: $(STAMP)
 
@@ -52,6 +52,12 @@ format: setup
 ## embedded moto server: the real pinned CDK CLI, dummy credentials, no AWS account (docs/rehearsal.md)
 deploy-local: setup
 	neuronkit rehearse $(if $(ENV),--env $(ENV),)
+
+## pin: look up a new account's AMIs with read-only credentials and pin them in cdk.context.json
+## (`neuronkit pin`, docs/rehearsal.md); e.g. `make pin ENV=lab`, then commit cdk.context.json
+pin: setup
+	@test -n "$(ENV)" || { echo "usage: make pin ENV=name (environments: $$(ls environments | sed 's/\.yaml$$//' | xargs))"; exit 2; }
+	neuronkit pin --env $(ENV)
 
 ## diff: `cdk diff -c env=NAME` against the deployed stacks (uses your AWS credentials, read-only), then
 ## the Markdown summary of the synth (pools, storage, alarms, cost, diagram); e.g. `make diff ENV=prod`

@@ -11,7 +11,7 @@ from aws_cdk import App
 
 from neuronkit.config import ConfigError, load_all, load_environment, neuron_warnings
 from neuronkit.constructs import compliance
-from neuronkit.stacks import build_environment, missing_lookups
+from neuronkit.stacks import build_environment, failed_lookups, missing_lookups
 
 HERE = Path(__file__).parent
 
@@ -44,13 +44,17 @@ def main() -> None:
             sys.exit(1)
     compliance.apply(app)
     assembly = app.synth()
+    # Under the CDK CLI (which sets CDK_CLI_VERSION) a missing lookup is normal: the CLI performs it with the
+    # caller's credentials, writes cdk.context.json and runs the app again; that run names the lookups that
+    # failed (once). Without the CLI the templates would carry CDK's dummy image id: name them and fail.
+    if "CDK_CLI_VERSION" in os.environ:
+        for line in failed_lookups(app, environments, file):
+            print(line, file=sys.stderr)
+        return
     missing = missing_lookups(assembly.directory, environments, file)
     for line in missing:
         print(line, file=sys.stderr)
-    # Under the CDK CLI (which sets CDK_CLI_VERSION) a missing lookup is normal: the CLI performs it with the
-    # caller's credentials, writes cdk.context.json and runs the app again. Without the CLI the templates would
-    # carry CDK's dummy image id: fail instead of writing them.
-    if missing and "CDK_CLI_VERSION" not in os.environ:
+    if missing:
         sys.exit(1)
 
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,6 +63,8 @@ class Synth:
     outdir: Path
     templates: dict[str, dict[str, Any]]
     app: Any
+    missing: list[str] = field(default_factory=list)  # lookup keys cdk.context.json did not pin (filled by stand-ins)
+    context: dict[str, Any] = field(default_factory=dict)  # the context synthesized with: pins and stand-ins
 
     def template(self, stack: str) -> dict[str, Any]:
         return self.templates[stack]
@@ -72,13 +74,24 @@ class Synth:
 
 
 @pytest.fixture(scope="session")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    """Every example environment, synthesized once with the cdk-nag plugin (a finding fails it)."""
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary project holding every file under environments/ beside the user-like files of
+    tests/fixtures/user_environments/, pinned and unpinned (tests/project.py); the environment-wide tests run here."""
+    from tests import project as files
+
+    return files.write(tmp_path_factory.mktemp("project"))
+
+
+@pytest.fixture(scope="session")
+def synth(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """Every environment of the project (tests/project.py), synthesized once with the cdk-nag plugin (a finding
+    fails it). Lookups cdk.context.json does not pin (the unpinned variants, a user's new file) get stand-ins."""
     from neuronkit.config import load_all
+    from neuronkit.config.lookups import unpinned_lookups
     from neuronkit.constructs import compliance
     from neuronkit.stacks import build_environment
 
-    environments = load_all(ROOT / "environments")
+    environments = load_all(project / "environments")
 
     def build(outdir: Path, extra: dict[str, Any] | None = None) -> Any:
         app = new_app(outdir, extra_context=extra)
@@ -87,18 +100,18 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         compliance.apply(app)
         return app
 
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app = build(outdir)
+    # Lookups cdk.context.json does not pin yet (the unpinned variants, a user's new file) get stand-ins, as
+    # `cdk synth` with credentials would fill them: their keys come from the files (neuronkit.config.lookups), so
+    # the app synthesizes once; CDK reporting a lookup still missing means those keys are wrong.
+    context = cdk_context()
+    missing = sorted({lookup.context_key for env in environments for lookup in unpinned_lookups(env, context)})
+    stand_ins = {key: stand_in_ami(key) for key in missing}
+    app = build(tmp_path_factory.mktemp("cdk.out"), stand_ins)
     assembly = app.synth()
-    missing = missing_lookups(assembly.directory)
-    if missing:
-        # An environment whose lookups cdk.context.json does not pin yet (a user's new file): fill them with
-        # stand-ins, as `cdk synth` with credentials would, and synthesize again.
-        app = build(tmp_path_factory.mktemp("cdk.out"), {key: stand_in_ami(key) for key in missing})
-        assembly = app.synth()
-        outdir = Path(assembly.directory)
+    assert missing_lookups(assembly.directory) == [], "neuronkit.config.lookups computed other keys than CDK's"
+    outdir = Path(assembly.directory)
     templates = {s.stack_name: s.template for s in assembly.stacks}
-    return Synth(outdir=outdir, templates=templates, app=app)
+    return Synth(outdir=outdir, templates=templates, app=app, missing=missing, context={**context, **stand_ins})
 
 
 @pytest.fixture(scope="session")

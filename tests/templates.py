@@ -65,3 +65,23 @@ def logical_id(data: dict[str, Any], type_: str) -> str:
     found = list(resources(data, type_))
     assert len(found) == 1, f"{len(found)} {type_}"
     return found[0]
+
+
+def pool_image(context: dict[str, Any], env: Any, key_path: str) -> str:
+    """The image a pool of ``env`` boots, by its AMI key in the file (``inference[0].neuron_ami``,
+    ``training[0].gpu_pool.ami`` ...): its pinned ``ami_id``, else the value of its lookup in ``context`` (a
+    synth's context: cdk.context.json and the stand-ins of unpinned lookups)."""
+    from neuronkit.config.lookups import image_lookups
+
+    node: Any = env
+    for part in key_path.split("."):
+        name, _, index = part.partition("[")
+        node = getattr(node, name)
+        if index:
+            node = node[int(index.rstrip("]"))]
+    if node.ami_id:
+        return str(node.ami_id)
+    for lookup in image_lookups(env):
+        if lookup.key_path == key_path:
+            return str(context[lookup.context_key])
+    raise KeyError(f"{env.name}: {key_path} neither pins an ami_id nor makes a lookup")

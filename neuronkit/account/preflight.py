@@ -53,6 +53,7 @@ from neuronkit.config import (
     ami_family,
     gpu_ami_family,
 )
+from neuronkit.config.training import _sold_outside_offerings
 from neuronkit.reports.pools import gpu_pool_name, pools_from_environment
 
 Status = Literal["PASS", "WARN", "FAIL"]
@@ -257,7 +258,18 @@ def check_offerings(env: Environment, ec2: Client) -> list[Check]:
     offered = offered_az_ids(ec2, _env_types(env))
     checks = []
     for i, c in enumerate(env.training):
-        checks.append(_offering_in(env, c.name, c.instance_type, c.az_id, offered, f"training[{i}].az_id"))
+        check = _offering_in(env, c.name, c.instance_type, c.az_id, offered, f"training[{i}].az_id")
+        if check.status == "FAIL" and _sold_outside_offerings(c):
+            # One offering rule (neuronkit.config): a Capacity Block or UltraServer pool is sold apart from the
+            # on-demand offerings; its reservation is checked for real by the capacity check (type, AZ ID, size, window).
+            how = "its Capacity Block" if isinstance(c.capacity, CapacityBlock) else f"{c.ultraserver} UltraServers"
+            check = Check(
+                "WARN",
+                check.name,
+                f"{c.instance_type} is not in {env.region}'s on-demand offerings for {c.az_id}; the cluster runs on {how}, "
+                "which the capacity checks verify in the account",
+            )
+        checks.append(check)
         gpu = c.gpu_pool
         if gpu is not None:
             az_id = gpu.az_id or c.az_id

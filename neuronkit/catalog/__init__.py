@@ -127,6 +127,13 @@ def metadata() -> dict[str, Any]:
     return {"source": raw["source"], "generated": raw["generated"], "regions": raw["regions"]}
 
 
+def offerings_source() -> str:
+    """Where the recorded offerings (instance type by AZ ID) come from and how old they are, for messages that
+    judge a pool by them."""
+    meta = metadata()
+    return f"catalog offerings: {meta['source']}, refreshed {meta['generated']}"
+
+
 @cache
 def _amis() -> dict[str, Any]:
     data: dict[str, Any] = yaml.safe_load((_HERE / "amis.yaml").read_text())

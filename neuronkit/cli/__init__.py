@@ -24,6 +24,7 @@ COMMANDS = (
     "neuronkit.cli.summary",
     "neuronkit.cli.review_cmd",
     "neuronkit.cli.rehearse",
+    "neuronkit.cli.pin",
     "neuronkit.cli.assess_cmd",
     "neuronkit.cli.pilot_cmd",
 )

@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from neuronkit import config
 from neuronkit.cli import selection
+from neuronkit.config import lookups
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,6 +30,7 @@ def validate(args: argparse.Namespace) -> int:
         print("neuronkit: no environment files found under environments/", file=sys.stderr)
         return 1
     problems: list[str] = []
+    context = _pinned_context()
     for f in files:
         try:
             env = config.load_environment(f)
@@ -39,6 +42,9 @@ def validate(args: argparse.Namespace) -> int:
             )
             for line in config.neuron_warnings(env):
                 print(f"warning: {f}: {line}", file=sys.stderr)
+            if context is not None:
+                for line in lookups.unpinned_warnings(env, context, _select(Path(f), env.name)):
+                    print(f"warning: {f}: {line}", file=sys.stderr)
             over, budget = _budget_gate(env, f)
             if over:
                 problems += over
@@ -63,6 +69,18 @@ def _budget_gate(env: config.Environment, path: Path) -> tuple[list[str], str]:
         return found, ""
     check = cost.budget_check(env)
     return [], f"; budget {cost.usd(env.budget.monthly_usd)}: {check.levels()} (enforced at {check.enforce})"
+
+
+def _pinned_context() -> dict[str, Any] | None:
+    """cdk.context.json of the project around the working folder (None outside a project: nothing to compare)."""
+    project = lookups.find_project()
+    return lookups.read_context(project) if project is not None else None
+
+
+def _select(path: Path, name: str) -> str:
+    """How the other commands name this file: ``--env NAME`` under environments/, else ``--file PATH``."""
+    under = path.parent.name == "environments" and path.stem == name and path.parent.resolve() == Path("environments").resolve()
+    return f"--env {name}" if under else f"--file {path}"
 
 
 def schema(args: argparse.Namespace) -> int:

@@ -124,4 +124,8 @@ def _offered(add: Any, key: str, instance_type: str, az_ids: list[str], region: 
     offered = catalog.get(instance_type).az_ids(region)
     missing = [a for a in az_ids if a not in offered]
     if missing:
-        add(key, f"{instance_type} is not offered in {', '.join(missing)} ({region}); offered in: {', '.join(offered) or 'none'}")
+        add(
+            key,
+            f"{instance_type} is not offered in {', '.join(missing)} ({region}; {catalog.offerings_source()}); "
+            f"offered in: {', '.join(offered) or 'none'}",
+        )

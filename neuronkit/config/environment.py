@@ -17,7 +17,7 @@ from neuronkit.config.network import Network
 from neuronkit.config.neuron import PoolRelease, container_problems, dlami_problems, neuron_families, resolve
 from neuronkit.config.pilot import Pilot, pilot_problems
 from neuronkit.config.storage import Storage
-from neuronkit.config.training import TrainingCluster, _check_cluster, ami_family
+from neuronkit.config.training import TrainingCluster, _check_cluster, ami_family, offering_warnings
 
 
 class Environment(Strict):
@@ -277,6 +277,7 @@ def neuron_warnings(env: Environment) -> list[str]:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
         if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
             warnings += serving_warnings(f"inference[{i}]", f)
+    warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

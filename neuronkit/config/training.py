@@ -242,16 +242,20 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
         if az_ids is not None and c.az_id not in az_ids:
             add("az_id", f"'{c.az_id}' is not in network.az_ids; add it there")
         offered = it.az_ids(region) if it is not None and region is not None else None
-        # A Capacity Block bought in the cluster's AZ proves the offering (checked against the block below), even
-        # where the catalog's recorded offerings lag (Trn2 UltraServer nodes are sold through blocks only).
-        bought_here = isinstance(c.capacity, CapacityBlock) and c.capacity.az_id == c.az_id
-        if offered is not None and c.az_id not in offered and not bought_here:
+        if offered is not None and c.az_id not in offered and not _sold_outside_offerings(c):
             fix = (
                 f"use one of {', '.join(offered)}"
                 if offered
                 else f"it is offered in no AZ of {region}; use another region or type"
             )
-            add("az_id", f"{c.instance_type} is not offered in {c.az_id} ({region}); {fix}")
+            add("az_id", f"{c.instance_type} is not offered in {c.az_id} ({region}; {catalog.offerings_source()}); {fix}")
+        elif offered is not None and c.az_id not in offered and isinstance(c.capacity, CapacityBlock):
+            if c.capacity.fallback == "on-demand":
+                add(
+                    "capacity.fallback",
+                    f"on-demand {c.instance_type} is not offered in {c.az_id} ({region}; {catalog.offerings_source()}); "
+                    "use fallback: gpu-pool or none",
+                )
 
     if c.min_size > c.max_size:
         add("min_size", f"min_size {c.min_size} is greater than max_size {c.max_size}; raise max_size or lower min_size")
@@ -301,7 +305,8 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
             if offered is not None and az not in offered:
                 add(
                     "gpu_pool.az_id",
-                    f"{pool.instance_type} is not offered in {az} ({region}); use one of {', '.join(offered) or 'none'}",
+                    f"{pool.instance_type} is not offered in {az} ({region}; {catalog.offerings_source()}); "
+                    f"use one of {', '.join(offered) or 'none'}",
                 )
             problem = _family_problem(pool.ami, "ecs-gpu" if c.scheduler == "batch" else "gpu", pool.instance_type)
             if problem:
@@ -315,6 +320,33 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
             )
     out.extend((f"{loc}.{key}", msg) for key, msg in _batch_problems(c))
     out.extend((f"{loc}.{key}", msg) for key, msg in _trainium_problems(c))
+    return out
+
+
+def _sold_outside_offerings(c: TrainingCluster) -> bool:
+    """Capacity Block and UltraServer pools: EC2 sells them where the recorded on-demand offerings may not list the
+    type (Trn2 UltraServer nodes are sold through blocks only). Outside the offerings they warn instead of failing."""
+    block_here = isinstance(c.capacity, CapacityBlock) and c.capacity.az_id == c.az_id
+    return block_here or c.ultraserver is not None
+
+
+def offering_warnings(region: str, training: list[TrainingCluster]) -> list[tuple[str, str]]:
+    """(key, line) for each Capacity Block or UltraServer cluster outside the catalog's offerings: accepted, named
+    with the data's source and date. The same line acknowledges cfn-lint's region rule on the cluster's templates."""
+    out = []
+    for i, c in enumerate(training):
+        it = catalog.instance_types().get(c.instance_type)
+        if it is None or c.az_id in it.az_ids(region) or not _sold_outside_offerings(c):
+            continue
+        how = "a Capacity Block" if isinstance(c.capacity, CapacityBlock) else f"{c.ultraserver} UltraServers"
+        out.append(
+            (
+                f"training[{i}].az_id",
+                f"{c.instance_type} is not offered in {c.az_id} ({region}; {catalog.offerings_source()}); accepted because "
+                f"the cluster runs on {how}, which EC2 sells apart from on-demand offerings; `neuronkit preflight` checks "
+                "the block in the account and `neuronkit catalog refresh` updates the offerings",
+            )
+        )
     return out
 
 

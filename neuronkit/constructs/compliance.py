@@ -61,3 +61,24 @@ def _nag_rendering(scope: IConstruct, text: str) -> str | None:
         return render(Stack.of(scope).resolve(text))
     except ValueError:
         return None
+
+
+# cfn-lint's rule that an instance type is offered in the template's region (its own recorded data).
+CFN_LINT_REGION_RULE = "E3628"
+CFN_LINT_REASONS = "neuronkit:cfn-lint"
+
+
+def acknowledge_cfn_lint(scope: IConstruct, rule: str, reason: str, resource_type: str = "AWS::EC2::LaunchTemplate") -> int:
+    """Acknowledge one cfn-lint rule on every ``resource_type`` resource under ``scope``, with its reason next to it
+    in the template (cfn-lint reads ``Metadata.cfn-lint.config.ignore_checks``); returns how many it marked."""
+    from aws_cdk import CfnResource
+
+    if not reason.strip():
+        raise ValueError(f"{rule}: an acknowledgement needs a reason")
+    marked = 0
+    for child in scope.node.find_all():
+        if isinstance(child, CfnResource) and child.cfn_resource_type == resource_type:
+            child.add_metadata("cfn-lint", {"config": {"ignore_checks": [rule]}})
+            child.add_metadata(CFN_LINT_REASONS, {rule: reason})
+            marked += 1
+    return marked

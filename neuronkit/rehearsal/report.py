@@ -549,6 +549,7 @@ class RehearsalResult:
     destroyed: list[DestroyReport]
     synth_seconds: float
     wall_seconds: float
+    stand_ins: list[str] = field(default_factory=list)  # one line per unpinned lookup the rehearsal stood in for
 
     @property
     def ok(self) -> bool:
@@ -570,6 +571,7 @@ def render_verdict(result: RehearsalResult) -> str:
     ]
     if skipped:
         lines.append(f"moto did not model (not created, not tested here): {', '.join(skipped)}")
+    lines += result.stand_ins
     problems = [p for r in envs for p in r.problems] + [p for d in result.destroyed for p in d.problems]
     lines += [f"problem: {p}" for p in problems]
     return "\n".join(lines)

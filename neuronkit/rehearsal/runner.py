@@ -23,6 +23,7 @@ moto is a test/dev dependency (``make setup`` installs it); it is imported only 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import secrets
@@ -37,7 +38,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from neuronkit import catalog
+from neuronkit import catalog, config
+from neuronkit.config import lookups
+from neuronkit.config.lookups import CONTEXT_FILE
 from neuronkit.rehearsal import moto_workarounds, safety
 from neuronkit.rehearsal.assembly import (
     DEFAULT_ACCOUNT,
@@ -132,6 +135,9 @@ class Rehearsal:
         self._bootstrapped: set[tuple[str, str]] = set()
         self._images: dict[tuple[str, str, str], str] = {}
         self._keep_work_dir = False
+        self.stand_ins: list[str] = []  # one line per unpinned lookup filled with a stand-in image
+        self.app_dir = self.project_dir  # the CLI's working folder; a private copy once the rehearsal starts
+        self.context: dict[str, Any] = {}  # the private cdk.context.json: the project's pins and the stand-ins
 
     # ---------------------------------------------------------------- lifecycle
     def __enter__(self) -> Rehearsal:
@@ -183,6 +189,7 @@ class Rehearsal:
         self._reset_moto()
         self._exit.callback(self._reset_moto)
         self.progress(f"moto server on {self.endpoint} (bound to {safety.BIND_ADDRESS}); work folder {self.work_dir}")
+        self.app_dir = self._private_app()
         self.assembly = self._assembly()
         missing = [e for e in self.wanted or [] if e not in self.assembly.environments()]
         if missing:
@@ -265,6 +272,62 @@ class Rehearsal:
         self._cli(args, account=DEFAULT_ACCOUNT, region=DEFAULT_REGION, label="synth")
         self.synth_seconds = time.monotonic() - start
         return read_assembly(out)
+
+    def _private_app(self) -> Path:
+        """The CLI's working folder: the project's files linked, beside a private copy of cdk.context.json that
+        takes the stand-ins of unpinned lookups and whatever the CLI writes. It goes with the work folder, so a
+        rehearsal, passed or failed, leaves the project byte for byte as it was."""
+        app = self.work_dir / "app"
+        app.mkdir(parents=True, exist_ok=True)
+        for entry in self.project_dir.iterdir():
+            if entry.name not in (CONTEXT_FILE, "cdk.out", ".git") and not (app / entry.name).exists():
+                (app / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+        context = lookups.read_context(self.project_dir)
+        if self.given_cdk_out is None:
+            context.update(self._stand_ins(context))
+        (app / CONTEXT_FILE).write_text(json.dumps(context, indent=2) + "\n", encoding="utf-8")
+        self.context = context
+        return app
+
+    def _rehearsed_files(self) -> list[tuple[config.Environment, str]]:
+        """The environments the synth will build, with how commands name each (``--env NAME`` / ``--file PATH``)."""
+        try:
+            if self.env_file is not None:
+                shown = (
+                    self.env_file.relative_to(self.project_dir)
+                    if self.env_file.is_relative_to(self.project_dir)
+                    else self.env_file
+                )
+                return [(config.load_environment(self.env_file), f"--file {shown}")]
+            envs = config.load_all(self.project_dir / "environments")
+        except config.ConfigError:
+            return []  # the synth reports the file's problems itself
+        # The synth builds one environment with -c env=NAME (one name wanted), else every file: each needs its images.
+        only = self.wanted[0] if self.wanted and len(self.wanted) == 1 else None
+        return [(e, f"--env {e.name}") for e in envs if only is None or e.name == only]
+
+    def _stand_ins(self, context: dict[str, Any]) -> dict[str, str]:
+        """An image registered in the mock for each lookup cdk.context.json does not pin: moto's own images would
+        answer the CLI's DescribeImages with whatever matches, or nothing. Each is named in the report."""
+        from moto.ec2.models import ec2_backends
+
+        out: dict[str, str] = {}
+        for env, select in self._rehearsed_files():
+            for lookup in lookups.unpinned_lookups(env, context):
+                if lookup.context_key not in out:
+                    image = ec2_backends[lookup.account][lookup.region].register_image(
+                        name=f"neuronkit-rehearsal/stand-in/{lookup.family}",
+                        description=f"stand-in for unpinned lookup {lookup.label}",
+                    )
+                    image.root_device_name = lookup.root_device_name
+                    out[lookup.context_key] = image.id
+                line = (
+                    f"[{env.name}] stand-in for unpinned lookup {lookup.key_path} ({lookup.label}): "
+                    f"{out[lookup.context_key]}; run `neuronkit pin {select}` to pin the real image"
+                )
+                self.stand_ins.append(line)
+                self.progress(line)
+        return out
 
     def _targets(self, environment: str) -> list[tuple[str, str]]:
         return sorted({(s.account, s.region) for s in self.stacks(environment)})
@@ -350,7 +413,7 @@ class Rehearsal:
         lines: list[str] = []
         proc = subprocess.Popen(
             command,
-            cwd=self.project_dir,
+            cwd=self.app_dir,
             env=self._cli_env(account, region),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -539,7 +602,7 @@ def rehearse(
                 destroyed.append(d)
                 emit(render_destroy(d))
                 emit("")
-        return RehearsalResult(reports, destroyed, r.synth_seconds, time.monotonic() - start)
+        return RehearsalResult(reports, destroyed, r.synth_seconds, time.monotonic() - start, list(r.stand_ins))
 
 
 def rehearsal_wall_times(project_dir: str | Path = ".", environments: Sequence[str] | None = None) -> dict[str, float]:

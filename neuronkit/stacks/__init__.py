@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from aws_cdk import App
 
 from neuronkit.config import Environment
+from neuronkit.config.lookups import image_lookups, unpinned_line
 from neuronkit.stacks.eks import EksStack
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.monitoring import MonitoringStack
@@ -56,44 +57,42 @@ __all__ = [
     "StorageStack",
     "TrainingStack",
     "build_environment",
+    "failed_lookups",
+    "missing_lookups",
 ]
 
 
 def missing_lookups(assembly_dir: str, environments: list[Environment], file: str | None = None) -> list[str]:
-    """One line per environment whose AMI lookups are not pinned in cdk.context.json yet, saying what fills them.
+    """One line per pool whose AMI lookup cdk.context.json does not pin yet, naming its key and the fixes.
 
     Pools boot images found by CDK context lookups (neuronkit.constructs.launch_template.AmiSpec); the CDK CLI
     performs a missing lookup with the caller's credentials and writes it to cdk.context.json, where it stays
-    pinned. Without the CLI (or without credentials) the synthesized templates carry CDK's dummy image id.
-    ``file`` is the environment file given with ``-c file=PATH``, named instead of environments/NAME.yaml.
+    pinned; `neuronkit pin` does the same without a synth. Without either the templates would carry CDK's dummy
+    image id. ``file`` is the environment file given with ``-c file=PATH``, named instead of environments/NAME.yaml.
     """
     manifest = json.loads((Path(assembly_dir) / "manifest.json").read_text())
-    by_target: dict[tuple[str, str], list[str]] = {}
-    for m in manifest.get("missing", []):
-        props = m.get("props", {})
-        if m.get("provider") != "ami":
-            continue
-        name = next((f["values"][0] for f in _filters(props) if f["name"] == "name"), "?")
-        desc = next((f["values"][0] for f in _filters(props) if f["name"] == "description"), None)
-        by_target.setdefault((str(props.get("account")), str(props.get("region"))), []).append(
-            f"{name}" + (f" [{desc.strip('*')}]" if desc else "")
-        )
+    keys = {m.get("key") for m in manifest.get("missing", []) if m.get("provider") == "ami"}
+    return _lines(environments, file, lambda key: key in keys, "is not pinned")
+
+
+def failed_lookups(app: App, environments: list[Environment], file: str | None = None) -> list[str]:
+    """Under the CDK CLI: one line per pool whose lookup the CLI tried and could not perform (no credentials,
+    another account, no match). The CLI runs the app again after its lookups; only that run names them, once."""
+
+    def failed(key: str) -> bool:
+        value = app.node.try_get_context(key)
+        return isinstance(value, dict) and "$providerError" in value
+
+    return _lines(environments, file, failed, "could not be looked up")
+
+
+def _lines(environments: list[Environment], file: str | None, wanted: Callable[[str], bool], why: str) -> list[str]:
     out = []
     for env in environments:
-        images = by_target.get((env.account, env.region))
-        if not images:
-            continue
-        where = file or f"environments/{env.name}.yaml"
-        synth = f"cdk synth -c file={file}" if file else f"make synth ENV={env.name}"
-        out.append(
-            f"{where}: {len(images)} AMI lookup(s) not pinned in cdk.context.json yet "
-            f"({'; '.join(sorted(set(images)))}); run `{synth}` with read-only credentials for account "
-            f"{env.account} to look them up and pin them (then commit cdk.context.json), or set ami.ami_id per pool"
-        )
+        where, select = (file, f"--file {file}") if file else (f"environments/{env.name}.yaml", f"--env {env.name}")
+        seen = set()
+        for lookup in image_lookups(env):
+            if wanted(lookup.context_key) and lookup.key_path not in seen:
+                seen.add(lookup.key_path)
+                out.append(f"{where}: {unpinned_line(lookup, select, why)}")
     return out
-
-
-def _filters(props: dict[str, Any]) -> list[dict[str, Any]]:
-    raw = props.get("filters", {})
-    # The cloud assembly writes lookup filters as a mapping of filter name -> values.
-    return [{"name": k, "values": v} for k, v in raw.items()] if isinstance(raw, dict) else list(raw)

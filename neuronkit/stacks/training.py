@@ -10,6 +10,8 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.config import Ami, CapacityBlock, Environment, GpuPool, Odcr, PoolRelease, pool_releases
 from neuronkit.config import TrainingCluster as ClusterConfig
+from neuronkit.config.training import offering_warnings
+from neuronkit.constructs import compliance
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.notifications import NotificationTopic
@@ -150,6 +152,12 @@ class TrainingStack(NeuronkitStack):
                 self._gpu_pool(config, cluster, network, access)
             if isinstance(cluster.capacity, CapacityBlock) and cluster.capacity.fallback != "none":
                 self._block_fallback(config, cluster, network, access)
+        # A Capacity Block or UltraServer cluster outside the catalog's offerings is accepted with a warning
+        # (neuronkit.config.offering_warnings); cfn-lint's own offerings say the same, acknowledged with that text.
+        for key, line in offering_warnings(config.region, list(config.training)):
+            cluster = config.training[int(key.split("[")[1].split("]")[0])]
+            if cluster.name in self.clusters:  # Batch clusters run on-demand only: validation refuses them outside
+                compliance.acknowledge_cfn_lint(self.clusters[cluster.name], compliance.CFN_LINT_REGION_RULE, f"{key}: {line}")
         # scheduler: batch -- AWS Batch compute environments, queues and job definitions instead of Auto
         # Scaling groups (neuronkit/stacks/batch.py, docs/batch.md).
         self.batch_clusters = add_batch_clusters(self, config=config, network=network, storage=access)

@@ -20,14 +20,15 @@ import pytest
 from moto import mock_aws
 
 from neuronkit import catalog
-from neuronkit.config import CapacityBlock, load_all
+from neuronkit.config import CapacityBlock
 from neuronkit.constructs.day_night import daily_cron
 from neuronkit.rehearsal import moto_workarounds
 from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public_parameter
 from neuronkit.reports.pools import gpu_pool_name
-from tests.conftest import ROOT, Synth
+from tests.conftest import Synth
 from tests.moto.buckets import ensure_bucket
+from tests.project import environment_of, environments
 
 # Resource types moto's CloudFormation skips, and the assertion test that covers each one.
 SKIPPED_COVERED_BY = {
@@ -51,7 +52,7 @@ SKIPPED_COVERED_BY = {
 }
 # Deployed in this order (each stack imports exports of the ones before it).
 PARTS = ("network", "storage", "training", "inference", "monitoring")
-ENVIRONMENTS = {e.name: e for e in load_all(ROOT / "environments")}
+ENVIRONMENTS = environments()
 
 
 class Deployment:
@@ -139,7 +140,7 @@ def test_skipped_types_are_covered_elsewhere(deployed: Deployment) -> None:
 
 
 def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
-    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    env = ENVIRONMENTS[environment_of(deployed.stacks[0])]
     cluster = env.training[0]
     (group,) = deployed.session.client("autoscaling").describe_auto_scaling_groups(
         AutoScalingGroupNames=[f"{env.name}-{cluster.name}"]
@@ -169,7 +170,7 @@ def test_group_and_launch_template_read_back(deployed: Deployment) -> None:
 
 
 def test_buckets_exist_with_their_names(deployed: Deployment) -> None:
-    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    env = ENVIRONMENTS[environment_of(deployed.stacks[0])]
     names = {b["Name"] for b in deployed.session.client("s3").list_buckets()["Buckets"]}
     for purpose in ("datasets", "checkpoints", "artifacts"):
         assert f"{env.name}-{purpose}-{env.account}-{env.region}" in names
@@ -178,7 +179,7 @@ def test_buckets_exist_with_their_names(deployed: Deployment) -> None:
 
 def test_node_role_exists_with_its_policy(deployed: Deployment) -> None:
     iam = deployed.session.client("iam")
-    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    env = ENVIRONMENTS[environment_of(deployed.stacks[0])]
     cluster = env.training[0]
     roles = [
         r for r in iam.list_roles()["Roles"] if "NodeRole" in r["RoleName"] and f"Cluster{cluster.name}Node" in r["RoleName"]
@@ -194,7 +195,7 @@ def test_node_role_exists_with_its_policy(deployed: Deployment) -> None:
 
 
 def test_monitoring_stack_creates_its_topic_rules_and_scale_down_function(deployed: Deployment) -> None:
-    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    env = ENVIRONMENTS[environment_of(deployed.stacks[0])]
     assert f"{env.name}-monitoring" in deployed.stacks
     sns = deployed.session.client("sns")
     topics = [t["TopicArn"] for t in sns.list_topics()["Topics"]]
@@ -218,8 +219,18 @@ def test_monitoring_stack_creates_its_topic_rules_and_scale_down_function(deploy
     autoscaling = deployed.session.client("autoscaling")
     actions = autoscaling.describe_scheduled_actions()["ScheduledUpdateGroupActions"]
     shift = env.monitoring.day_night
+    blocks = [c for c in env.training if isinstance(c.capacity, CapacityBlock)]
+    for cluster in blocks:
+        # A Capacity Block cluster follows its block: one-time actions at its start and before its end.
+        once = {
+            a["StartTime"].strftime("%Y-%m-%dT%H:%M")
+            for a in actions
+            if a["AutoScalingGroupName"] == f"{env.name}-{cluster.name}"
+        }
+        assert cluster.capacity.start.strftime("%Y-%m-%dT%H:%M") in once, cluster.name
     if shift is None:
-        assert actions == []
+        assert all("Recurrence" not in a for a in actions)  # no shift: nothing recurs
+        assert len(actions) >= 2 * len(blocks)
     else:
         by_group = {(a["AutoScalingGroupName"], a["Recurrence"]): a for a in actions if "Recurrence" in a}
         fleet = f"{env.name}-{env.inference[0].name}"
@@ -248,7 +259,7 @@ def test_monitoring_stack_creates_its_topic_rules_and_scale_down_function(deploy
 
 
 def test_gpu_pool_reads_back_beside_its_cluster(deployed: Deployment) -> None:
-    env = ENVIRONMENTS[deployed.stacks[0].split("-")[0]]
+    env = ENVIRONMENTS[environment_of(deployed.stacks[0])]
     autoscaling = deployed.session.client("autoscaling")
     ec2 = deployed.session.client("ec2")
     for cluster in env.training:

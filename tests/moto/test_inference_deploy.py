@@ -24,17 +24,17 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from neuronkit import catalog
 from neuronkit.catalog import serving
-from neuronkit.config import Environment, load_all, pool_releases
+from neuronkit.config import Environment
 from neuronkit.config.inference import model_spec
 from neuronkit.lambdas.rebalancer import handler as rebalancer
 from neuronkit.rehearsal import moto_workarounds
 from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images
-from tests.conftest import ROOT, Synth, cdk_context
+from tests.conftest import Synth
 from tests.moto.buckets import ensure_bucket
-from tests.templates import pinned_image
+from tests.project import environments
+from tests.templates import pool_image
 
 SKIPPED_COVERED_BY = {
     "AWS::AutoScaling::ScalingPolicy": "tests/unit/test_inference_fleet.py::test_target_tracking_on_alb_requests_per_target",
@@ -53,7 +53,7 @@ IMPORTED_STACKS_SKIP = {
     "AWS::EC2::FlowLog",
     "AWS::EC2::VPCEndpoint",
 }
-ENVIRONMENTS = {e.name: e for e in load_all(ROOT / "environments") if e.inference}
+ENVIRONMENTS = {name: e for name, e in environments().items() if e.inference}
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
 
 
@@ -94,19 +94,13 @@ def upload_assets(session: boto3.Session, synth: Synth, template: dict[str, Any]
     return uploaded
 
 
-def _pinned(env: Environment) -> dict[str, str]:
-    """The images the fleet's launch templates boot, from cdk.context.json: the Neuron DLAMI of the fleet's
-    release (neuronkit.config.pool_releases) and the GPU Deep Learning AMI."""
-    release = pool_releases(env)[env.inference[0].name].release
-    assert release is not None
-    dlami = release.dlami_lookup(catalog.default_ami_family("neuron"))
-    gpu = catalog.ami_families()[catalog.default_ami_family("gpu")].lookup_name
-    assert dlami is not None and gpu is not None
-    where = {"account": env.account, "region": env.region}
-    return {
-        "neuron": pinned_image(cdk_context(), **where, name=dlami.name, description=dlami.description),
-        "gpu": pinned_image(cdk_context(), **where, name=gpu),
-    }
+def _pinned(env: Environment, context: dict[str, Any]) -> dict[str, str]:
+    """The images the fleet's launch templates boot: the fleet's pinned ami_id, else its lookup's value in the
+    synth's context (cdk.context.json, or a stand-in), the Neuron DLAMI of the fleet's release and the GPU DLAMI."""
+    images = {"neuron": pool_image(context, env, "inference[0].neuron_ami")}
+    if env.inference[0].fallback_types:
+        images["gpu"] = pool_image(context, env, "inference[0].gpu_ami")
+    return images
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +125,7 @@ def deployed(
         # GPU DLAMI are different images, so Neuron and GPU nodes can be told apart.
         for name in names:
             seed_pinned_images(env.account, env.region, pinned_image_ids(synth.template(name)))
-        images = _pinned(env)
+        images = _pinned(env, synth.context)
         assert ec2.describe_images(ImageIds=sorted(images.values()))["Images"]
         session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         assert upload_assets(session, synth, synth.template(f"{env.name}-inference"))
@@ -228,12 +222,14 @@ def test_gpu_override_templates_boot_the_gpu_dlami(deployed: Deployment) -> None
     fleet = deployed.env.inference[0]
     name = f"{deployed.env.name}-{fleet.name}"
     (group,) = deployed.client("autoscaling").describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
+    overrides = group["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"][len(fleet.neuron_types) :]
+    assert [o["InstanceType"] for o in overrides] == fleet.fallback_types
+    if not fleet.fallback_types:
+        return
     gpu_ami, neuron_ami = deployed.images["gpu"], deployed.images["neuron"]
     assert gpu_ami != neuron_ami
     ec2 = deployed.client("ec2")
     subnet = group["VPCZoneIdentifier"].split(",")[0]
-    overrides = group["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"][len(fleet.neuron_types) :]
-    assert [o["InstanceType"] for o in overrides] == fleet.fallback_types
     for override in overrides:
         template_id = override["LaunchTemplateSpecification"]["LaunchTemplateId"]
         data = ec2.describe_launch_template_versions(LaunchTemplateId=template_id)["LaunchTemplateVersions"][-1][

@@ -26,11 +26,11 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ssm.models import ssm_backends
 
 from neuronkit import catalog
-from neuronkit.account.preflight import Check, PreflightAbort, check_capacity, run_checks
+from neuronkit.account.preflight import Check, PreflightAbort, check_capacity, check_offerings, run_checks
 from neuronkit.catalog import quotas
 from neuronkit.cli import main
 from neuronkit.cli.preflight import render
-from neuronkit.config import Environment, parse_environment
+from neuronkit.config import Environment, Odcr, parse_environment
 from neuronkit.rehearsal import moto_workarounds
 from neuronkit.reports.pools import pools_from_environment
 
@@ -1064,3 +1064,24 @@ def test_a_missing_ultraserver_block_fails_and_names_the_key(dummy_credentials: 
     assert missing.status == "FAIL" and "cr-0123456789abcdef1 does not exist" in missing.detail
     assert "training[0].capacity.reservation_ids" in missing.fix
     assert "capacity pretrain: size" not in checks  # no size verdict on a partial set
+
+
+def test_a_block_outside_the_on_demand_offerings_warns_and_its_reservation_is_checked(aws: boto3.session.Session) -> None:
+    """One offering rule: trn2.48xlarge has no on-demand offering in us-east-1 (moto's recorded offerings), but a
+    Capacity Block sells it apart: the offering check warns and the capacity checks judge the block itself."""
+    start, end = NOW + dt.timedelta(days=2), NOW + dt.timedelta(days=4)
+    cap = block_capacity(start, end, instance_type="trn2.48xlarge", instance_count=4)
+    env = make_env(cluster(instance_type="trn2.48xlarge", capacity=cap))  # validate accepts it with a warning
+    (offering,) = [c for c in check_offerings(env, aws.client("ec2")) if c.name == "offering pretrain"]
+    assert offering.status == "WARN"
+    assert "trn2.48xlarge is not in us-east-1's on-demand offerings for use1-az6" in offering.detail
+    assert "Capacity Block" in offering.detail
+    checks = capacity_checks(env, block(InstanceType="trn2.48xlarge", TotalInstanceCount=4, StartDate=start, EndDate=end))
+    assert checks["capacity pretrain: match"].status == "PASS"
+    wrong = capacity_checks(env, block(InstanceType="trn1.32xlarge", TotalInstanceCount=4, StartDate=start, EndDate=end))
+    assert wrong["capacity pretrain: match"].status == "FAIL"  # the block is checked for real, not assumed
+    same_on_reservation = env.model_copy(
+        update={"training": [env.training[0].model_copy(update={"capacity": Odcr(type="odcr", instance_count=4)})]}
+    )
+    (refused,) = [c for c in check_offerings(same_on_reservation, aws.client("ec2")) if c.name == "offering pretrain"]
+    assert refused.status == "FAIL"

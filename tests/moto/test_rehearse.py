@@ -8,6 +8,7 @@ moto back with boto3 on their own, independently of the rehearsal's report, and 
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from neuronkit import catalog
 from neuronkit.cli import main
-from neuronkit.config import load_all, pool_releases
+from neuronkit.config import load_all
 from neuronkit.rehearsal import (
     PROBE_KEY,
     DestroyReport,
@@ -28,13 +29,12 @@ from neuronkit.rehearsal import (
     render_report,
     safety,
 )
-from tests.conftest import ROOT, cdk_context
-from tests.templates import pinned_image
+from tests.conftest import ROOT
+from tests.templates import pool_image
 
 # Reading stack resources back makes moto re-parse skipped types, each with a UserWarning the report covers.
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
 ENVIRONMENTS = {e.name: e for e in load_all(ROOT / "environments")}
-PARTS = ("network", "storage", "training", "inference", "monitoring")
 
 
 class Deployed:
@@ -51,9 +51,20 @@ class Deployed:
 @pytest.fixture(scope="module")
 def deployed() -> Iterator[Deployed]:
     lines: list[str] = []
+    before = tree_state()
     with Rehearsal(ROOT, progress=lines.append) as r:
         reports = r.deploy()
         yield Deployed(r, reports, lines)
+    assert tree_state() == before, "the rehearsal changed the project"
+
+
+def tree_state() -> tuple[str, bytes]:
+    """What a rehearsal must leave as it found it: `git status` of the project and its cdk.context.json, byte for byte."""
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    status = done.stdout if done.returncode == 0 else "(not a git checkout)"
+    return status, (ROOT / "cdk.context.json").read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -74,10 +85,15 @@ def test_both_environments_were_rehearsed_and_passed(deployed: Deployed) -> None
 def test_every_stack_reaches_create_complete_in_its_own_account(deployed: Deployed, env: str) -> None:
     cfn = deployed.client("cloudformation", env)
     stacks = {s["StackName"]: s["StackStatus"] for s in cfn.describe_stacks()["Stacks"]}
-    # Bootstrapped and deployed in this environment's account only: the other environment's stacks are not here.
-    assert stacks == {"CDKToolkit": "CREATE_COMPLETE", **{f"{env}-{part}": "CREATE_COMPLETE" for part in PARTS}}
+    # Bootstrapped and deployed in this environment's account only: stacks of environments in other accounts
+    # are not here (a user's files may share an account and region: theirs are).
+    e = ENVIRONMENTS[env]
+    here = [n for n, o in ENVIRONMENTS.items() if (o.account, o.region) == (e.account, e.region)]
+    expected = {s.name: "CREATE_COMPLETE" for n in here for s in deployed.rehearsal.stacks(n)}
+    assert {s.name for s in deployed.rehearsal.stacks(env)} >= {f"{env}-network", f"{env}-storage", f"{env}-monitoring"}
+    assert stacks == {"CDKToolkit": "CREATE_COMPLETE", **expected}
     assert deployed.client("sts", env).get_caller_identity()["Account"] == ENVIRONMENTS[env].account
-    assert [s.status for s in deployed.reports[env].stacks] == ["CREATE_COMPLETE"] * len(PARTS)
+    assert [s.status for s in deployed.reports[env].stacks] == ["CREATE_COMPLETE"] * len(deployed.rehearsal.stacks(env))
 
 
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
@@ -109,16 +125,11 @@ def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deploye
         len([n for n in data["NetworkInterfaces"] if n.get("InterfaceType") == "efa-only"])
         == catalog.get(cluster.instance_type).efa_max_interfaces
     )
-    # The image is the one pinned in cdk.context.json for the cluster's Neuron release, registered in the mock.
-    config = ENVIRONMENTS[env]
-    release = pool_releases(config)[cluster.name].release
-    assert release is not None
-    dlami = release.dlami_lookup(cluster.ami.family or "neuron-multi-framework-ubuntu-24.04")
-    assert dlami is not None
-    where = {"account": config.account, "region": config.region}
-    assert data["ImageId"] == pinned_image(cdk_context(), **where, name=dlami.name, description=dlami.description)
+    # The image is the cluster's pinned ami_id, else the one its lookup has in the rehearsal's context: pinned in
+    # cdk.context.json for the cluster's Neuron release or, unpinned, a stand-in; either is registered in the mock.
+    assert data["ImageId"] == pool_image(deployed.rehearsal.context, ENVIRONMENTS[env], "training[0].ami")
     (image,) = ec2.describe_images(ImageIds=[data["ImageId"]])["Images"]
-    assert image["Name"].startswith("neuronkit-pinned/")
+    assert image["Name"].startswith(("neuronkit-pinned/", "neuronkit-rehearsal/stand-in/"))
 
 
 def test_dev_batch_queue_and_job_definition_are_deployed(deployed: Deployed) -> None:
@@ -193,8 +204,8 @@ def test_report_shows_pools_with_chips_cores_and_efa(deployed: Deployed) -> None
 
 def test_progress_names_each_stack_as_it_completes(deployed: Deployed) -> None:
     for env in ENVIRONMENTS:
-        for part in PARTS:
-            assert any(line.startswith(f"[{env}] {env}-{part}: CREATE_COMPLETE") for line in deployed.lines), part
+        for stack in deployed.rehearsal.stacks(env):  # every stack the file makes (a file without fleets has fewer)
+            assert any(line.startswith(f"[{env}] {stack.name}: CREATE_COMPLETE") for line in deployed.lines), stack.name
     assert any("cdk bootstrap aws://222222222222/us-east-2" in line for line in deployed.lines)
 
 
@@ -207,7 +218,7 @@ def test_destroy_keeps_retained_buckets_and_their_objects(
 ) -> None:
     report = destroyed[env]
     assert report.ok, report.problems
-    assert sorted(report.stacks_deleted) == sorted(f"{env}-{part}" for part in PARTS)
+    assert sorted(report.stacks_deleted) == sorted(s.name for s in deployed.rehearsal.stacks(env))
     s3 = deployed.client("s3", env)
     for bucket in deployed.reports[env].buckets:
         body = s3.get_object(Bucket=bucket.name, Key=PROBE_KEY)["Body"].read()

@@ -97,6 +97,7 @@ ENVIRONMENT_COMMANDS = [
     ("cost",),
     ("preflight",),
     ("rehearse",),
+    ("pin",),
     ("pilot", "start"),
     ("pilot", "report"),
     ("assess",),

@@ -75,7 +75,12 @@ def test_validate_checks_every_file_given_and_fails_if_any_is_bad(capsys: pytest
         f"{good}: ok: good in us-east-1: reserved (trn1.32xlarge x4), block (trn1.32xlarge x8); "
         "Neuron SDK: reserved pytorch-training 2.28.1, block pytorch-training 2.28.1"
     ]
-    assert err.splitlines() == [f"{bad}: name: 'staging' differs from the file name 'renamed'; rename the file or the key"]
+    problems = [line for line in err.splitlines() if not line.startswith("warning: ")]
+    assert problems == [f"{bad}: name: 'staging' differs from the file name 'renamed'; rename the file or the key"]
+    # good.yaml's account has no pinned images: each pool's lookup is named once, with the command that pins it.
+    warned = [line for line in err.splitlines() if "is not pinned in cdk.context.json" in line]
+    assert [line.split(": ")[2] for line in warned] == ["training[0].ami", "training[1].ami"]
+    assert all(f"run `neuronkit pin --file {good}`" in line for line in warned)
 
 
 def test_validate_yaml_error_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

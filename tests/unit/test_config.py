@@ -15,10 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from neuronkit.config import ConfigError, Environment, load_all, load_environment, parse_environment
+from neuronkit import catalog
+from neuronkit.config import ConfigError, Environment, load_all, load_environment, neuron_warnings, parse_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "environments"
+# Every offering message names where the offerings come from and when they were recorded (instances.json).
+OFFERINGS = f"catalog offerings: {catalog.metadata()['source']}, refreshed {catalog.metadata()['generated']}"
 GOOD = yaml.safe_load((FIXTURES / "good.yaml").read_text())
 FILE = "environments/good.yaml"
 TRAINIUM = "trn1.2xlarge, trn1.32xlarge, trn1n.32xlarge, trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge"
@@ -134,13 +137,14 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
     (
         "az-id-not-offering-the-type",
         {"training.0.instance_type": "trn1n.32xlarge", "training.0.az_id": "use1-az4"},
-        ["training[0].az_id: trn1n.32xlarge is not offered in use1-az4 (us-east-1); use one of use1-az6"],
+        [f"training[0].az_id: trn1n.32xlarge is not offered in use1-az4 (us-east-1; {OFFERINGS}); use one of use1-az6"],
     ),
     (
         "type-offered-nowhere-in-the-region",
         {"training.0.instance_type": "trn2.48xlarge"},
         [
-            "training[0].az_id: trn2.48xlarge is not offered in use1-az6 (us-east-1); it is offered in no AZ of us-east-1; use another region or type"
+            f"training[0].az_id: trn2.48xlarge is not offered in use1-az6 (us-east-1; {OFFERINGS}); it is offered in no AZ "
+            "of us-east-1; use another region or type"
         ],
     ),
     (
@@ -572,3 +576,51 @@ def test_an_existing_vpc_is_not_sized_by_the_kit(in_tmp: Path) -> None:
     path = Path("environments") / "good.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     assert load_environment(path).network.existing is not None  # loads: the VPC's owner sized its subnets
+
+
+# --------------------------------------------------------------------------------------------
+# One offering rule: outside the catalog's offerings a Capacity Block or UltraServer cluster warns, anything else
+# is refused, and both name where the offerings come from and when they were recorded.
+# --------------------------------------------------------------------------------------------
+FRONTIER = ROOT / "tests" / "fixtures" / "user_environments" / "frontier.yaml"
+
+
+def _frontier() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(FRONTIER.read_text())
+    return data
+
+
+def test_a_capacity_block_outside_the_offerings_warns_naming_the_source_and_its_date() -> None:
+    data = _frontier()
+    cluster = data["training"][0]
+    assert cluster["az_id"] not in catalog.get(cluster["instance_type"]).az_ids(data["region"])  # the case at hand
+    env = parse_environment(data, "environments/frontier.yaml")
+    (line,) = [w for w in neuron_warnings(env) if w.startswith("training[0].az_id: ")]
+    assert f"trn2.48xlarge is not offered in usw2-az1 (us-west-2; {OFFERINGS}); accepted because" in line
+    assert "Capacity Block" in line and "neuronkit preflight" in line
+
+
+def test_the_same_cluster_on_a_reservation_is_refused_with_the_same_naming() -> None:
+    data = _frontier()
+    data["training"][0]["capacity"] = {"type": "odcr", "create": True, "instance_count": 16}
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, "environments/frontier.yaml")
+    assert (
+        f"environments/frontier.yaml: training[0].az_id: trn2.48xlarge is not offered in usw2-az1 (us-west-2; {OFFERINGS})"
+        in (err.value.problems[0])
+    )
+
+
+def test_an_on_demand_fallback_outside_the_offerings_is_refused() -> None:
+    data = _frontier()
+    data["training"][0]["capacity"]["fallback"] = "on-demand"
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, "environments/frontier.yaml")
+    (line,) = err.value.problems
+    assert line.startswith("environments/frontier.yaml: training[0].capacity.fallback: on-demand trn2.48xlarge is not offered")
+    assert OFFERINGS in line and "use fallback: gpu-pool or none" in line
+
+
+def test_inside_the_offerings_nothing_warns() -> None:
+    env = load_environment(ROOT / "environments" / "prod.yaml")  # trn2.48xlarge on a block in use2-az1, offered there
+    assert not [w for w in neuron_warnings(env) if "is not offered" in w]

@@ -266,9 +266,17 @@ def test_a_missing_lookup_names_the_command_that_fills_it(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    (line,) = [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")]
-    assert "not pinned in cdk.context.json yet" in line and "Neuron SDK 2.28.1" in line
-    assert "run `make synth ENV=team` with read-only credentials for account 333333333333" in line
+    lines = [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")]
+    # One line per pool, each once, naming the pool's own key and the command that pins it (neuronkit.config.lookups).
+    assert [x.split(": ")[1] for x in lines] == [
+        "training[0].ami",
+        "training[1].ami",
+        "inference[0].neuron_ami",
+        "inference[0].gpu_ami",
+    ]
+    line = lines[0]
+    assert "is not pinned in cdk.context.json for 333333333333/us-east-1" in line and "Neuron SDK 2.28.1" in line
+    assert "run `neuronkit pin --env team` with read-only credentials" in line and "training[0].ami.ami_id" in line
     # Under the CLI (it sets CDK_CLI_VERSION) the app succeeds so that the CLI can look the images up and re-run it.
     done = subprocess.run(
         [sys.executable, "app.py"],
@@ -279,7 +287,7 @@ def test_a_missing_lookup_names_the_command_that_fills_it(tmp_path: Path) -> Non
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")] == [line]
+    assert [x for x in done.stderr.splitlines() if x.startswith("environments/team.yaml:")] == []  # the CLI looks them up
     # A file given with -c file=PATH is named as given, with the synth command that reads it.
     (tmp_path / "other").mkdir()
     outside = tmp_path / "other" / "team.yaml"
@@ -289,8 +297,8 @@ def test_a_missing_lookup_names_the_command_that_fills_it(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
-    (line,) = [x for x in done.stderr.splitlines() if x.startswith(f"{outside}:")]
-    assert f"run `cdk synth -c file={outside}` with read-only credentials for account 333333333333" in line
+    line = [x for x in done.stderr.splitlines() if x.startswith(f"{outside}:")][0]
+    assert f"run `neuronkit pin --file {outside}` with read-only credentials" in line
 
 
 def test_catalog_ami_families_say_where_their_image_comes_from() -> None:

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from tests.conftest import Synth
+from tests.project import environment_of
 
 
 def _manifest(synth: Synth) -> dict[str, Any]:
@@ -55,4 +56,4 @@ def test_every_stack_carries_its_environment_tags_as_stack_tags(synth: Synth) ->
     assert stacks
     for name, artifact in stacks.items():
         tags = artifact["properties"].get("tags") or {}
-        assert tags.get("neuronkit:environment") == name.split("-")[0] and "cost-center" in tags, name
+        assert tags.get("neuronkit:environment") == environment_of(name) and "cost-center" in tags, name

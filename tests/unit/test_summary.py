@@ -21,6 +21,8 @@ from neuronkit.cli import main
 from neuronkit.reports import cost
 from neuronkit.reports.summary import EnvironmentView, environments, mermaid, summarize
 from tests.conftest import ROOT, Synth
+from tests.project import EXAMPLES, environment_of
+from tests.project import environments as project_environments
 
 
 class MarkdownSnapshot(SingleFileSnapshotExtension):
@@ -34,26 +36,34 @@ def views(synth: Synth) -> dict[str, EnvironmentView]:
 
 
 @pytest.fixture(scope="module")
-def markdown(synth: Synth) -> str:
-    return summarize(synth.outdir)
+def examples_out(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's cdk.out narrowed to the examples (dev, prod): the summary tests below are about them, and
+    the snapshot holds them alone whatever other files the project has."""
+    out = tmp_path_factory.mktemp("examples.out")
+    manifest = json.loads((synth.outdir / "manifest.json").read_text())
+    keep = {k: v for k, v in manifest["artifacts"].items() if v.get("type") != "aws:cloudformation:stack" and "." not in k} | {
+        k: v for k, v in manifest["artifacts"].items() if environment_of(k.split(".")[0], strict=False) in EXAMPLES
+    }
+    for path in synth.outdir.glob("*.json"):
+        shutil.copy(path, out / path.name)
+    (out / "manifest.json").write_text(json.dumps({**manifest, "artifacts": keep}))
+    return out
 
 
 @pytest.fixture(scope="module")
-def examples_markdown(synth: Synth, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The summary of the two example environments alone (a user's own files are not in the snapshot)."""
-    from neuronkit.config import load_all
+def markdown(examples_out: Path) -> str:
+    return summarize(examples_out)
 
-    if {e.name for e in load_all(ROOT / "environments")} == {"dev", "prod"}:
-        return summarize(synth.outdir)
-    from neuronkit.stacks import build_environment
-    from tests.conftest import pinned_app
 
-    outdir = tmp_path_factory.mktemp("examples.out")
-    app, _ = pinned_app(
-        lambda a: [build_environment(a, e) for e in load_all(ROOT / "environments") if e.name in ("dev", "prod")], outdir
-    )
-    app.synth()
-    return summarize(outdir)
+@pytest.fixture(scope="module")
+def examples_markdown(markdown: str) -> str:
+    return markdown
+
+
+@pytest.fixture(scope="module")
+def project_markdown(synth: Synth) -> str:
+    """The summary of every environment of the project."""
+    return summarize(synth.outdir)
 
 
 def test_summary_snapshot(examples_markdown: str, snapshot: SnapshotAssertion) -> None:
@@ -79,10 +89,9 @@ def test_pool_rows_carry_catalog_facts(markdown: str) -> None:
     assert dev[4] == "0/0/1" and dev[9] == "no EFA" and dev[10] == "on-demand"
 
 
-def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(markdown: str) -> None:
-    from neuronkit.config import load_all
-
-    fleets = [(e, f) for e in load_all(ROOT / "environments") for f in e.inference]
+def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(project_markdown: str) -> None:
+    markdown = project_markdown
+    fleets = [(e, f) for e in project_environments().values() for f in e.inference]
     assert any(f.fallback_types for _, f in fleets), "no fleet falls back to GPUs: this test would check nothing"
     for env, fleet in fleets:
         row = _row(markdown, f"{env.name}-inference", fleet.name)
@@ -222,13 +231,12 @@ def test_alarms_are_counted_and_named(synth: Synth, tmp_path: Path) -> None:
     assert "1 alarm(s)" in stack_row.split("|")[3]
 
 
-def test_command_prints_and_writes_markdown(
-    synth: Synth, tmp_path: Path, markdown: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_command_prints_and_writes_markdown(synth: Synth, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["summary", str(synth.outdir)]) == 0
-    assert capsys.readouterr().out == markdown
+    assert capsys.readouterr().out == summarize(synth.outdir)
     out = tmp_path / "summary.md"
     assert main(["summary", str(synth.outdir), "-o", str(out)]) == 0
+    markdown = summarize(synth.outdir)
     assert out.read_text() == markdown
 
 

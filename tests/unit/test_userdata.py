@@ -36,6 +36,7 @@ VALUES = {
     "ULTRASERVER_SIZE": "",
     "DRAIN_HOOK": "neuronkit-node-drain",
     "DRAIN_SECONDS": 900,
+    "BUSY_MARKER": "/run/neuronkit/job-active",
 }
 
 

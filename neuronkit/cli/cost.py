@@ -67,7 +67,7 @@ def _pools(args: argparse.Namespace) -> list[Pool]:
 
 def run(args: argparse.Namespace) -> int:
     if selection.chosen(args) and (args.diff is not None or args.cdk_out is not None):
-        raise CliError("cost: --env/--file price environment files; --cdk-out and --diff read synths; pick one")
+        raise CliError("cost: --env/--file/FILE price environment files; --cdk-out and --diff read synths; pick one")
     findings: list[str] = []
     try:
         if args.diff is not None:

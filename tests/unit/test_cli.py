@@ -269,8 +269,11 @@ def test_every_option_and_argument_is_in_the_grammar(path: tuple[str, ...], caps
         main([*path, "--help"])
     out = capsys.readouterr().out
     assert not RETIRED.search(out), out
+    usage = out.split("\n\n")[0]
     for a in visible:
-        assert a.option_strings[-1] in out
+        assert a.option_strings[-1] in out and a.option_strings[0] in usage
+    for argument in re.findall(r"[A-Z_]+", row.arguments):
+        assert argument in usage, (argument, usage)
 
 
 @pytest.mark.parametrize("path", [p for p in LEAVES if grammar.command(" ".join(p)).environments], ids=" ".join)

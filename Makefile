@@ -39,10 +39,12 @@ lint: setup
 	mypy neuronkit
 	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh neuronkit/userdata/kit/*.sh neuronkit/userdata/kit/neuronkit-hostfile neuronkit/userdata/kit/neuronkit-release neuronkit/userdata/kit/neuronkit-serve neuronkit/userdata/kit/neuronkit-drain
 
-## docs: regenerate schema/environment.schema.json and docs/environment-file.md from the config models
+## docs: regenerate schema/environment.schema.json and docs/environment-file.md from the config models, and
+## README's command-line grammar tables from neuronkit/cli/grammar.py
 docs: setup
 	neuronkit schema > schema/environment.schema.json
-	neuronkit schema --markdown > docs/environment-file.md
+	neuronkit schema --format markdown > docs/environment-file.md
+	python -m neuronkit.cli.grammar README.md
 
 format: setup
 	ruff format neuronkit tests app.py examples

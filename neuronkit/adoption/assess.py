@@ -569,7 +569,7 @@ def render(a: Assessment) -> str:
     else:
         lines += [
             f"Best candidate: {best.workload.name} ({best.workload.kind}, {best.workload.instance_type} → {best.neuron_type}, "
-            f"Neuron SDK {best.release}), {_usd(best.saving)} a month. `--pilot-file PATH` writes a starter environment "
+            f"Neuron SDK {best.release}), {_usd(best.saving)} a month. `--pilot-output PATH` writes a starter environment "
             "for it; see docs/adoption.md.",
             "",
         ]

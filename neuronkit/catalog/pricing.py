@@ -83,7 +83,7 @@ class PriceTable:
     def missing_message(self, instance_type: str, region: str) -> str:
         head = f"no On-Demand price for {instance_type} in {region} in {self.shown_path} (as of {self.as_of})"
         # A refresh rewrites the whole table, so it names every region the table should keep.
-        regions = "" if region in self.prices else f" --regions {' '.join([*self.prices, region])}"
+        regions = "" if region in self.prices else "".join(f" --region {r}" for r in [*self.prices, region])
         refresh = f"run `{REFRESH_COMMAND}{regions}` (needs pricing:GetProducts) or add the price by hand"
         known = catalog.instance_types()
         if instance_type not in known:

@@ -10,7 +10,6 @@ export, AWS could not be asked).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )  # fmt: skip
     src.add_argument("--sample", action="store_true", help="assess the sample export shipped with the kit (offline)")
     p.add_argument(
-        "--tag", metavar="KEY", action="append", default=[], help="group spend by this cost-allocation tag; repeat for more"
+        "--tag", metavar="KEY", action="append", default=None, help="group spend by this cost-allocation tag; repeat for more"
     )
     p.add_argument(
         "--workload-tag", metavar="KEY", default=None,
@@ -41,34 +40,30 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )  # fmt: skip
     selection.add(p)
     p.add_argument("--region", metavar="R", action="append", default=None, help="a region to inventory online; repeat for more")
-    p.add_argument("--profile", default=None, help="AWS profile for the online inventory (default: the default credential chain)")
+    p.add_argument(
+        "--profile",
+        metavar="PROFILE",
+        default=None,
+        help="AWS profile for the online inventory (default: the default credential chain)",
+    )
     p.add_argument("--format", choices=FORMATS, default=None, help="output format (default: markdown; text prints the same)")
     p.add_argument("-o", "--output", type=Path, metavar="FILE", default=None, help="also write the report to FILE")
     p.add_argument(
-        "--pilot-file", type=Path, default=None, help="online: write a starter pilot environment for the best candidate"
+        "--pilot-output",
+        type=Path,
+        metavar="PATH",
+        default=None,
+        help="online: write a starter pilot environment file for the best candidate to PATH",
     )
-    # Old spellings (0.1): they still work for one release and say the new one.
-    p.add_argument("--regions", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--out", type=Path, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
-
-
-def _old_spellings(args: argparse.Namespace) -> None:
-    if args.regions is not None:
-        print("neuronkit: --regions is deprecated; use --region R (repeatable)", file=sys.stderr)
-        args.region = [*(args.region or []), *[r.strip() for r in args.regions.split(",") if r.strip()]]
-    if args.json:
-        print("neuronkit: --json is deprecated; use --format json", file=sys.stderr)
-        args.format = args.format or "json"
-    if args.out is not None:
-        print("neuronkit: --out is deprecated; use -o/--output FILE", file=sys.stderr)
-        args.output = args.output or args.out
 
 
 def _environments(args: argparse.Namespace) -> tuple[list[config.Environment], list[str]]:
     """The chosen environments; without --env/--file every file under environments/, and a broken one is a line."""
     if selection.chosen(args):
+        exports = [f for f in args.file or [] if f.suffix not in (".yaml", ".yml")]
+        if exports:
+            raise CliError(f"assess: {exports[0]} is not an environment file (.yaml); read a billing export with --from PATH")
         return selection.load(args), []
     if not selection.ENVIRONMENTS_DIR.is_dir() or not config.environment_files(selection.ENVIRONMENTS_DIR):
         return [], []
@@ -84,7 +79,9 @@ def _offline(args: argparse.Namespace, envs: list[config.Environment], problems:
     path = billing.SAMPLE if args.sample else args.source
     workload_tag = args.workload_tag or ("workload" if args.sample else None)
     try:
-        export = billing.read(path, tags=args.tag, workload_tag=workload_tag, regions=args.region or [], is_gpu=assess._is_gpu)
+        export = billing.read(
+            path, tags=args.tag or [], workload_tag=workload_tag, regions=args.region or [], is_gpu=assess._is_gpu
+        )
     except billing.BillingError as err:
         raise CliError(str(err)) from None
     result = offline.assess_export(export, envs)
@@ -119,11 +116,10 @@ def _online(args: argparse.Namespace, envs: list[config.Environment]) -> tuple[s
 
 
 def run(args: argparse.Namespace) -> int:
-    _old_spellings(args)
     envs, problems = _environments(args)
     offline_mode = args.sample or args.source is not None
-    if offline_mode and args.pilot_file is not None:
-        raise CliError("--pilot-file needs the online inventory (drop --from/--sample); see docs/adoption.md")
+    if offline_mode and args.pilot_output is not None:
+        raise CliError("--pilot-output needs the online inventory (drop --from/--sample); see docs/adoption.md")
     if offline_mode:
         text, result = _offline(args, envs, problems), None
     else:
@@ -131,12 +127,12 @@ def run(args: argparse.Namespace) -> int:
     print(text, end="")
     if args.output is not None:
         args.output.write_text(text)
-    if args.pilot_file is not None and result is not None:
+    if args.pilot_output is not None and result is not None:
         from neuronkit.adoption import assess
 
         try:
-            args.pilot_file.write_text(assess.pilot_environment(result))
+            args.pilot_output.write_text(assess.pilot_environment(result))
         except ValueError as err:
-            raise CliError(f"--pilot-file: {err}") from None
-        print(f"wrote {args.pilot_file}: check it with `neuronkit validate {args.pilot_file}`", flush=True)
+            raise CliError(f"--pilot-output: {err}") from None
+        print(f"wrote {args.pilot_output}: check it with `neuronkit validate {args.pilot_output}`", flush=True)
     return 0

@@ -61,18 +61,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("capacity", help="EC2 Capacity Blocks for ML")
     csub = p.add_subparsers(dest="capacity_command", required=True, metavar="ACTION")
     o = csub.add_parser("offerings", help="list Capacity Block offerings (uses your AWS credentials)")
-    o.add_argument("--type", dest="instance_type", default=None, help="instance type, e.g. trn2.48xlarge")
+    o.add_argument("instance_type", nargs="?", metavar="TYPE", default=None, help="instance type, e.g. trn2.48xlarge")
     o.add_argument(
         "--ultraserver-type",
+        metavar="TYPE",
         default=None,
-        help="an UltraServer type instead of --type, e.g. u-trn2x64 (--count is then UltraServers)",
+        help="an UltraServer type instead of TYPE, e.g. u-trn2x64 (--count is then UltraServers)",
     )
-    o.add_argument("--count", type=int, required=True, help="instances in the block (UltraServers with --ultraserver-type)")
-    o.add_argument("--hours", type=int, required=True, help="block duration in hours")
-    o.add_argument("--region", default=None, help="AWS region (default: your profile's or AWS_REGION)")
-    o.add_argument("--start", type=parse_time, default=None, help="earliest start, ISO 8601 (UTC if no offset)")
-    o.add_argument("--end", type=parse_time, default=None, help="latest end, ISO 8601 (UTC if no offset)")
-    o.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
+    o.add_argument(
+        "--count", metavar="N", type=int, required=True, help="instances in the block (UltraServers with --ultraserver-type)"
+    )
+    o.add_argument("--hours", metavar="N", type=int, required=True, help="block duration in hours")
+    o.add_argument(
+        "--region",
+        metavar="R",
+        action="append",
+        default=None,
+        help="an AWS region to search; repeat for more (default: your profile's or AWS_REGION)",
+    )
+    o.add_argument("--start", metavar="TIME", type=parse_time, default=None, help="earliest start, ISO 8601 (UTC if no offset)")
+    o.add_argument("--end", metavar="TIME", type=parse_time, default=None, help="latest end, ISO 8601 (UTC if no offset)")
+    o.add_argument("--profile", metavar="PROFILE", default=None, help="AWS profile (default: the default credential chain)")
     o.set_defaults(func=offerings_command)
 
 
@@ -102,10 +111,10 @@ def check_request(req: Request, region: str) -> list[str]:
         return problems
     if req.instance_type not in facts["instance_types"]:
         problems.append(
-            f"--type: Capacity Blocks are not sold for {req.instance_type}; use one of {', '.join(facts['instance_types'])}"
+            f"TYPE: Capacity Blocks are not sold for {req.instance_type}; use one of {', '.join(facts['instance_types'])}"
         )
     elif region in catalog.metadata()["regions"] and not catalog.get(req.instance_type).az_ids(region):
-        problems.append(f"--type: {req.instance_type} is not offered in {region}; try another --region")
+        problems.append(f"TYPE: {req.instance_type} is not offered in {region}; try another --region")
     if req.count not in facts["sizes"]:
         problems.append(f"--count: a Capacity Block holds {', '.join(map(str, facts['sizes']))} instances, not {req.count}")
     if req.hours < 1:
@@ -231,30 +240,37 @@ def offerings_command(args: argparse.Namespace) -> int:
         session = aws_session(args.profile)
     except PreflightAbort as err:
         raise CliError(str(err)) from None
-    region = args.region or session.region_name
-    if not region:
+    regions = list(dict.fromkeys(args.region or ([session.region_name] if session.region_name else [])))
+    if not regions:
         raise CliError("no AWS region: pass --region or set AWS_REGION (or a region in your AWS profile)")
     if (args.instance_type is None) == (args.ultraserver_type is None):
-        raise CliError("give --type (instances) or --ultraserver-type (UltraServers), one of them")
+        raise CliError("give TYPE (instances) or --ultraserver-type (UltraServers), one of them")
     req = Request(args.instance_type or "", args.count, args.hours, args.start, args.end, args.ultraserver_type)
-    problems = check_request(req, region)
+    problems = list(dict.fromkeys(p for region in regions for p in check_request(req, region)))
     if problems:
         raise CliError("; ".join(problems))
-    ec2 = session.client("ec2", region_name=region, config=client_config())
-    try:
-        offers = find_offerings(ec2, req)
-    except (ClientError, BotoCoreError) as err:
-        raise CliError(_explain(err, region)) from None
+    for i, region in enumerate(regions):  # one block per region, in the order given
+        if i:
+            print()
+        ec2 = session.client("ec2", region_name=region, config=client_config())
+        try:
+            offers = find_offerings(ec2, req)
+        except (ClientError, BotoCoreError) as err:
+            raise CliError(_explain(err, region)) from None
+        _print_offers(req, region, offers)
+    return 0
+
+
+def _print_offers(req: Request, region: str, offers: list[Offering]) -> None:
     unit = f"{req.ultraserver_type} UltraServers" if req.ultraserver_type else req.instance_type
     what = f"{req.count} x {unit} for {req.hours} hours in {region}"
     if not offers:
         print(f"no Capacity Block offerings for {what}; try other --start/--end dates, --hours, --count or --region")
-        return 0
+        return
     print(f"Capacity Block offerings for {what}:")
     print(render_table(offers))
     print()
     print(how_to_buy(offers[0], region))
-    return 0
 
 
 def _explain(err: ClientError | BotoCoreError, region: str) -> str:

@@ -15,16 +15,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     csub = p.add_subparsers(dest="catalog_command", required=True, metavar="ACTION")
     show = csub.add_parser("show", help="print the catalog's accelerator types, or one type's facts and AZ IDs")
     show.add_argument("instance_type", nargs="?", metavar="TYPE", help="one type, e.g. trn2.48xlarge: every fact and its AZ IDs")
-    show.add_argument("--region", default=None, help="only types offered in this region (with TYPE: only its AZ IDs there)")
+    show.add_argument(
+        "--region",
+        metavar="R",
+        action="append",
+        default=None,
+        help="only types offered in this region (with TYPE: only its AZ IDs there); repeat for more",
+    )
     show.set_defaults(func=show_catalog)
     r = csub.add_parser("refresh", help="regenerate instances.json from an EC2 endpoint (uses your AWS credentials)")
     r.add_argument(
-        "--regions",
-        nargs="+",
+        "--region",
+        metavar="R",
+        action="append",
         default=None,
-        help="regions to scan (default: every Trainium/Inferentia region; with --prices, the regions of prices.json)",
+        help="a region to scan; repeat for more (default: every Trainium/Inferentia region; with --prices, the regions "
+        "of prices.json)",
     )
-    r.add_argument("--endpoint-url", default=None, help="EC2 (or, with --prices, Price List API) endpoint, e.g. a moto server")
+    r.add_argument(
+        "--endpoint-url", metavar="URL", default=None, help="EC2 (or, with --prices, Price List API) endpoint, e.g. a moto server"
+    )
     r.add_argument(
         "--prices",
         action="store_true",
@@ -35,22 +45,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="refresh published_images.json (the tags of every repository the kit pins from) from ECR Public; no credentials",
     )
-    r.add_argument("--source", default="", help="text recorded as the catalog's source")
+    r.add_argument("--source", metavar="TEXT", default="", help="text recorded as the catalog's source")
     r.set_defaults(func=refresh_catalog)
 
 
 def show_catalog(args: argparse.Namespace) -> int:
     meta = catalog.metadata()
     types = catalog.instance_types()
-    region = getattr(args, "region", None)
-    if region is not None and region not in meta["regions"]:
-        raise CliError(f"--region {region}: the catalog scanned {', '.join(meta['regions'])}; refresh it with that region")
+    regions = list(dict.fromkeys(getattr(args, "region", None) or []))
+    for region in regions:
+        if region not in meta["regions"]:
+            raise CliError(f"--region {region}: the catalog scanned {', '.join(meta['regions'])}; refresh it with that region")
     if getattr(args, "instance_type", None):
-        return _show_one(args.instance_type, region)
+        return _show_one(args.instance_type, regions)
     print(f"source: {meta['source']} ({meta['generated']})")
     print(f"{'type':<16} {'accel':<10} {'vCPU':>5} {'chips':>5} {'cores':>5} {'GPUs':>4} {'EFA':>4} {'Gbps':>6}")
     for name, t in types.items():
-        if region is not None and not t.az_ids(region):
+        if regions and not any(t.az_ids(r) for r in regions):
             continue
         chips = t.neuron_devices
         print(
@@ -60,7 +71,7 @@ def show_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_one(name: str, region: str | None) -> int:
+def _show_one(name: str, regions: list[str]) -> int:
     t = catalog.instance_types().get(name)
     if t is None:
         close = [n for n in catalog.instance_types() if n.split(".")[0] == name.split(".")[0]]
@@ -76,8 +87,7 @@ def _show_one(name: str, region: str | None) -> int:
     print(f"  host: {t.vcpus} vCPU, {t.memory_mib // 1024} GiB, {t.architecture}")
     efa = f"{t.efa_max_interfaces} EFA interfaces, {t.efa_bandwidth_gbps:g} Gbps" if t.efa_supported else "no EFA"
     print(f"  network: {t.network_cards} network card(s), {efa}; placement: {', '.join(t.placement_strategies) or 'none'}")
-    regions = [region] if region else sorted(t.offerings)
-    for r in regions:
+    for r in regions or sorted(t.offerings):
         print(f"  {r}: {', '.join(t.az_ids(r)) or 'not offered'}")
     return 0
 
@@ -104,7 +114,7 @@ def refresh_catalog(args: argparse.Namespace) -> int:
         session.client = client  # type: ignore[method-assign]
     if args.prices:
         return _refresh_prices(args, session)
-    regions = tuple(args.regions or refresh.DEFAULT_REGIONS)
+    regions = tuple(dict.fromkeys(args.region or refresh.DEFAULT_REGIONS))
     doc = refresh.build(session, regions, source=args.source or f"EC2 at {args.endpoint_url or 'AWS'}")
     refresh.write(doc)
     print(f"wrote {refresh.CATALOG_FILE} ({len(doc['instance_types'])} instance types, {len(doc['regions'])} regions)")
@@ -114,7 +124,7 @@ def refresh_catalog(args: argparse.Namespace) -> int:
 def _refresh_prices(args: argparse.Namespace, session: object) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    regions = args.regions or list(pricing.load_prices().regions)
+    regions = list(dict.fromkeys(args.region or pricing.load_prices().regions))
     types = list(catalog.instance_types())
     try:
         doc = pricing.refresh_prices(session, regions, types, source=args.source)

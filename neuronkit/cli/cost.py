@@ -2,7 +2,7 @@
 
 neuronkit cost                      every environment under environments/
 neuronkit cost --env prod [--env dev] named environments, no synth needed
-neuronkit cost --file path.yaml     any environment file (repeatable)
+neuronkit cost path.yaml            any environment file (repeatable; the same as --file path.yaml)
 neuronkit cost --cdk-out cdk.out    what was synthesized (reads the Auto Scaling groups' Metadata)
 neuronkit cost --diff OLD NEW       the monthly cost change between two cdk.out folders (Markdown)
 
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="output format (default: text, or markdown with --diff, for a pull request comment)",
     )
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", default=None, help="also write the report to FILE")
     p.set_defaults(func=run)
 
 
@@ -66,25 +67,31 @@ def _pools(args: argparse.Namespace) -> list[Pool]:
 
 def run(args: argparse.Namespace) -> int:
     if selection.chosen(args) and (args.diff is not None or args.cdk_out is not None):
-        raise CliError("cost: --env/--file price environment files; --cdk-out and --diff read synths; pick one")
+        raise CliError("cost: --env/--file/FILE price environment files; --cdk-out and --diff read synths; pick one")
+    findings: list[str] = []
     try:
         if args.diff is not None:
             old_dir, new_dir = args.diff
             old, new = _read_cdk_out(old_dir), _read_cdk_out(new_dir)
-            print(cost.diff_report(old, new, fmt=args.format or "markdown"), end="")
+            text = cost.diff_report(old, new, fmt=args.format or "markdown")
         elif args.cdk_out is not None:  # a synth carries the pools only (their Auto Scaling groups' metadata)
-            print(cost.cost_report(_read_cdk_out(args.cdk_out), fmt=args.format or "text"), end="")
+            text = cost.cost_report(_read_cdk_out(args.cdk_out), fmt=args.format or "text")
         else:
             envs = _environments(args)
-            print(cost.environment_report(envs, fmt=args.format or "text"), end="")
+            text = cost.environment_report(envs, fmt=args.format or "text")
             # The budget gate (budget.enforce): an environment over its budget at the enforced level is a finding.
             findings = cost.budget_problems(envs, _shown(args, envs))
-            for line in findings:
-                print(line, file=sys.stderr)
-            return 1 if findings else 0
     except MissingPriceError as err:
         raise CliError("\n".join(err.problems)) from None
-    return 0
+    print(text, end="")
+    if args.output is not None:
+        try:
+            args.output.write_text(text)
+        except OSError as err:
+            raise CliError(f"cost: cannot write {args.output} ({err.strerror})") from None
+    for line in findings:
+        print(line, file=sys.stderr)
+    return 1 if findings else 0
 
 
 def _shown(args: argparse.Namespace, envs: list[config.Environment]) -> dict[str, str]:

@@ -21,17 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
          "over a window; plots (PNG), pilot.json and a verdict"),
     ):  # fmt: skip
         a = actions.add_parser(name, help=help_text)
-        selection.add(a, single=True)
-        a.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
+        selection.add(a, count="one")
+        a.add_argument("--profile", metavar="PROFILE", default=None, help="AWS profile (default: the default credential chain)")
         if name == "start":
-            a.add_argument("--run-id", default=None, help="name the run (default: run-<UTC time>)")
+            a.add_argument("--run-id", metavar="RUN", default=None, help="name the run (default: run-<UTC time>)")
             a.set_defaults(func=start)
         else:
-            a.add_argument("--run-id", default=None, help="the run `neuronkit pilot start` printed (reads it from AWS)")
+            a.add_argument(
+                "--run-id", metavar="RUN", default=None, help="the run `neuronkit pilot start` printed (reads it from AWS)"
+            )
             a.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
                            help="read a saved run folder instead of AWS (run.json, bench/, quality/, steps/)")  # fmt: skip
             a.add_argument("--sample", action="store_true", help="report on the bundled sample run (no account needed)")
-            a.add_argument("-o", "--output", "--out", dest="output", type=Path, default=Path("pilot-report"),
+            a.add_argument("-o", "--output", type=Path, default=None,
                            metavar="DIR", help="folder for report.md, pilot.json and the plots (default: pilot-report)")  # fmt: skip
             a.set_defaults(func=report)
 
@@ -83,6 +85,7 @@ def start(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    args.output = args.output or Path("pilot-report")
     if args.sample or args.from_dir is not None:
         if args.sample and args.from_dir is not None:
             raise CliError("pilot report: give --sample or --from DIR, not both")

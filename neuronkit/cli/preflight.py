@@ -1,7 +1,8 @@
-"""``neuronkit preflight --env NAME | --file PATH``: check an environment against your AWS account.
+"""``neuronkit preflight --env NAME | --file PATH | FILE ...``: check environments against your AWS account.
 
-The checks live in :mod:`neuronkit.account.preflight`; this module loads the file, prints the table and
-turns the result into the exit code: 0 without FAIL lines, 1 with any, 2 when AWS cannot be asked.
+The checks live in :mod:`neuronkit.account.preflight`; this module loads the files (one or more, checked one
+after the other with the same credentials), prints a table per environment and turns the result into the exit
+code: 0 without FAIL lines, 1 with any, 2 when AWS cannot be asked.
 """
 
 from __future__ import annotations
@@ -15,25 +16,30 @@ from neuronkit.cli import CliError, selection
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("preflight", help="check an environment against your AWS account before deploying (uses your credentials)")
-    selection.add(p, single=True)
+    p = sub.add_parser("preflight", help="check environments against your AWS account before deploying (uses your credentials)")
+    selection.add(p, count="some")
     p.add_argument("--profile", default=None, help="AWS profile (default: the default credential chain)")
     p.set_defaults(func=preflight)
 
 
-def load(args: argparse.Namespace) -> config.Environment:
-    return selection.load(args, single=True)[0]
+def load(args: argparse.Namespace) -> list[config.Environment]:
+    if not selection.chosen(args):
+        raise CliError("preflight: name at least one environment: --env NAME, --file PATH or FILE (each repeatable)")
+    return selection.load(args)
 
 
 def preflight(args: argparse.Namespace) -> int:
-    env = load(args)
-    try:
-        checks = run_checks(env, aws_session(args.profile))
-    except PreflightAbort as err:
-        raise CliError(str(err)) from None
-    print(f"preflight {env.name}: account {env.account}, {env.region}")
-    print(render(checks))
-    return 1 if any(c.status == "FAIL" for c in checks) else 0
+    envs = load(args)
+    failed = False
+    for i, env in enumerate(envs):
+        try:
+            checks = run_checks(env, aws_session(args.profile))
+        except PreflightAbort as err:
+            raise CliError(str(err)) from None
+        print(("\n" if i else "") + f"preflight {env.name}: account {env.account}, {env.region}")
+        print(render(checks))
+        failed = failed or any(c.status == "FAIL" for c in checks)
+    return 1 if failed else 0
 
 
 def render(checks: Sequence[Check]) -> str:

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             "read the result back with boto3 and print what was deployed and what the mock could not model."
         ),
     )
-    selection.add(p)
+    selection.add(p, one_file=True)
     p.add_argument("--destroy", action="store_true", help="then run `cdk destroy --force` and check what is kept and removed")
     p.add_argument("--cdk-out", type=Path, metavar="DIR", help="deploy this synthesized cloud assembly instead of synthesizing")
     p.add_argument("--verbose", "-v", action="store_true", help="show every line the CDK CLI prints")

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 from neuronkit.cli import CliError
-from neuronkit.reports import review
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,11 +28,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="an environment to review, e.g. prod; repeat for more (default: the environments the change touches)",
     )
     p.add_argument("-o", "--output", type=Path, metavar="FILE", default=None, help="also write the Markdown report to FILE")
-    p.add_argument("--out", dest="output", type=Path, default=None, help=argparse.SUPPRESS)  # before issue 27's grammar
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from neuronkit.reports import review
+
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
     if top.returncode != 0:
         raise CliError("neuronkit review runs inside the project's git checkout (git rev-parse --show-toplevel failed)")

@@ -1,7 +1,7 @@
-"""How every command chooses environments: ``--env NAME`` (repeatable) or ``--file PATH`` (repeatable).
+"""How every command chooses environments: ``--env NAME`` (repeatable), ``--file PATH`` (repeatable) or ``FILE``.
 
-Without either, a command that can work on several environments takes every file under environments/;
-one that works on a single environment (preflight, pilot) requires exactly one. The options, their help
+Without any, a command that can work on several environments takes every file under environments/;
+preflight needs at least one and pilot exactly one (neuronkit/cli/grammar.py holds the whole grammar). The options, their help
 and their errors are the same in every command (tests/unit/test_cli.py walks them).
 """
 
@@ -16,19 +16,48 @@ from neuronkit.cli import CliError
 ENVIRONMENTS_DIR = Path("environments")
 
 
-def add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, single: bool = False) -> None:
-    """Add ``--env`` and ``--file`` to a command (its help says what happens without them)."""
-    default = "one of --env or --file is required" if single else "default: every file under environments/"
+HOW_MANY = {
+    "all": "repeat for more (default: every file under environments/)",
+    "some": "repeat for more (at least one --env, --file or FILE)",
+    "one": "exactly one --env, --file or FILE",
+}
+
+
+def add(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, count: str = "all", one_file: bool = False) -> None:
+    """Add ``--env``, ``--file`` and the positional ``FILE`` to a command; ``count`` is ``all`` (several, default
+    every file), ``some`` (several, at least one) or ``one`` (exactly one); ``one_file``: several names but at
+    most one file (rehearse). Their help says which (tests/unit/test_cli.py checks it against the grammar)."""
+    how = HOW_MANY[count]
     parser.add_argument(
-        "--env",
-        metavar="NAME",
-        action="append",
+        "--env", metavar="NAME", action="append", default=None, help=f"an environment under environments/, e.g. prod; {how}"
+    )
+    single = count == "one" or one_file
+    file_help = "one environment file, instead of --env" if one_file else f"an environment file; {how}"
+    parser.add_argument("--file", metavar="PATH", type=Path, action="append", default=None, help=file_help)
+    parser.add_argument(
+        "files",
+        metavar="FILE",
+        nargs="?" if single else "*",
+        type=Path,
         default=None,
-        help=f"an environment under environments/, e.g. prod; repeat for more ({default})",
+        help="environment file" + ("" if single else "s") + ", the same as --file",
     )
-    parser.add_argument(
-        "--file", metavar="PATH", type=Path, action="append", default=None, help="an environment file; repeat for more"
-    )
+
+
+def merge_files(args: argparse.Namespace, extra: list[str]) -> list[str]:
+    """Positional FILE arguments join ``--file`` (first, in the order given). argparse leaves files given after an
+    option (``cost --env dev a.yaml b.yaml``) in ``extra`` when FILE was matched before it; they join too.
+    Returns what is left of ``extra``."""
+    if not hasattr(args, "files"):
+        return extra
+    given = args.files if isinstance(args.files, list) else [args.files] if args.files is not None else []
+    words = [w for w in extra if not w.startswith("-")]
+    if words and len(words) == len(extra):
+        given, extra = [*given, *map(Path, words)], []
+    if given:
+        args.file = [*given, *(args.file or [])]
+    del args.files
+    return extra
 
 
 def chosen(args: argparse.Namespace) -> bool:
@@ -50,7 +79,7 @@ def load(args: argparse.Namespace, *, single: bool = False, directory: Path = EN
     names: list[str] = list(getattr(args, "env", None) or [])
     files: list[Path] = list(getattr(args, "file", None) or [])
     if single and len(names) + len(files) != 1:
-        raise CliError(f"{args.command}: name exactly one environment: --env NAME or --file PATH", code=2)
+        raise CliError(f"{args.command}: name exactly one environment: --env NAME, --file PATH or FILE", code=2)
     check_names(names, directory)
     envs: list[config.Environment] = []
     problems: list[str] = []

@@ -2,7 +2,7 @@
 
 neuronkit summary                    reads cdk.out (run `make synth` first)
 neuronkit summary path/to/cdk.out    any synthesized cloud assembly
-neuronkit summary -o summary.md      write to a file instead of stdout
+neuronkit summary -o summary.md      also write it to a file
 
 ``make diff ENV=name`` prints ``cdk diff`` and then this summary; docs/github-actions-pr.yml posts both on
 every pull request. See :mod:`neuronkit.reports.summary` for what the Markdown holds.
@@ -14,7 +14,6 @@ import argparse
 from pathlib import Path
 
 from neuronkit.cli import CliError
-from neuronkit.reports.summary import SummaryError, summarize
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,22 +24,23 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("cdk_out", nargs="?", type=Path, default=None, metavar="CDK_OUT", help="the same as --cdk-out")
     p.add_argument("--cdk-out", dest="cdk_out_option", type=Path, metavar="DIR", help="the cdk.out folder (default: cdk.out)")
-    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the Markdown to FILE instead of stdout")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE", help="also write the Markdown to FILE")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from neuronkit.reports.summary import SummaryError, summarize
+
     if args.cdk_out is not None and args.cdk_out_option is not None and args.cdk_out != args.cdk_out_option:
         raise CliError("summary: give the cdk.out folder once, as --cdk-out DIR or as the argument")
     try:
         text = summarize(args.cdk_out_option or args.cdk_out or Path("cdk.out"))
     except SummaryError as err:
         raise CliError("summary: " + "\n".join(err.problems)) from None
+    print(text, end="")
     if args.output is not None:
         try:
             args.output.write_text(text)
         except OSError as err:
             raise CliError(f"summary: cannot write {args.output} ({err.strerror})") from None
-    else:
-        print(text, end="")
     return 0

@@ -1,4 +1,4 @@
-"""``neuronkit validate [FILES]`` and ``neuronkit schema``: check environment files without synth."""
+"""``neuronkit validate [FILE ...]`` and ``neuronkit schema``: check environment files without synth."""
 
 from __future__ import annotations
 
@@ -15,17 +15,21 @@ from neuronkit.config import lookups
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("validate", help="check environment files without synthesizing")
-    p.add_argument("files", nargs="*", type=Path, help="environment files, the same as --file (default: environments/*.yaml)")
     selection.add(p)
     p.set_defaults(func=validate)
     s = sub.add_parser("schema", help="print the JSON Schema of an environment file, or its Markdown reference")
-    s.add_argument("--markdown", action="store_true", help="print docs/environment-file.md: one section per key with an example")
+    s.add_argument(
+        "--format",
+        choices=("json", "markdown"),
+        default=None,
+        help="json: the JSON Schema (default); markdown: docs/environment-file.md, one section per key with an example",
+    )
     s.set_defaults(func=schema)
 
 
 def validate(args: argparse.Namespace) -> int:
     named = selection.check_names(args.env or [])
-    files = [*args.files, *(args.file or []), *named.values()] or config.environment_files()
+    files = [*(args.file or []), *named.values()] or config.environment_files()
     if not files:
         print("neuronkit: no environment files found under environments/", file=sys.stderr)
         return 1
@@ -84,7 +88,7 @@ def _select(path: Path, name: str) -> str:
 
 
 def schema(args: argparse.Namespace) -> int:
-    if args.markdown:
+    if args.format == "markdown":
         from neuronkit.config import reference
 
         root = Path.cwd()

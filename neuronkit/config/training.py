@@ -13,7 +13,9 @@ from neuronkit.config.neuron import Workload, lnc_problem
 
 
 class Ami(Strict):
-    """Either a catalog AMI family (resolved from its public SSM parameter at deploy) or a pinned id."""
+    """Either a catalog AMI family, whose image a CDK context lookup finds at the first synth and pins in
+    cdk.context.json (a Neuron DLAMI family: the image of the pool's Neuron release), or an AMI id of your own.
+    Only `track: latest` resolves AWS's public SSM parameter at deploy instead."""
 
     family: str | None = Field(default=None, description="A family from neuronkit/catalog/amis.yaml.")
     track: Literal["release", "latest"] = Field(

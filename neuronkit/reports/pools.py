@@ -26,6 +26,9 @@ METADATA_KEY = "neuronkit"
 # A fleet's compile group (one node per new compiled-artifact key, docs/serving.md) carries this key
 # instead: it is no capacity pool, so the readers here skip it.
 COMPILE_METADATA_KEY = "neuronkit-precompile"
+# How a launch template's (or compute environment's) image was chosen, as neuronkit.constructs.launch_template
+# writes it (IMAGE_METADATA there; a test keeps the two equal). Here so the reports never import the CDK.
+IMAGE_METADATA = "neuronkit:image"
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 ROLES = ("training", "training-gpu", "inference")
 CAPACITY_TYPES = ("on-demand", "odcr", "capacity-block")

@@ -21,9 +21,8 @@ from typing import Any
 
 from neuronkit import catalog
 from neuronkit.catalog import releases
-from neuronkit.constructs.launch_template import IMAGE_METADATA
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
-from neuronkit.reports.pools import COMPILE_METADATA_KEY, Pool, PoolError, pools_from_cdk_out
+from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, Pool, PoolError, pools_from_cdk_out
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 BUCKET_TYPE = "AWS::S3::Bucket"

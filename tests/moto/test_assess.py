@@ -177,7 +177,7 @@ def test_command_prints_markdown_writes_json_and_a_pilot_file_that_validates(
     real_assess = assess.assess
     monkeypatch.setattr(assess, "assess", lambda session, regions: real_assess(session, regions, now=NOW))
     pilot_file, report = tmp_path / "pilot.yaml", tmp_path / "assess.md"
-    assert main(["assess", "--region", REGION, "-o", str(report), "--pilot-file", str(pilot_file)]) == 0
+    assert main(["assess", "--region", REGION, "-o", str(report), "--pilot-output", str(pilot_file)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# neuronkit assess") and report.read_text() in out
     assert "| llm-pretrain | ec2 | us-east-1 | p4d.24xlarge | 2 |" in out

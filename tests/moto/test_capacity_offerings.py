@@ -99,7 +99,7 @@ ZONES = {
 
 
 def offerings_cmd(*extra: str) -> list[str]:
-    return ["capacity", "offerings", "--type", "trn1.32xlarge", "--count", "4", "--hours", "48", *extra]
+    return ["capacity", "offerings", "trn1.32xlarge", "--count", "4", "--hours", "48", *extra]
 
 
 def test_offerings_table_and_how_to_buy(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
@@ -226,21 +226,21 @@ def test_ec2_refusal_is_one_line(ec2: Stubber, capsys: pytest.CaptureFixture[str
     ("args", "message"),
     [
         (
-            ["--type", "trn1n.32xlarge", "--count", "4", "--hours", "48"],
-            "--type: Capacity Blocks are not sold for trn1n.32xlarge; use one of "
+            ["trn1n.32xlarge", "--count", "4", "--hours", "48"],
+            "TYPE: Capacity Blocks are not sold for trn1n.32xlarge; use one of "
             + ", ".join(catalog.capacity_facts()["capacity_blocks"]["instance_types"]),
         ),
         (
-            ["--type", "trn1.32xlarge", "--count", "3", "--hours", "48"],
+            ["trn1.32xlarge", "--count", "3", "--hours", "48"],
             f"--count: a Capacity Block holds {', '.join(map(str, catalog.capacity_facts()['capacity_blocks']['sizes']))} instances, not 3",
         ),
-        (["--type", "trn1.32xlarge", "--count", "4", "--hours", "0"], "--hours: must be a positive number of hours, not 0"),
+        (["trn1.32xlarge", "--count", "4", "--hours", "0"], "--hours: must be a positive number of hours, not 0"),
         (
-            ["--type", "trn1.32xlarge", "--count", "4", "--hours", "24", "--region", "eu-west-1"],
-            "--type: trn1.32xlarge is not offered in eu-west-1",
+            ["trn1.32xlarge", "--count", "4", "--hours", "24", "--region", "eu-west-1"],
+            "TYPE: trn1.32xlarge is not offered in eu-west-1",
         ),
         (
-            ["--type", "trn1.32xlarge", "--count", "4", "--hours", "24", "--start", "2026-12-05", "--end", "2026-12-01"],
+            ["trn1.32xlarge", "--count", "4", "--hours", "24", "--start", "2026-12-05", "--end", "2026-12-01"],
             "--end: must be after --start",
         ),
     ],
@@ -256,9 +256,9 @@ def test_request_is_checked_before_calling_aws(
 
 
 def test_several_problems_are_reported_together(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["capacity", "offerings", "--type", "inf2.48xlarge", "--count", "5", "--hours", "48"]) == 2
+    assert main(["capacity", "offerings", "inf2.48xlarge", "--count", "5", "--hours", "48"]) == 2
     err = capsys.readouterr().err
-    assert "--type: Capacity Blocks are not sold for inf2.48xlarge" in err
+    assert "TYPE: Capacity Blocks are not sold for inf2.48xlarge" in err
     assert "not 5" in err
 
 
@@ -306,7 +306,7 @@ def test_ultraserver_offerings_ask_for_whole_ultraservers_and_print_an_ultraserv
     ("args", "message"),
     [
         (["--ultraserver-type", "u-trn9x99", "--count", "1", "--hours", "24"], "not an UltraServer type the catalog knows"),
-        (["--type", "trn2.48xlarge", "--ultraserver-type", "u-trn2x64", "--count", "1", "--hours", "24"], "one of them"),
+        (["trn2.48xlarge", "--ultraserver-type", "u-trn2x64", "--count", "1", "--hours", "24"], "one of them"),
     ],
 )
 def test_ultraserver_requests_are_checked_before_aws(
@@ -314,3 +314,48 @@ def test_ultraserver_requests_are_checked_before_aws(
 ) -> None:
     assert main(["capacity", "offerings", *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_each_region_given_is_searched_in_turn(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    asked: list[str] = []
+    clients: dict[str, Any] = {}
+    stubs: list[Stubber] = []
+    for region in (REGION, "us-east-2"):
+        clients[region] = boto3.client("ec2", region_name=region)
+        stub = Stubber(clients[region])
+        offers = [offering("cb-0123456789abcdef0", START, "4123.7800")] if region == REGION else []
+        stub.add_response(
+            "describe_capacity_block_offerings",
+            {"CapacityBlockOfferings": offers},
+            {"InstanceType": "trn1.32xlarge", "InstanceCount": 4, "CapacityDurationHours": 48},
+        )
+        if offers:
+            stub.add_response("describe_availability_zones", ZONES, {})
+        stub.activate()
+        stubs.append(stub)
+
+    class Session(FakeSession):
+        def client(self, service_name: str, **kwargs: Any) -> Any:
+            asked.append(kwargs["region_name"])
+            return clients[kwargs["region_name"]]
+
+    monkeypatch.setattr("neuronkit.cli.capacity.aws_session", lambda profile: Session(None))
+    assert main(offerings_cmd("--region", REGION, "--region", "us-east-2")) == 0
+    assert asked == [REGION, "us-east-2"]
+    for stub in stubs:
+        stub.assert_no_pending_responses()
+    out = capsys.readouterr().out
+    assert out.startswith(f"Capacity Block offerings for 4 x trn1.32xlarge for 48 hours in {REGION}:\n")
+    assert "\nno Capacity Block offerings for 4 x trn1.32xlarge for 48 hours in us-east-2; try other" in out
+
+
+def test_the_old_type_option_still_works_and_says_the_new_spelling(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
+    ec2.add_response(
+        "describe_capacity_block_offerings",
+        {"CapacityBlockOfferings": []},
+        {"InstanceType": "trn1.32xlarge", "InstanceCount": 4, "CapacityDurationHours": 48},
+    )
+    assert main(["capacity", "offerings", "--type", "trn1.32xlarge", "--count", "4", "--hours", "48"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("no Capacity Block offerings for 4 x trn1.32xlarge")
+    assert "neuronkit: --type is deprecated; use capacity offerings TYPE" in captured.err

@@ -209,7 +209,7 @@ def test_cli_refresh_prices_rewrites_prices_json(session, prices_file, monkeypat
     for name in types:  # the command asks for every catalog type; only trn1.32xlarge has a price here
         items = [product(name, "us-east-2", "21.5000000000")] if name == "trn1.32xlarge" else []
         session.stub.add_response("get_products", page(*items), expected(name, "us-east-2"))
-    assert main(["catalog", "refresh", "--prices", "--regions", "us-east-2"]) == 0
+    assert main(["catalog", "refresh", "--prices", "--region", "us-east-2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("wrote ")
     assert (
@@ -227,7 +227,7 @@ def test_cli_refresh_prices_without_permission_is_one_line(session, prices_file,
     session.stub.add_client_error(
         "get_products", service_error_code="AccessDeniedException", service_message="not authorized", http_status_code=400
     )
-    assert main(["catalog", "refresh", "--prices", "--regions", "us-east-1"]) == 2
+    assert main(["catalog", "refresh", "--prices", "--region", "us-east-1"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("neuronkit: cannot read the AWS Price List API (")
     assert err.rstrip().endswith("it needs credentials allowed pricing:GetProducts")

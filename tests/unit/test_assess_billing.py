@@ -348,8 +348,8 @@ def test_from_and_sample_exclude_each_other_and_pilot_file_needs_the_account(cap
     with pytest.raises(SystemExit) as done:
         main(["assess", "--sample", "--from", "x.csv"])
     assert done.value.code == 2
-    assert main(["assess", "--sample", "--pilot-file", "p.yaml"]) == 2
-    assert "--pilot-file needs the online inventory" in capsys.readouterr().err
+    assert main(["assess", "--sample", "--pilot-output", "p.yaml"]) == 2
+    assert "--pilot-output needs the online inventory" in capsys.readouterr().err
 
 
 def test_a_fleet_whose_gpu_fallback_is_cheaper_per_node_is_reported() -> None:

@@ -460,7 +460,7 @@ def test_missing_prices_name_each_type_region_and_the_fix(tmp_path, capsys, monk
     # A region the table does not cover: how to refresh it.
     assert any(
         "prod/serve (inference): no On-Demand price for inf2.xlarge in eu-west-1 in neuronkit/catalog/prices.json" in line
-        and f"run `neuronkit catalog refresh --prices --regions {' '.join(TABLE.regions)} eu-west-1`" in line
+        and f"run `neuronkit catalog refresh --prices{''.join(f' --region {r}' for r in [*TABLE.regions, 'eu-west-1'])}`" in line
         for line in lines
     )
     # A type AWS sells without an On-Demand price: why.

@@ -251,7 +251,7 @@ def test_report_without_a_deployed_pilot_says_so(
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(key, value)
     with mock_aws():
-        assert main(["pilot", "report", "--file", str(FILE), "--run-id", RUN, "--out", str(tmp_path)]) == 2
+        assert main(["pilot", "report", "--file", str(FILE), "--run-id", RUN, "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no bucket pilot-artifacts-333333333333-us-east-1: deploy the environment" in err and "Traceback" not in err
 

@@ -131,7 +131,7 @@ def test_review_in_a_clone_flags_the_file_system_a_moved_subnet_replaces(clone: 
         }
     )
     done = subprocess.run(
-        [sys.executable, "-m", "neuronkit.cli", "review", "HEAD", "--out", str(clone / "review.md")],
+        [sys.executable, "-m", "neuronkit.cli", "review", "HEAD", "-o", str(clone / "review.md")],
         cwd=clone, env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]  # retained: a finding for the reader, not lost data

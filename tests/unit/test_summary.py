@@ -237,7 +237,7 @@ def test_command_prints_and_writes_markdown(synth: Synth, tmp_path: Path, capsys
     out = tmp_path / "summary.md"
     assert main(["summary", str(synth.outdir), "-o", str(out)]) == 0
     markdown = summarize(synth.outdir)
-    assert out.read_text() == markdown
+    assert out.read_text() == markdown == capsys.readouterr().out  # -o also writes it (the grammar's output rule)
 
 
 def test_command_explains_a_missing_synth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

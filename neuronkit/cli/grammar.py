@@ -1,0 +1,231 @@
+"""The command line's grammar, in one place: every command's arguments and options, and the old spellings.
+
+README's grammar tables are generated from :data:`COMMANDS` and :data:`OLD_SPELLINGS` (``make docs`` runs
+``python -m neuronkit.cli.grammar README.md``); ``tests/unit/test_cli.py`` walks every command's argparse
+actions and usage against them, so a new option lands here first. The rules:
+
+- environments: ``--env NAME`` / ``--file PATH``, both repeatable, and environment files also as
+  positional ``FILE`` arguments in every command that reads them; without any, every file under
+  environments/ (preflight needs at least one, pilot exactly one, rehearse at most one file);
+- output: ``-o/--output PATH`` also writes the report to PATH (the terminal still shows it);
+- formats: ``--format`` with choices among text, markdown, json;
+- regions: ``--region R``, repeatable;
+- instance types: positional ``TYPE``;
+- an old spelling works for one release with a deprecation line on stderr (:func:`apply_old_spellings`),
+  then goes.
+
+Nothing here imports the commands' dependencies: building the parser stays free of CDK and boto3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The release in which the old spellings below stop working.
+REMOVED_IN = "0.3"
+
+ENV_ALL = "`--env NAME` (repeatable), `--file PATH` (repeatable); default: every file under environments/"
+ENV_SOME = "`--env NAME` (repeatable), `--file PATH` (repeatable); at least one"
+ENV_ONE = "`--env NAME`, `--file PATH`: exactly one"
+ENV_REHEARSE = "`--env NAME` (repeatable) or one `--file PATH`; default: every file under environments/"
+ENV_NAMES = "`--env NAME` (repeatable): of either revision; default: the ones the change touches"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One (sub)command as README's table shows it; each cell lists the option spellings it holds."""
+
+    name: str
+    arguments: str = ""  # the positional arguments, as usage shows them
+    environments: str = ""  # one of the ENV_* rules above, or empty
+    regions: str = ""
+    output: str = ""
+    format: str = ""
+    options: tuple[str, ...] = ()  # the command's own options
+    synth: bool = False  # starts the CDK's JavaScript runtime (jsii/Node): synthesizes or runs the CDK CLI
+    hidden: tuple[str, ...] = ()  # suppressed options that are not old spellings, each with its reason in a comment
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("validate", arguments="`[FILE ...]`", environments=ENV_ALL),
+    Command("schema", format="`--format json|markdown`"),
+    Command("catalog show", arguments="`[TYPE]`", regions="`--region R` (repeatable)"),
+    Command(
+        "catalog refresh",
+        regions="`--region R` (repeatable)",
+        options=("`--endpoint-url URL`", "`--prices`", "`--images`", "`--source TEXT`"),
+    ),
+    Command("preflight", arguments="`[FILE ...]`", environments=ENV_SOME, options=("`--profile PROFILE`",)),
+    Command("pin", arguments="`[FILE ...]`", environments=ENV_ALL, options=("`--refresh`",)),
+    Command(
+        "capacity offerings",
+        arguments="`[TYPE]`",
+        regions="`--region R` (repeatable)",
+        options=(
+            "`--ultraserver-type TYPE`",
+            "`--count N`",
+            "`--hours N`",
+            "`--start TIME`",
+            "`--end TIME`",
+            "`--profile PROFILE`",
+        ),
+    ),
+    Command(
+        "cost",
+        arguments="`[FILE ...]`",
+        environments=ENV_ALL,
+        output="`-o/--output FILE`",
+        format="`--format text|markdown`",
+        options=("`--cdk-out DIR`", "`--diff OLD_CDK_OUT NEW_CDK_OUT`"),
+        hidden=("--environments-dir",),  # tests price a folder of their own
+    ),
+    Command("summary", arguments="`[CDK_OUT]`", output="`-o/--output FILE`", options=("`--cdk-out DIR`",)),
+    Command("review", arguments="`BASE`", environments=ENV_NAMES, output="`-o/--output FILE`", synth=True),
+    Command(
+        "rehearse",
+        arguments="`[FILE]`",
+        environments=ENV_REHEARSE,
+        options=("`--destroy`", "`--cdk-out DIR`", "`--verbose/-v`"),
+        synth=True,
+    ),
+    Command(
+        "assess",
+        arguments="`[FILE ...]`",
+        environments=ENV_ALL,
+        regions="`--region R` (repeatable)",
+        output="`-o/--output FILE`",
+        format="`--format text|markdown|json`",
+        options=(
+            "`--from PATH`",
+            "`--sample`",
+            "`--tag KEY` (repeatable)",
+            "`--workload-tag KEY`",
+            "`--profile PROFILE`",
+            "`--pilot-output PATH`",
+        ),
+    ),
+    Command("pilot start", arguments="`[FILE]`", environments=ENV_ONE, options=("`--profile PROFILE`", "`--run-id RUN`")),
+    Command(
+        "pilot report",
+        arguments="`[FILE]`",
+        environments=ENV_ONE,
+        output="`-o/--output DIR`",
+        options=("`--profile PROFILE`", "`--run-id RUN`", "`--from DIR`", "`--sample`"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Old:
+    """An old spelling: it still works, with a deprecation line, until :data:`REMOVED_IN`.
+
+    ``kind`` says how its value reaches the new option's ``dest``: ``value`` moves it, ``list`` splits it on
+    commas and spaces and appends, ``flag`` sets ``const``."""
+
+    spelling: str  # as README shows it
+    flag: str
+    new: str  # the new spelling, as the deprecation line says it
+    dest: str
+    kind: str = "value"
+    const: str | None = None
+    path: bool = False  # the value is a file or folder
+    commands: tuple[str, ...] = field(default=())
+
+    def message(self) -> str:
+        return f"neuronkit: {self.flag} is deprecated; use {self.new} ({self.flag} is removed in {REMOVED_IN})"
+
+
+OLD_SPELLINGS: tuple[Old, ...] = (
+    Old("`--regions a,b`, `--regions a b`", "--regions", "--region R (repeatable)", "region", kind="list",
+        commands=("assess", "catalog refresh")),
+    Old("`--json`", "--json", "--format json", "format", kind="flag", const="json", commands=("assess",)),
+    Old("`--markdown`", "--markdown", "--format markdown", "format", kind="flag", const="markdown", commands=("schema",)),
+    Old("`--out PATH`", "--out", "-o/--output PATH", "output", path=True, commands=("assess", "review", "pilot report")),
+    Old("`--pilot-file PATH`", "--pilot-file", "--pilot-output PATH", "pilot_output", path=True, commands=("assess",)),
+    Old("`--type TYPE`", "--type", "capacity offerings TYPE", "instance_type",
+        commands=("capacity offerings",)),
+)  # fmt: skip
+
+
+def command(name: str) -> Command:
+    return next(c for c in COMMANDS if c.name == name)
+
+
+def old_spellings(name: str) -> list[Old]:
+    return [o for o in OLD_SPELLINGS if name in o.commands]
+
+
+def add_old_spellings(parser: argparse.ArgumentParser, name: str) -> None:
+    """The old spellings of command ``name``, hidden from its help (dest ``old_<flag>``)."""
+    for old in old_spellings(name):
+        dest = "old_" + old.flag.lstrip("-").replace("-", "_")
+        if old.kind == "flag":
+            parser.add_argument(old.flag, dest=dest, action="store_true", help=argparse.SUPPRESS)
+        elif old.kind == "list":
+            parser.add_argument(old.flag, dest=dest, nargs="+", default=None, help=argparse.SUPPRESS)
+        else:
+            parser.add_argument(old.flag, dest=dest, type=Path if old.path else str, default=None, help=argparse.SUPPRESS)
+
+
+def apply_old_spellings(args: argparse.Namespace, name: str) -> None:
+    """Move what an old spelling gave to its new option (the new one wins when both are given) and say so."""
+    for old in old_spellings(name):
+        dest = "old_" + old.flag.lstrip("-").replace("-", "_")
+        value = getattr(args, dest, None)
+        if not value:
+            continue
+        print(old.message(), file=sys.stderr)
+        if old.kind == "list":
+            values = [v for item in value for v in re.split(r"[,\s]+", item) if v]
+            setattr(args, old.dest, [*(getattr(args, old.dest, None) or []), *values])
+        elif getattr(args, old.dest, None) is None:
+            setattr(args, old.dest, old.const if old.kind == "flag" else value)
+
+
+# --------------------------------------------------------------------------------------------
+# README
+# --------------------------------------------------------------------------------------------
+BEGIN = "<!-- grammar: generated by `make docs` from neuronkit/cli/grammar.py; do not edit -->"
+END = "<!-- end of grammar -->"
+
+
+def render() -> str:
+    """README's two tables: every command's arguments and options, then the old spellings and their fate."""
+    lines = [
+        BEGIN,
+        "| command | arguments | environments | regions | output | format | its own options | starts Node |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in COMMANDS:
+        cells = [c.arguments, c.environments, c.regions, c.output, c.format, ", ".join(c.options), "yes" if c.synth else ""]
+        lines.append(f"| `{c.name}` | " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    lines += [
+        "",
+        f"Old spellings work in this release with a deprecation line on stderr, and are removed in {REMOVED_IN}:",
+        "",
+        "| old spelling | commands | new spelling |",
+        "|---|---|---|",
+    ]
+    for o in OLD_SPELLINGS:
+        lines.append(f"| {o.spelling} | {', '.join(f'`{c}`' for c in o.commands)} | `{o.new}` |")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def rewrite(readme: Path) -> bool:
+    """Put :func:`render` between the markers of ``readme``; True when the file changed."""
+    text = readme.read_text()
+    start, end = text.index(BEGIN), text.index(END) + len(END) + 1
+    new = text[:start] + render() + text[end:]
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":  # pragma: no cover - `make docs`
+    for name in sys.argv[1:]:
+        print(f"{name}: {'rewritten' if rewrite(Path(name)) else 'up to date'}")

@@ -4,8 +4,8 @@ AWS Batch has its own rules for the pieces the plain cluster (``training_cluster
 user guide ("Use Amazon EC2 launch templates with AWS Batch", "Elastic Fabric Adapter", "Compute environment
 considerations for MNP"):
 
-- nodes boot an ECS-capable AMI (the ECS-optimized Neuron or GPU AMI, resolved from its public SSM
-  parameter at deploy time like the rest of the kit); Batch adds the user data part that joins the node to
+- nodes boot an ECS-capable AMI (the ECS-optimized Neuron or GPU AMI, a CDK context lookup pinned in
+  cdk.context.json like the rest of the kit's images); Batch adds the user data part that joins the node to
   the compute environment's ECS cluster, so ours must be a MIME multi-part archive;
 - Batch ignores a launch template's instance type, instance role, interface subnets and market options:
   the instance type, instance profile, subnet and cluster placement group are set on the compute

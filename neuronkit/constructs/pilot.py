@@ -253,8 +253,14 @@ class PilotLoadJob(Construct):
                 sid="WriteResults", actions=["s3:PutObject"], resources=[f"{arn}{artifacts_bucket}/{self.results_prefix}*"]
             )
         )
-        self.probe.grant_read(role)
-        self.evalset.grant_read(role)
+        # The two asset objects exactly (Asset.grant_read would grant s3:GetObject*, s3:List* on the whole bucket).
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadKit",
+                actions=["s3:GetObject"],
+                resources=[f"{arn}{a.s3_bucket_name}/{a.s3_object_key}" for a in (self.probe, self.evalset)],
+            )
+        )
         execution = self.task_definition.obtain_execution_role()
         repositories = sorted({_repository_arn(stack, i) for i in (self.spec.client_image, self.spec.helper_image)})
         execution.add_to_principal_policy(
@@ -273,12 +279,13 @@ class PilotLoadJob(Construct):
         execution.add_to_principal_policy(
             iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"])
         )
-        for scope in (role, execution):
+        for resource in [reads[0], f"{arn}{artifacts_bucket}/{self.results_prefix}*"]:
             acknowledge(
-                scope,
-                "AwsSolutions-IAM5",
-                "object-level access under the model, asset and results prefixes only; ecr:GetAuthorizationToken has no resource-level permissions",
+                role,
+                f"AwsSolutions-IAM5[Resource::{resource}]",
+                "object-level access under the model's prefix (tokenizer files) and the pilot's results prefix only",
             )
+        acknowledge(execution, "AwsSolutions-IAM5[Resource::*]", "ecr:GetAuthorizationToken has no resource-level permissions")
 
     def _containers(self, artifacts_bucket: str, datasets_bucket: str) -> None:
         s = self.spec

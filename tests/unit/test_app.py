@@ -31,7 +31,7 @@ def test_construct_refusal_is_one_line_without_traceback(
     err = capsys.readouterr().err
     # Warnings (dev's plain-HTTP listener) come first, one line each; then the refusal.
     # (A long test session's jsii process may print Node's MaxListeners warning: not the app's output.)
-    problems = [line for line in err.splitlines() if not line.startswith(("warning: ", "(node:"))]
+    problems = [line for line in err.splitlines() if not line.startswith(("warning: ", "(node:", "(Use `node"))]
     assert problems[0] == "environments/dev.yaml: training[0].root_volume_gib: 100 GiB is below the 512 GiB a trainium node needs"
     assert "Traceback" not in err
 

@@ -31,7 +31,7 @@ synth: setup
 
 ## test: lint, then the whole offline test suite
 test: setup lint
-	pytest -q
+	pytest -q -n auto --dist loadfile
 
 lint: setup
 	ruff check neuronkit tests app.py examples

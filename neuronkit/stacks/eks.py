@@ -9,8 +9,18 @@ from constructs import Construct
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
-from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec, eks_boot_script
+from neuronkit.constructs.eks import (
+    ClusterSpec,
+    LustreVolume,
+    NeuronEksCluster,
+    NeuronNodeGroup,
+    NeuronWorkloads,
+    NodeGroupSpec,
+    WorkloadsSpec,
+    eks_boot_script,
+)  # fmt: skip
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack
 from neuronkit.stacks.network import NetworkStack
@@ -47,6 +57,36 @@ class EksStack(NeuronkitStack):
             self._training(config, cluster)
         for fleet in config.inference:
             self._inference(config, fleet)
+        self.workloads = self._workloads(config, storage)
+
+    def _workloads(self, config: Environment, storage: StorageStack) -> NeuronWorkloads:
+        """The Neuron chart (the newest pool release's pin), the EFA plugin, the FSx CSI driver and the Lustre volume."""
+        assert config.eks is not None
+        releases = sorted({r.release.version for r in self._releases.values() if r.release is not None})
+        fs = storage.storage.file_system
+        lustre = config.storage.lustre
+        volume = (
+            LustreVolume(
+                file_system_id=fs.ref, dns_name=fs.attr_dns_name, mount_name=fs.attr_lustre_mount_name,
+                size_gib=lustre.size_gib,
+            )
+            if fs is not None and lustre is not None
+            else None
+        )  # fmt: skip
+        neuron = config.eks.neuron
+        workloads = NeuronWorkloads(
+            self,
+            "Workloads",
+            cluster=self.cluster,
+            spec=WorkloadsSpec(
+                environment=config.name,
+                neuron_releases=releases,
+                options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery),
+                efa=any(g.spec.uses_efa for g in self.node_groups.values()),
+                lustre=volume,
+            ),
+        )
+        return workloads
 
     def _script(self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None) -> str:
         release = self._releases.get(pool)

@@ -29,6 +29,7 @@ from neuronkit.constructs.node_role import SESSION_MANAGER
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec
+from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
 
 # aws-cdk-lib's id of the AwsCustomResource Lambda function, one per stack.
@@ -43,6 +44,9 @@ NODE_POLICIES = {
     "AmazonEKS_CNI_Policy": "AWS-managed policy the VPC CNI needs to attach interfaces and addresses to the node",
     SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
 }
+
+
+_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class NodeGroupSpec:
     capacity: CapacitySpec = field(default_factory=CapacitySpec)
     max_pods: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
 
     def __post_init__(self) -> None:
         facts = [catalog.get(t) for t in self.instance_types]
@@ -272,6 +277,8 @@ class NeuronNodeGroup(Construct):
             enable_node_auto_repair=True,
             node_role=self.role,
             labels={"neuronkit.io/pool": spec.name, **spec.labels},
+            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.taints]
+            or None,
             tags=self._tags,
         )
         # The L2 checks amiType against its own table of instance families, which does not know every Trainium

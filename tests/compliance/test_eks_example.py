@@ -68,3 +68,37 @@ def test_cfn_lint_is_clean_on_the_example(eks_synth: tuple[Path, dict[str, Any]]
 @pytest.mark.parametrize("stack", ["eks-network", "eks-storage", "eks-eks"])
 def test_example_stack_snapshot(eks_synth: tuple[Path, dict[str, Any]], snapshot: SnapshotAssertion, stack: str) -> None:
     assert normalise(eks_synth[1][stack]) == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volume(
+    eks_synth: tuple[Path, dict[str, Any]],
+) -> None:
+    """Part 2: pinned charts from the catalog, node recovery on, the Lustre PV/PVC, no removed resource, nothing floats."""
+    import json
+
+    import kubernetes_validate
+
+    from neuronkit.kubernetes import neuron_chart
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "neuron-helm-chart"]
+    assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
+    assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
+    values = json.loads(charts["neuron-helm-chart"]["Values"])
+    assert values["npd"]["nodeRecovery"]["enabled"] is True and values["devicePlugin"]["enabled"] is True
+    manifests = [r["Properties"]["Manifest"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
+    assert len(manifests) == 1
+    # The manifest names the storage stack's file system through an import: validate it with the token replaced.
+    text = json.dumps(manifests[0]["Fn::Join"][1])
+    parts = manifests[0]["Fn::Join"][1]
+    rendered = "".join(p if isinstance(p, str) else "fs-0123456789abcdef0" for p in parts)
+    docs = json.loads(rendered)
+    assert [d["kind"] for d in docs] == ["PersistentVolume", "PersistentVolumeClaim"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, str(EKS["kubernetes"]["version"]), strict=True)
+    assert neuron_chart.REMOVED_RESOURCE not in json.dumps(templates["eks-eks"])
+    # What the kit applies to the cluster names no floating tag (IMDS paths elsewhere in user data say /latest/).
+    applied = json.dumps([c["Values"] for c in charts.values()]) + text
+    assert "latest" not in applied.lower()

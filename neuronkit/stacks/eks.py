@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from constructs import Construct
@@ -25,7 +27,7 @@ from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
-from neuronkit.stacks.training import capacity_spec, lnc_of
+from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
 
 
 class EksStack(NeuronkitStack):
@@ -88,12 +90,18 @@ class EksStack(NeuronkitStack):
         )
         return workloads
 
-    def _script(self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None) -> str:
+    def _script(
+        self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None
+    ) -> Callable[[Mapping[str, str | int] | None], str]:
+        """The node group's boot script, given the values of its NodeObservability (created inside the group)."""
         release = self._releases.get(pool)
         driver = release.release.driver if release is not None and release.release is not None else None
-        return eks_boot_script(
-            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver, lnc=lnc
-        )
+        render = functools.partial(
+            eks_boot_script,
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver,
+            lnc=lnc,
+        )  # fmt: skip
+        return lambda values: render(observability=values)
 
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any, lnc: int | None = None) -> None:
         script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, lnc)
@@ -110,6 +118,7 @@ class EksStack(NeuronkitStack):
             tags={**config.tags},
             role=role,
             az_id=az_ids[0] if len(az_ids) == 1 else None,
+            observability=observability_spec(config),
         )
 
     def _training(self, config: Environment, c: ClusterConfig) -> None:

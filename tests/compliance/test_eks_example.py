@@ -102,3 +102,29 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     # What the kit applies to the cluster names no floating tag (IMDS paths elsewhere in user data say /latest/).
     applied = json.dumps([c["Values"] for c in charts.values()]) + text
     assert "latest" not in applied.lower()
+
+
+def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Every node group runs observability.sh before its boot check: the CloudWatch agent and the neuron-monitor
+    publisher, with the pool's log groups and the metric namespace of the ASG path (same script, same dimensions)."""
+    import json
+
+    from neuronkit.constructs.observability import DEFAULT_NAMESPACE, log_group_names
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    groups = [r["Properties"]["NodegroupName"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"]
+    log_groups = json.dumps([r["Properties"]["LogGroupName"] for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
+    assert len(groups) == 4
+    for group in groups:
+        pool = group.removeprefix("eks-")
+        assert all(f'"{name}"' in log_groups for name in log_group_names("eks", pool).values()), pool
+    templates_ = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    assert len(templates_) == 4
+    for lt in templates_:
+        text = json.dumps(lt["Properties"]["LaunchTemplateData"]["UserData"])
+        assert "observability.sh" in text and f"METRICS_NAMESPACE='{DEFAULT_NAMESPACE}'" in text
+        assert text.index("observability.sh") < text.index("eks-node.sh")
+        assert len(text) < 16 * 1024  # EC2's user data cap (the JSON-escaped text is longer than the real one)
+    policies = json.dumps([r["Properties"] for r in res.values() if r["Type"] == "AWS::IAM::Policy"])
+    assert policies.count(f'"cloudwatch:namespace": "{DEFAULT_NAMESPACE}"') == 4

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,6 +26,7 @@ from neuronkit.constructs.launch_template import (
     tag_specifications,
 )
 from neuronkit.constructs.node_role import SESSION_MANAGER
+from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec
@@ -127,15 +128,20 @@ def eks_boot_script(
     storage: StorageAccess | None = None,
     neuron_driver: str | None = None,
     lnc: int | None = None,
+    observability: Mapping[str, str | int] | None = None,
 ) -> str:
     """The kit's boot check for a node group's nodes (``neuronkit/userdata/eks-node.sh``), rendered: every device of
     the node's own type (a group of several types lists each), EFA when the group carries it, the pool's Neuron
-    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting."""
+    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting. With ``observability`` (the values
+    of :meth:`NodeObservability.userdata_values`) ``observability.sh`` runs first, as on Auto Scaling pools: the
+    CloudWatch agent and the neuron-monitor publisher (same metric names, Environment and Pool dimensions); it is
+    best effort, so its failure never keeps a node out of the cluster."""
     facts = [catalog.get(t) for t in instance_types]
     neuron = facts[0].is_neuron
     return userdata.render(
-        "eks-node.sh",
+        ["observability.sh", "eks-node.sh"] if observability is not None else "eks-node.sh",
         {
+            **(observability or {}),
             "ENVIRONMENT": environment,
             "POOL": pool,
             "ACCELERATOR": "neuron" if neuron else "gpu",
@@ -176,11 +182,12 @@ class NeuronNodeGroup(Construct):
         cluster: NeuronEksCluster,
         spec: NodeGroupSpec,
         subnets: Sequence[ec2.ISubnet],
-        script: str,
+        script: str | Callable[[Mapping[str, str | int] | None], str],
         extra_security_group_ids: Sequence[str] = (),
         tags: Mapping[str, str] | None = None,
         role: Literal["training", "training-gpu", "inference"] = "training",
         az_id: str | None = None,
+        observability: ObservabilitySpec | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.spec = spec
@@ -189,6 +196,14 @@ class NeuronNodeGroup(Construct):
         self._groups(cluster, extra_security_group_ids)
         self._placement()
         self._role()
+        self.observability: NodeObservability | None = None
+        if observability is not None:
+            # The same log groups, node kit and metric permissions as an Auto Scaling pool's nodes.
+            self.observability = NodeObservability(
+                self, "Observability", environment=environment, pool=spec.name, role=self.role, spec=observability
+            )
+        if callable(script):
+            script = script(self.observability.userdata_values(accelerator=spec.image) if self.observability else None)
         self._launch_template(script)
         self._nodegroup(cluster, subnets)
         self.nodegroup.node.default_child.cfn_options.metadata = {  # type: ignore[union-attr]

@@ -165,7 +165,6 @@ _INFERENCE_ALLOWED = {
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",
     "warn_hours_before_end": f"Capacity Block notices on EKS {_LATER}; remove it",
-    "upfront_fee_usd": f"pricing EKS node groups {_LATER}; remove it",
 }
 
 

@@ -128,3 +128,21 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
         assert len(text) < 16 * 1024  # EC2's user data cap (the JSON-escaped text is longer than the real one)
     policies = json.dumps([r["Properties"] for r in res.values() if r["Type"] == "AWS::IAM::Policy"])
     assert policies.count(f'"cloudwatch:namespace": "{DEFAULT_NAMESPACE}"') == 4
+
+
+def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import neuron_chart
+    from neuronkit.reports.summary import summarize
+
+    outdir, templates = eks_synth
+    text = summarize(outdir)
+    section = text[text.index("#### Kubernetes (EKS)") :]
+    assert f"Kubernetes {EKS['kubernetes']['version']}, private endpoint" in section
+    groups = [
+        r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
+    ]
+    assert len(groups) == 4 and all(f"| {g} |" in section for g in groups)
+    chart = neuron_chart.chart_version(["2.28.1"])
+    assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
+    assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
+    assert f"| EKS add-on | aws-fsx-csi-driver | {EKS['storage_addons']['aws-fsx-csi-driver']['version']} |" in section

@@ -221,3 +221,19 @@ def test_the_smoke_pod_asks_for_one_neuron_device() -> None:
     pod = _manifests()[2]
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"aws.amazon.com/neuron": 1} and pod["spec"]["containers"][0]["command"] == ["neuron-ls"]
+
+
+def test_cost_of_an_eks_environment_has_the_control_plane_and_no_load_balancer() -> None:
+    from neuronkit.reports.cost import environment_report, fixed_costs
+
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["training"][0]["capacity"]["upfront_fee_usd"] = 250_000  # the block's price: allowed on EKS now
+    env = parse_environment(data, "eks.yaml")
+    items = {f.item: f for f in fixed_costs(env)}
+    hours = 730
+    plane = items["EKS control plane"]
+    assert plane.monthly == pytest.approx(EKS["extended_support"]["standard_usd_per_cluster_hour"] * hours, rel=0.01)
+    assert not [i for i in items if "ALB" in i or "NLB" in i]  # EKS fleets are node groups, no load balancer yet
+    text = environment_report([env], "text")
+    for pool in ("pretrain", "chat"):
+        assert pool in text

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from neuronkit import catalog
+from neuronkit.catalog import releases
 from neuronkit.catalog.releases import version_key
 from neuronkit.config.base import ConfigError
 from neuronkit.config.loader import parse_environment
@@ -198,7 +199,7 @@ def _manifests() -> list[dict[str, Any]]:
         lustre.persistent_volume(environment="team", file_system_id="fs-0123456789abcdef0", dns_name="fs.example",
                                  mount_name="abcdef", size_gib=2400),
         lustre.persistent_volume_claim(environment="team", size_gib=2400),
-        lustre.smoke_pod(image="public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.28.1-ubuntu24.04"),
+        lustre.smoke_pod(image=str(releases.release("2.28.1").container("pytorch-inference"))),
     ]  # fmt: skip
 
 

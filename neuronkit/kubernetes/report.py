@@ -109,6 +109,20 @@ def clusters(stacks: Iterable[_Stack]) -> list[ClusterView]:
     return out
 
 
+def version_change(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """``review``'s note when a Helm chart or EKS add-on of the cluster moves to another pinned version."""
+    kind = after.get("Type")
+    keys = {HELM_CHART: ("Chart", "Version", "Helm chart"), ADDON: ("AddonName", "AddonVersion", "EKS add-on")}
+    if kind not in keys or before.get("Type") != kind:
+        return ""
+    name_key, version_key, label = keys[kind]
+    old, new = (before.get("Properties") or {}).get(version_key), (after.get("Properties") or {}).get(version_key)
+    if old == new or not isinstance(old, str) or not isinstance(new, str):
+        return ""
+    name = (after.get("Properties") or {}).get(name_key)
+    return f"{label} {name} {old} -> {new} (pinned in neuronkit/catalog/eks.yaml; Helm upgrades the release in place)"
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -138,4 +152,4 @@ def markdown(views: Sequence[ClusterView]) -> list[str]:
     return out
 
 
-__all__ = ["ClusterView", "Component", "NodeGroupView", "clusters", "markdown"]
+__all__ = ["ClusterView", "Component", "NodeGroupView", "clusters", "markdown", "version_change"]

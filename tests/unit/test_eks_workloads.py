@@ -238,3 +238,45 @@ def test_cost_of_an_eks_environment_has_the_control_plane_and_no_load_balancer()
     text = environment_report([env], "text")
     for pool in ("pretrain", "chat"):
         assert pool in text
+
+
+def test_review_names_a_chart_or_addon_version_bump() -> None:
+    from neuronkit.reports.review import compare_templates
+
+    def stack(chart: str, addon: str) -> dict[str, Any]:
+        return {"Resources": {
+            "Chart": {"Type": "Custom::AWSCDK-EKS-HelmChart", "Properties": {"Chart": "neuron-helm-chart", "Version": chart}},
+            "Addon": {"Type": "AWS::EKS::Addon", "Properties": {"AddonName": "aws-fsx-csi-driver", "AddonVersion": addon}},
+        }}  # fmt: skip
+
+    changes = compare_templates({"s": stack("1.9.0", "v1")}, {"s": stack("1.10.0", "v2")}, {"s": "us-east-2"})
+    notes = {c.logical_id: c.why for c in changes}
+    assert notes["Chart"].startswith("Helm chart neuron-helm-chart 1.9.0 -> 1.10.0")
+    assert notes["Addon"].startswith("EKS add-on aws-fsx-csi-driver v1 -> v2")
+
+
+def test_preflight_checks_every_pinned_addon_version_is_offered() -> None:
+    """botocore Stubber (moto has no DescribeAddonVersions): the pinned versions pass, a missing one fails with the fix."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from neuronkit.kubernetes.preflight import check_eks_addons, pinned_addons
+
+    env = parse_environment(yaml.safe_load(EXAMPLE.read_text()), "eks.yaml")
+    pins = pinned_addons(env)
+    assert "aws-fsx-csi-driver" in pins and len(pins) == 5
+    client = boto3.client("eks", region_name=env.region, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    for name, version in sorted(pins.items()):
+        offered = ["v0.0.1-eksbuild.1"] if name == "aws-fsx-csi-driver" else [version]
+        stub.add_response(
+            "describe_addon_versions",
+            {"addons": [{"addonName": name, "addonVersions": [{"addonVersion": v} for v in offered]}]},
+            {"addonName": name, "kubernetesVersion": K8S},
+        )
+    with stub:
+        checks = check_eks_addons(env, client)
+    by_name = {c.name: c for c in checks}
+    assert len(checks) == 5 and [c.status for c in checks].count("PASS") == 4
+    fsx = by_name["EKS add-on aws-fsx-csi-driver"]
+    assert fsx.status == "FAIL" and "v0.0.1-eksbuild.1" in fsx.detail and "storage_addons.aws-fsx-csi-driver" in fsx.fix

@@ -208,8 +208,14 @@ def eks_pool_problems(
 def eks_top_level_problems(fields_set: set[str]) -> list[tuple[str, str]]:
     """Top-level sections a platform: eks environment does not build yet."""
     reasons = {
-        "monitoring": f"the dashboard, alarms and schedules for EKS node groups {_LATER}; remove it",
         "budget": f"the budget of an EKS environment {_LATER}; remove it",
         "pilot": "the GPU-vs-Trainium pilot runs on the default platform; remove it or drop platform: eks",
     }
     return [(key, reasons[key]) for key in sorted(fields_set & reasons.keys())]
+
+
+def eks_monitoring_problems(day_night_set: bool) -> list[tuple[str, str]]:
+    """monitoring works on EKS (dashboard, alarms, namespace, e-mails, log retention) except the day/night schedule."""
+    if not day_night_set:
+        return []
+    return [("monitoring.day_night", f"the day/night schedule of EKS node groups {_LATER}; remove it")]

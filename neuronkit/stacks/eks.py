@@ -21,10 +21,13 @@ from neuronkit.constructs.eks import (
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
+from neuronkit.constructs.monitoring import EnvironmentMonitoring, LustreRef, WatchedPool
+from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack
+from neuronkit.stacks.monitoring import thresholds
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
@@ -55,11 +58,45 @@ class EksStack(NeuronkitStack):
         self._access: StorageAccess = storage.storage.access()
         self._releases = pool_releases(config)
         self.node_groups: dict[str, NeuronNodeGroup] = {}
+        self._roles: dict[str, str] = {}
         for cluster in config.training:
             self._training(config, cluster)
         for fleet in config.inference:
             self._inference(config, fleet)
         self.workloads = self._workloads(config, storage)
+        self.monitoring = self._monitoring(config, storage)
+
+    def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
+        """The dashboard and alarms of the Auto Scaling path, over the node groups' Auto Scaling groups (named by EKS,
+        read at deploy time) and the metrics their nodes publish (same namespace, Environment and Pool dimensions)."""
+        m = config.monitoring
+        self.alarms_topic = NotificationTopic(self, "Alarms", display_name=f"neuronkit {config.name} alarms", emails=m.emails)
+        fs = storage.storage.file_system
+        lustre = config.storage.lustre
+        blocks = {c.name for c in config.training if c.capacity.type == "capacity-block"}
+        pools = []
+        for name, group in self.node_groups.items():
+            spec = group.spec
+            neuron = spec.image == "neuron"
+            role = self._roles[name]
+            pools.append(
+                WatchedPool(
+                    pool=name, group_name=group.auto_scaling_group_name,
+                    role="training-gpu" if role == "training-gpu" else ("training" if role == "training" else "inference"),
+                    neuron_types=tuple(spec.instance_types) if neuron else (),
+                    gpu_types=() if neuron else tuple(spec.instance_types), prepaid=name in blocks,
+                )
+            )  # fmt: skip
+        return EnvironmentMonitoring(
+            self,
+            "Monitoring",
+            environment=config.name,
+            topic=self.alarms_topic.topic,
+            pools=pools,
+            namespace=m.namespace,
+            thresholds=thresholds(config),
+            lustre=LustreRef(file_system_id=fs.ref, size_gib=lustre.size_gib) if fs is not None and lustre is not None else None,
+        )
 
     def _workloads(self, config: Environment, storage: StorageStack) -> NeuronWorkloads:
         """The Neuron chart (the newest pool release's pin), the EFA plugin, the FSx CSI driver and the Lustre volume."""
@@ -105,6 +142,7 @@ class EksStack(NeuronkitStack):
 
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any, lnc: int | None = None) -> None:
         script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, lnc)
+        self._roles[spec.name] = role
         client = self._access.client_security_group_id
         self.node_groups[spec.name] = NeuronNodeGroup(
             self,

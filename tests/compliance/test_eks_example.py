@@ -146,3 +146,18 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
     assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
     assert f"| EKS add-on | aws-fsx-csi-driver | {EKS['storage_addons']['aws-fsx-csi-driver']['version']} |" in section
+
+
+def test_the_dashboard_and_alarms_watch_the_neuron_node_groups(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    neuron_groups = [
+        r["Properties"]["NodegroupName"].removeprefix("eks-") for r in res.values()
+        if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["AmiType"].endswith("NEURON")
+    ]  # fmt: skip
+    assert sorted(neuron_groups) == ["chat", "pretrain"]
+    for pool in neuron_groups:
+        assert {f"eks-{pool}-ecc-uncorrected", f"eks-{pool}-execution-errors"} <= alarms
+    assert "eks-lustre-free-capacity" in alarms
+    assert sum(r["Type"] == "AWS::CloudWatch::Dashboard" for r in res.values()) == 1

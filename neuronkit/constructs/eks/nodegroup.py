@@ -209,6 +209,7 @@ class NeuronNodeGroup(Construct):
         self.nodegroup.node.default_child.cfn_options.metadata = {  # type: ignore[union-attr]
             "neuronkit": self._metadata(environment, role, az_id)
         }
+        self._auto_scaling_group(cluster)
         if spec.capacity.kind == "capacity-block":
             self._block_schedule(cluster)
 
@@ -323,11 +324,9 @@ class NeuronNodeGroup(Construct):
             **({"az_id": az_id} if az_id else {}),
         )
 
-    def _block_schedule(self, cluster: NeuronEksCluster) -> None:
-        """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
-        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
-        cap = self.spec.capacity
-        assert cap.start and cap.scale_down_at
+    def _auto_scaling_group(self, cluster: NeuronEksCluster) -> None:
+        """The name of the Auto Scaling group EKS creates for the node group (DescribeNodegroup at deploy time): the
+        Capacity Block schedule and the environment's dashboard and alarms name it."""
         lookup = cr.AwsCustomResource(
             self,
             "AutoScalingGroupName",
@@ -347,10 +346,17 @@ class NeuronNodeGroup(Construct):
             acknowledge(
                 singleton,
                 "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-                "the AwsCustomResource that finds the node group's Auto Scaling group logs through the AWS-managed "
+                "the AwsCustomResource that finds the node groups' Auto Scaling groups logs through the AWS-managed "
                 "Lambda execution policy",
             )
-        group = lookup.get_response_field("nodegroup.resources.autoScalingGroups.0.name")
+        self.auto_scaling_group_name: str = lookup.get_response_field("nodegroup.resources.autoScalingGroups.0.name")
+
+    def _block_schedule(self, cluster: NeuronEksCluster) -> None:
+        """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
+        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
+        cap = self.spec.capacity
+        assert cap.start and cap.scale_down_at
+        group = self.auto_scaling_group_name
         for step, at, desired in (("BlockStart", cap.start, self.spec.max_size), ("BlockEnd", cap.scale_down_at, 0)):
             autoscaling.CfnScheduledAction(
                 self, step, auto_scaling_group_name=group, start_time=_iso(at), min_size=0,

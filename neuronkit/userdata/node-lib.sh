@@ -62,7 +62,7 @@ check_driver() {
     || fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the oldest the pool's Neuron release supports"
   [ "${found}" = "${EXPECTED_NEURON_DRIVER}" ] && return 0
   log "WARNING: Neuron driver ${found} is newer than the release floor ${EXPECTED_NEURON_DRIVER}; accepted (newer drivers keep supporting older runtimes)"
-  # Nodes that publish metrics (REGION and METRICS_NAMESPACE in node.env, EKS nodes included) count it.
+  # Nodes that publish metrics (REGION and METRICS_NAMESPACE in node.env) count it; EKS nodes log it only.
   [ -n "${REGION:-}" ] && [ -n "${METRICS_NAMESPACE:-}" ] || return 0
   aws cloudwatch put-metric-data --region "${REGION}" --namespace "${METRICS_NAMESPACE}" \
     --metric-name NeuronDriverAboveFloor --unit Count --value 1 \

@@ -197,6 +197,10 @@ def run_checks(env: Environment, session: boto3.session.Session, *, now: dt.date
         ("capacity", lambda: check_capacity(env, ec2, now=when)),
         ("network", lambda: check_network(env, ec2)),
     ]
+    if env.platform == "eks":
+        from neuronkit.kubernetes.preflight import check_eks_addons
+
+        groups.append(("eks", lambda: check_eks_addons(env, client("eks"))))
     for name, run in groups:
         checks.extend(_guard(name, env.region, run))
     return checks

@@ -22,6 +22,30 @@ PRINCIPAL_RE = r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/[\w+=,.@/-]+$"
 Principal = Annotated[str, Field(pattern=PRINCIPAL_RE)]
 
 
+class EksNeuron(Strict):
+    """What runs the Neuron devices of the node groups: the Neuron Helm chart's device plugin (default) or DRA driver."""
+
+    dra: bool = Field(
+        default=False,
+        description="The Neuron DRA driver instead of the device plugin (pods claim devices of DeviceClass "
+        "neuron.aws.com): Kubernetes 1.34+, node images 1.34.2+, Neuron 2.28+; validate refuses it elsewhere.",
+    )
+    device_plugin: bool | None = Field(
+        default=None,
+        description="The Neuron device plugin (aws.amazon.com/neuron and aws.amazon.com/neuroncore); on unless dra. "
+        "Setting it true beside dra is refused (the chart runs one of the two).",
+    )
+    node_recovery: bool = Field(
+        default=True,
+        description="Neuron node problem detector replaces a node with an uncorrectable Neuron error (the chart's "
+        "default is monitor-only); false keeps it monitoring.",
+    )
+
+    @property
+    def uses_device_plugin(self) -> bool:
+        return self.device_plugin if self.device_plugin is not None else not self.dra
+
+
 class Eks(Strict):
     """The cluster: Kubernetes version, who may reach it, and how its API endpoint is exposed."""
 
@@ -52,6 +76,11 @@ class Eks(Strict):
         le=250,
         description="kubelet maxPods on every node; with the VPC CNI each pod takes an address of the node's subnet, "
         "so subnets are sized for max_pods_per_node x max_size (docs/eks.md).",
+    )
+
+    neuron: EksNeuron = Field(
+        default_factory=EksNeuron,
+        description="The Neuron Helm chart's device plugin or DRA driver, and node recovery (docs/eks.md).",
     )
 
     @property
@@ -104,6 +133,22 @@ def eks_section_problems(platform: str, eks: Eks | None) -> list[tuple[str, str]
     return out
 
 
+def eks_neuron_problems(eks: Eks | None, neuron_releases: list[str]) -> list[tuple[str, str]]:
+    """eks.neuron.dra where the DRA driver cannot work (one line per reason), from the catalog's pins."""
+    if eks is None or not eks.neuron.dra:
+        return []
+    from neuronkit.kubernetes.neuron_chart import dra_problems
+
+    node_release = str(catalog.eks_facts()["node_images"]["neuron"]["release_version"])
+    reasons = dra_problems(
+        kubernetes_version=eks.version,
+        node_release_version=node_release,
+        neuron_releases=neuron_releases,
+        device_plugin=eks.neuron.device_plugin is True,
+    )
+    return [("eks.neuron.dra", f"the Neuron DRA driver {why}; or remove eks.neuron.dra") for why in reasons]
+
+
 _LATER = "comes with the Kubernetes workloads (docs/eks.md, 'Not yet on EKS')"
 # Training keys EKS does not honour, with the reason; checked only when the file sets them.
 _TRAINING_REFUSED: dict[str, str] = {
@@ -120,7 +165,6 @@ _INFERENCE_ALLOWED = {
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",
     "warn_hours_before_end": f"Capacity Block notices on EKS {_LATER}; remove it",
-    "upfront_fee_usd": f"pricing EKS node groups {_LATER}; remove it",
 }
 
 
@@ -164,8 +208,14 @@ def eks_pool_problems(
 def eks_top_level_problems(fields_set: set[str]) -> list[tuple[str, str]]:
     """Top-level sections a platform: eks environment does not build yet."""
     reasons = {
-        "monitoring": f"the dashboard, alarms and schedules for EKS node groups {_LATER}; remove it",
         "budget": f"the budget of an EKS environment {_LATER}; remove it",
         "pilot": "the GPU-vs-Trainium pilot runs on the default platform; remove it or drop platform: eks",
     }
     return [(key, reasons[key]) for key in sorted(fields_set & reasons.keys())]
+
+
+def eks_monitoring_problems(day_night_set: bool) -> list[tuple[str, str]]:
+    """monitoring works on EKS (dashboard, alarms, namespace, e-mails, log retention) except the day/night schedule."""
+    if not day_night_set:
+        return []
+    return [("monitoring.day_night", f"the day/night schedule of EKS node groups {_LATER}; remove it")]

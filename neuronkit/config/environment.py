@@ -10,7 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from neuronkit import catalog
 from neuronkit.config import addressing
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
-from neuronkit.config.eks import Eks, eks_pool_problems, eks_section_problems, eks_top_level_problems
+from neuronkit.config.eks import (
+    Eks,
+    eks_monitoring_problems,
+    eks_neuron_problems,
+    eks_pool_problems,
+    eks_section_problems,
+    eks_top_level_problems,
+)
 from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
@@ -86,6 +93,10 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
     if env.platform == "eks":
         problems += eks_pool_problems(list(enumerate(env.training)), list(enumerate(env.inference)))
         problems += eks_top_level_problems(set(env.model_fields_set))
+        problems += eks_monitoring_problems(env.monitoring.day_night is not None)
+        releases = _pool_releases(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[0]
+        versions = sorted({r.release.version for r in releases.values() if r.release is not None})
+        problems += eks_neuron_problems(env.eks, versions)
     return problems
 
 

@@ -482,6 +482,14 @@ def _service_prices() -> dict[str, Any]:
     return data
 
 
+def eks_control_plane_cost(environment: str, hours: float) -> FixedCost:
+    """The EKS cluster's control plane in standard support (catalog/eks.yaml; extended support costs more)."""
+    fees = catalog.eks_facts()["extended_support"]
+    rate = float(fees["standard_usd_per_cluster_hour"])
+    basis = f"1 cluster x ${rate}/hour in standard support (${fees['extended_usd_per_cluster_hour']}/hour in extended support)"
+    return FixedCost(environment, "EKS control plane", rate * hours, basis)
+
+
 def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
     """NAT gateways, interface endpoints, load balancers and the Lustre file system of one environment, at list
     prices (catalog/service_prices.yaml); usage-based charges are left out and the report says so."""
@@ -501,7 +509,9 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
             rate = sp["interface_endpoint_az_hour"]["usd"]
             out.append(FixedCost(env.name, f"interface endpoints x{len(net.interface_endpoints)}", endpoints * rate * hours,
                                  f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
-    for f in env.inference:
+    if getattr(env, "platform", "asg") == "eks":
+        out.append(eks_control_plane_cost(env.name, hours))
+    for f in env.inference if getattr(env, "platform", "asg") != "eks" else ():  # EKS fleets are node groups only
         rate = sp["load_balancer_hour"][f.load_balancer]["usd"]
         out.append(FixedCost(env.name, f"{f.load_balancer.upper()} of {f.name}", rate * hours,
                              f"${rate}/hour{where}; LCUs/NLCUs not included"))  # fmt: skip

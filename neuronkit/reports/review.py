@@ -156,9 +156,12 @@ def compare_templates(
 
 
 def _eks_version_note(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """An EKS cluster's Kubernetes version bump: the order of an upgrade, and a jump EKS refuses (docs/eks.md)."""
+    """An EKS cluster's Kubernetes version bump: the order of an upgrade, and a jump EKS refuses (docs/eks.md); a
+    Helm chart's or add-on's pinned version moving (neuronkit.kubernetes.report)."""
+    from neuronkit.kubernetes.report import version_change
+
     if after.get("Type") != "AWS::EKS::Cluster":
-        return ""
+        return version_change(before, after)
     old, new = before.get("Properties", {}).get("Version"), after.get("Properties", {}).get("Version")
     if not (isinstance(old, str) and isinstance(new, str)) or old == new:
         return ""

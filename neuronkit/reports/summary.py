@@ -21,6 +21,7 @@ from typing import Any
 
 from neuronkit import catalog
 from neuronkit.catalog import releases
+from neuronkit.kubernetes import report as kubernetes_report
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
 from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, Pool, PoolError, pools_from_cdk_out
 
@@ -744,6 +745,7 @@ def render(views: Sequence[EnvironmentView]) -> str:
             out.append(_table(["stack", "alarm", "watches"], [[a.stack, a.name, a.metric] for a in v.alarms]))
         else:
             out.append("None.")
+        out += kubernetes_report.markdown(kubernetes_report.clusters(v.stacks))
         cost = _cost_section(v)
         if cost:
             out += ["", *cost]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from constructs import Construct
@@ -9,13 +11,26 @@ from constructs import Construct
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
-from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec, eks_boot_script
+from neuronkit.constructs.eks import (
+    ClusterSpec,
+    LustreVolume,
+    NeuronEksCluster,
+    NeuronNodeGroup,
+    NeuronWorkloads,
+    NodeGroupSpec,
+    WorkloadsSpec,
+    eks_boot_script,
+)  # fmt: skip
+from neuronkit.constructs.monitoring import EnvironmentMonitoring, LustreRef, WatchedPool
+from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack
+from neuronkit.stacks.monitoring import thresholds
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
-from neuronkit.stacks.training import capacity_spec, lnc_of
+from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
 
 
 class EksStack(NeuronkitStack):
@@ -43,20 +58,91 @@ class EksStack(NeuronkitStack):
         self._access: StorageAccess = storage.storage.access()
         self._releases = pool_releases(config)
         self.node_groups: dict[str, NeuronNodeGroup] = {}
+        self._roles: dict[str, str] = {}
         for cluster in config.training:
             self._training(config, cluster)
         for fleet in config.inference:
             self._inference(config, fleet)
+        self.workloads = self._workloads(config, storage)
+        self.monitoring = self._monitoring(config, storage)
 
-    def _script(self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None) -> str:
+    def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
+        """The dashboard and alarms of the Auto Scaling path, over the node groups' Auto Scaling groups (named by EKS,
+        read at deploy time) and the metrics their nodes publish (same namespace, Environment and Pool dimensions)."""
+        m = config.monitoring
+        self.alarms_topic = NotificationTopic(self, "Alarms", display_name=f"neuronkit {config.name} alarms", emails=m.emails)
+        fs = storage.storage.file_system
+        lustre = config.storage.lustre
+        blocks = {c.name for c in config.training if c.capacity.type == "capacity-block"}
+        pools = []
+        for name, group in self.node_groups.items():
+            spec = group.spec
+            neuron = spec.image == "neuron"
+            role = self._roles[name]
+            pools.append(
+                WatchedPool(
+                    pool=name, group_name=group.auto_scaling_group_name,
+                    role="training-gpu" if role == "training-gpu" else ("training" if role == "training" else "inference"),
+                    neuron_types=tuple(spec.instance_types) if neuron else (),
+                    gpu_types=() if neuron else tuple(spec.instance_types), prepaid=name in blocks,
+                )
+            )  # fmt: skip
+        return EnvironmentMonitoring(
+            self,
+            "Monitoring",
+            environment=config.name,
+            topic=self.alarms_topic.topic,
+            pools=pools,
+            namespace=m.namespace,
+            thresholds=thresholds(config),
+            lustre=LustreRef(file_system_id=fs.ref, size_gib=lustre.size_gib) if fs is not None and lustre is not None else None,
+        )
+
+    def _workloads(self, config: Environment, storage: StorageStack) -> NeuronWorkloads:
+        """The Neuron chart (the newest pool release's pin), the EFA plugin, the FSx CSI driver and the Lustre volume."""
+        assert config.eks is not None
+        releases = sorted({r.release.version for r in self._releases.values() if r.release is not None})
+        fs = storage.storage.file_system
+        lustre = config.storage.lustre
+        volume = (
+            LustreVolume(
+                file_system_id=fs.ref, dns_name=fs.attr_dns_name, mount_name=fs.attr_lustre_mount_name,
+                size_gib=lustre.size_gib,
+            )
+            if fs is not None and lustre is not None
+            else None
+        )  # fmt: skip
+        neuron = config.eks.neuron
+        workloads = NeuronWorkloads(
+            self,
+            "Workloads",
+            cluster=self.cluster,
+            spec=WorkloadsSpec(
+                environment=config.name,
+                neuron_releases=releases,
+                options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery),
+                efa=any(g.spec.uses_efa for g in self.node_groups.values()),
+                lustre=volume,
+            ),
+        )
+        return workloads
+
+    def _script(
+        self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None
+    ) -> Callable[[Mapping[str, str | int] | None], str]:
+        """The node group's boot script, given the values of its NodeObservability (created inside the group)."""
         release = self._releases.get(pool)
         driver = release.release.driver if release is not None and release.release is not None else None
-        return eks_boot_script(
-            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver, lnc=lnc
-        )
+        render = functools.partial(
+            eks_boot_script,
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver,
+            lnc=lnc,
+        )  # fmt: skip
+        return lambda values: render(observability=values)
 
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any, lnc: int | None = None) -> None:
         script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, lnc)
+        self._roles[spec.name] = role
         client = self._access.client_security_group_id
         self.node_groups[spec.name] = NeuronNodeGroup(
             self,
@@ -70,6 +156,7 @@ class EksStack(NeuronkitStack):
             tags={**config.tags},
             role=role,
             az_id=az_ids[0] if len(az_ids) == 1 else None,
+            observability=observability_spec(config),
         )
 
     def _training(self, config: Environment, c: ClusterConfig) -> None:

@@ -68,3 +68,96 @@ def test_cfn_lint_is_clean_on_the_example(eks_synth: tuple[Path, dict[str, Any]]
 @pytest.mark.parametrize("stack", ["eks-network", "eks-storage", "eks-eks"])
 def test_example_stack_snapshot(eks_synth: tuple[Path, dict[str, Any]], snapshot: SnapshotAssertion, stack: str) -> None:
     assert normalise(eks_synth[1][stack]) == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volume(
+    eks_synth: tuple[Path, dict[str, Any]],
+) -> None:
+    """Part 2: pinned charts from the catalog, node recovery on, the Lustre PV/PVC, no removed resource, nothing floats."""
+    import json
+
+    import kubernetes_validate
+
+    from neuronkit.kubernetes import neuron_chart
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "neuron-helm-chart"]
+    assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
+    assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
+    values = json.loads(charts["neuron-helm-chart"]["Values"])
+    assert values["npd"]["nodeRecovery"]["enabled"] is True and values["devicePlugin"]["enabled"] is True
+    manifests = [r["Properties"]["Manifest"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
+    assert len(manifests) == 1
+    # The manifest names the storage stack's file system through an import: validate it with the token replaced.
+    text = json.dumps(manifests[0]["Fn::Join"][1])
+    parts = manifests[0]["Fn::Join"][1]
+    rendered = "".join(p if isinstance(p, str) else "fs-0123456789abcdef0" for p in parts)
+    docs = json.loads(rendered)
+    assert [d["kind"] for d in docs] == ["PersistentVolume", "PersistentVolumeClaim"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, str(EKS["kubernetes"]["version"]), strict=True)
+    assert neuron_chart.REMOVED_RESOURCE not in json.dumps(templates["eks-eks"])
+    # What the kit applies to the cluster names no floating tag (IMDS paths elsewhere in user data say /latest/).
+    applied = json.dumps([c["Values"] for c in charts.values()]) + text
+    assert "latest" not in applied.lower()
+
+
+def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Every node group runs observability.sh before its boot check: the CloudWatch agent and the neuron-monitor
+    publisher, with the pool's log groups and the metric namespace of the ASG path (same script, same dimensions)."""
+    import json
+
+    from neuronkit.constructs.observability import DEFAULT_NAMESPACE, log_group_names
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    groups = [r["Properties"]["NodegroupName"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"]
+    log_groups = json.dumps([r["Properties"]["LogGroupName"] for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
+    assert len(groups) == 4
+    for group in groups:
+        pool = group.removeprefix("eks-")
+        assert all(f'"{name}"' in log_groups for name in log_group_names("eks", pool).values()), pool
+    templates_ = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    assert len(templates_) == 4
+    for lt in templates_:
+        text = json.dumps(lt["Properties"]["LaunchTemplateData"]["UserData"])
+        assert "observability.sh" in text and f"METRICS_NAMESPACE='{DEFAULT_NAMESPACE}'" in text
+        assert text.index("observability.sh") < text.index("eks-node.sh")
+        assert len(text) < 16 * 1024  # EC2's user data cap (the JSON-escaped text is longer than the real one)
+    policies = json.dumps([r["Properties"] for r in res.values() if r["Type"] == "AWS::IAM::Policy"])
+    assert policies.count(f'"cloudwatch:namespace": "{DEFAULT_NAMESPACE}"') == 4
+
+
+def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import neuron_chart
+    from neuronkit.reports.summary import summarize
+
+    outdir, templates = eks_synth
+    text = summarize(outdir)
+    section = text[text.index("#### Kubernetes (EKS)") :]
+    assert f"Kubernetes {EKS['kubernetes']['version']}, private endpoint" in section
+    groups = [
+        r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
+    ]
+    assert len(groups) == 4 and all(f"| {g} |" in section for g in groups)
+    chart = neuron_chart.chart_version(["2.28.1"])
+    assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
+    assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
+    assert f"| EKS add-on | aws-fsx-csi-driver | {EKS['storage_addons']['aws-fsx-csi-driver']['version']} |" in section
+
+
+def test_the_dashboard_and_alarms_watch_the_neuron_node_groups(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    neuron_groups = [
+        r["Properties"]["NodegroupName"].removeprefix("eks-") for r in res.values()
+        if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["AmiType"].endswith("NEURON")
+    ]  # fmt: skip
+    assert sorted(neuron_groups) == ["chat", "pretrain"]
+    for pool in neuron_groups:
+        assert {f"eks-{pool}-ecc-uncorrected", f"eks-{pool}-execution-errors"} <= alarms
+    assert "eks-lustre-free-capacity" in alarms
+    assert sum(r["Type"] == "AWS::CloudWatch::Dashboard" for r in res.values()) == 1

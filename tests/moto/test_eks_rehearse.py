@@ -63,9 +63,16 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     _, report = rehearsed
     unmodelled = report.unmodelled
     assert len(unmodelled["AWS::EKS::AccessEntry"]) == 3  # admin, viewer and the kubectl handler's role
-    assert len(unmodelled["AWS::EKS::Addon"]) == 4
-    assert unmodelled["Custom::AWS"] == ["eks-eks/NodeGrouppretrainAutoScalingGroupName88DAE285"]
+    addons = [k for k in EKS["addons"] if k != "source"] + ["aws-fsx-csi-driver"]  # the example has Lustre
+    assert len(unmodelled["AWS::EKS::Addon"]) == len(addons) == 5
+    # Part 2: the two Helm charts, the Lustre volume manifest and the two pod identity associations are named too.
+    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 1
+    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2
+    # Each node group's Auto Scaling group name (the Capacity Block schedule and the dashboard and alarms name it).
+    assert len(unmodelled["Custom::AWS"]) == 4
+    assert all("AutoScalingGroupName" in r for r in unmodelled["Custom::AWS"])
     assert "AWS::EKS::Cluster" not in unmodelled and "AWS::EKS::Nodegroup" not in unmodelled
     text = render_report(report)
     assert f"cluster eks: Kubernetes {EKS['kubernetes']['version']}, private endpoint, secrets key" in text
-    assert "AWS::EKS::AccessEntry x3" in text and "AWS::EKS::Addon x4" in text
+    assert "AWS::EKS::AccessEntry x3" in text and "AWS::EKS::Addon x5" in text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,9 +26,11 @@ from neuronkit.constructs.launch_template import (
     tag_specifications,
 )
 from neuronkit.constructs.node_role import SESSION_MANAGER
+from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec
+from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
 
 # aws-cdk-lib's id of the AwsCustomResource Lambda function, one per stack.
@@ -43,6 +45,9 @@ NODE_POLICIES = {
     "AmazonEKS_CNI_Policy": "AWS-managed policy the VPC CNI needs to attach interfaces and addresses to the node",
     SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
 }
+
+
+_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class NodeGroupSpec:
     capacity: CapacitySpec = field(default_factory=CapacitySpec)
     max_pods: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
     labels: Mapping[str, str] = field(default_factory=dict)
+    taints: Sequence[Taint] = ()
 
     def __post_init__(self) -> None:
         facts = [catalog.get(t) for t in self.instance_types]
@@ -122,15 +128,20 @@ def eks_boot_script(
     storage: StorageAccess | None = None,
     neuron_driver: str | None = None,
     lnc: int | None = None,
+    observability: Mapping[str, str | int] | None = None,
 ) -> str:
     """The kit's boot check for a node group's nodes (``neuronkit/userdata/eks-node.sh``), rendered: every device of
     the node's own type (a group of several types lists each), EFA when the group carries it, the pool's Neuron
-    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting."""
+    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting. With ``observability`` (the values
+    of :meth:`NodeObservability.userdata_values`) ``observability.sh`` runs first, as on Auto Scaling pools: the
+    CloudWatch agent and the neuron-monitor publisher (same metric names, Environment and Pool dimensions); it is
+    best effort, so its failure never keeps a node out of the cluster."""
     facts = [catalog.get(t) for t in instance_types]
     neuron = facts[0].is_neuron
     return userdata.render(
-        "eks-node.sh",
+        ["observability.sh", "eks-node.sh"] if observability is not None else "eks-node.sh",
         {
+            **(observability or {}),
             "ENVIRONMENT": environment,
             "POOL": pool,
             "ACCELERATOR": "neuron" if neuron else "gpu",
@@ -171,11 +182,12 @@ class NeuronNodeGroup(Construct):
         cluster: NeuronEksCluster,
         spec: NodeGroupSpec,
         subnets: Sequence[ec2.ISubnet],
-        script: str,
+        script: str | Callable[[Mapping[str, str | int] | None], str],
         extra_security_group_ids: Sequence[str] = (),
         tags: Mapping[str, str] | None = None,
         role: Literal["training", "training-gpu", "inference"] = "training",
         az_id: str | None = None,
+        observability: ObservabilitySpec | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.spec = spec
@@ -184,11 +196,20 @@ class NeuronNodeGroup(Construct):
         self._groups(cluster, extra_security_group_ids)
         self._placement()
         self._role()
+        self.observability: NodeObservability | None = None
+        if observability is not None:
+            # The same log groups, node kit and metric permissions as an Auto Scaling pool's nodes.
+            self.observability = NodeObservability(
+                self, "Observability", environment=environment, pool=spec.name, role=self.role, spec=observability
+            )
+        if callable(script):
+            script = script(self.observability.userdata_values(accelerator=spec.image) if self.observability else None)
         self._launch_template(script)
         self._nodegroup(cluster, subnets)
         self.nodegroup.node.default_child.cfn_options.metadata = {  # type: ignore[union-attr]
             "neuronkit": self._metadata(environment, role, az_id)
         }
+        self._auto_scaling_group(cluster)
         if spec.capacity.kind == "capacity-block":
             self._block_schedule(cluster)
 
@@ -272,6 +293,8 @@ class NeuronNodeGroup(Construct):
             enable_node_auto_repair=True,
             node_role=self.role,
             labels={"neuronkit.io/pool": spec.name, **spec.labels},
+            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.taints]
+            or None,
             tags=self._tags,
         )
         # The L2 checks amiType against its own table of instance families, which does not know every Trainium
@@ -301,11 +324,9 @@ class NeuronNodeGroup(Construct):
             **({"az_id": az_id} if az_id else {}),
         )
 
-    def _block_schedule(self, cluster: NeuronEksCluster) -> None:
-        """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
-        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
-        cap = self.spec.capacity
-        assert cap.start and cap.scale_down_at
+    def _auto_scaling_group(self, cluster: NeuronEksCluster) -> None:
+        """The name of the Auto Scaling group EKS creates for the node group (DescribeNodegroup at deploy time): the
+        Capacity Block schedule and the environment's dashboard and alarms name it."""
         lookup = cr.AwsCustomResource(
             self,
             "AutoScalingGroupName",
@@ -325,10 +346,17 @@ class NeuronNodeGroup(Construct):
             acknowledge(
                 singleton,
                 "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-                "the AwsCustomResource that finds the node group's Auto Scaling group logs through the AWS-managed "
+                "the AwsCustomResource that finds the node groups' Auto Scaling groups logs through the AWS-managed "
                 "Lambda execution policy",
             )
-        group = lookup.get_response_field("nodegroup.resources.autoScalingGroups.0.name")
+        self.auto_scaling_group_name: str = lookup.get_response_field("nodegroup.resources.autoScalingGroups.0.name")
+
+    def _block_schedule(self, cluster: NeuronEksCluster) -> None:
+        """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
+        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
+        cap = self.spec.capacity
+        assert cap.start and cap.scale_down_at
+        group = self.auto_scaling_group_name
         for step, at, desired in (("BlockStart", cap.start, self.spec.max_size), ("BlockEnd", cap.scale_down_at, 0)):
             autoscaling.CfnScheduledAction(
                 self, step, auto_scaling_group_name=group, start_time=_iso(at), min_size=0,

@@ -1,0 +1,208 @@
+"""What runs on the nodes of the kit's EKS cluster: the Neuron Helm chart, the EFA device plugin, the FSx for Lustre
+CSI driver and the environment's Lustre volume, each pinned in ``neuronkit/catalog/eks.yaml``.
+
+Helm charts go through ``aws_eks_v2.HelmChart`` (the kubectl handler pulls the pinned version when the stack
+deploys; nothing is fetched at synth); values and manifests come from :mod:`neuronkit.kubernetes`. Pod roles are
+pod identity associations (``CfnPodIdentityAssociation``) with roles trusting ``pods.eks.amazonaws.com``.
+CDK's bundled device-plugin manifest is never used: the kit adds no Auto Scaling group capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from neuronkit import catalog
+from neuronkit.constructs import pseudo
+from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.kubernetes import efa_chart, lustre, neuron_chart
+
+
+@dataclass(frozen=True)
+class LustreVolume:
+    """The environment's file system as the storage stack gives it (tokens are fine)."""
+
+    file_system_id: str
+    dns_name: str
+    mount_name: str
+    size_gib: int
+
+
+@dataclass(frozen=True)
+class WorkloadsSpec:
+    """``neuron_releases``: the Neuron releases of the pools (the chart is the newest one's); ``options``: device
+    plugin or DRA, node recovery, taints; ``efa``: install the EFA device plugin; ``lustre``: the static volume."""
+
+    environment: str
+    neuron_releases: Sequence[str]
+    options: neuron_chart.NeuronChartOptions = neuron_chart.NeuronChartOptions()
+    efa: bool = True
+    efa_taints: Sequence[neuron_chart.Taint] = ()
+    lustre: LustreVolume | None = None
+
+
+def pod_role(scope: Construct, id: str, description: str) -> iam.Role:
+    """A role only pod identity assumes (``pods.eks.amazonaws.com``, with session tags)."""
+    role = iam.Role(scope, id, description=description, assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
+    trust = role.assume_role_policy
+    assert trust is not None
+    trust.add_statements(
+        iam.PolicyStatement(actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")])
+    )
+    return role
+
+
+class NeuronWorkloads(Construct):
+    """The Neuron chart (``neuron_chart``), the EFA plugin chart (``efa_chart``), the FSx CSI add-on (``fsx_addon``)
+    and the Lustre volume manifest (``lustre_manifest``); the roles ``npd_role`` and ``fsx_role``; ``chart_versions``
+    (chart or add-on name -> pinned version) for the reports."""
+
+    def __init__(self, scope: Construct, id: str, *, cluster: NeuronEksCluster, spec: WorkloadsSpec) -> None:
+        super().__init__(scope, id)
+        self.spec = spec
+        self._cluster = cluster
+        self.chart_versions: dict[str, str] = {}
+        self._neuron()
+        self.efa_chart = self._efa() if spec.efa else None
+        self.fsx_addon: eks.Addon | None = None
+        self.lustre_manifest: eks.KubernetesManifest | None = None
+        if spec.lustre is not None:
+            self._fsx()
+            self._volume(spec.lustre)
+
+    def _neuron(self) -> None:
+        facts = neuron_chart.chart_facts()
+        version = neuron_chart.chart_version(self.spec.neuron_releases)
+        self.neuron_values: dict[str, Any] = neuron_chart.values(self.spec.options)
+        self.neuron_chart = eks.HelmChart(
+            self,
+            "NeuronChart",
+            cluster=self._cluster.cluster,
+            repository=str(facts["repository"]),
+            chart=str(facts["chart"]),
+            version=version,
+            release="neuron",
+            namespace=str(facts["namespace"]),
+            values=self.neuron_values,
+        )
+        self.chart_versions[str(facts["chart"])] = version
+        npd = catalog.eks_facts()["node_problem_detector"]
+        self.npd_role = pod_role(self, "NpdRole", f"{self.spec.environment}: Neuron node problem detector and recovery")
+        self._npd_policy(str(npd["cloudwatch_namespace"]))
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "NpdPodIdentity",
+            cluster_name=self._cluster.cluster.cluster_name,
+            namespace=str(npd["namespace"]),
+            service_account=str(npd["service_account"]),
+            role_arn=self.npd_role.role_arn,
+        )
+        self.neuron_chart.node.add_dependency(association)
+
+    def _npd_policy(self, namespace: str) -> None:
+        """Node recovery marks the node's instance unhealthy in its (EKS-owned) group: only groups of this cluster."""
+        cluster_name = self._cluster.spec.name
+        self.npd_role.add_to_policy(
+            iam.PolicyStatement(
+                sid="MarkUnhealthy",
+                actions=["autoscaling:SetInstanceHealth"],
+                resources=[f"arn:{pseudo.PARTITION}:autoscaling:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:autoScalingGroup:*"],
+                conditions={"StringEquals": {"autoscaling:ResourceTag/eks:cluster-name": cluster_name}},
+            )
+        )
+        self.npd_role.add_to_policy(
+            iam.PolicyStatement(
+                sid="Describe", actions=["autoscaling:DescribeAutoScalingInstances", "ec2:DescribeInstances"], resources=["*"]
+            )
+        )
+        self.npd_role.add_to_policy(
+            iam.PolicyStatement(
+                sid="Metrics",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": namespace}},
+            )
+        )
+        reasons = {
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:"
+            "autoScalingGroup:*]": "EKS names the node groups' Auto Scaling groups; SetInstanceHealth is limited to "
+            "groups tagged with this cluster's name (eks:cluster-name)",
+            "AwsSolutions-IAM5[Resource::*]": "DescribeAutoScalingInstances and DescribeInstances have no resource-level "
+            "permissions; PutMetricData is limited to the NeuronHealthCheck namespace by condition",
+        }
+        for rule, reason in reasons.items():
+            acknowledge(self.npd_role, rule, reason)
+
+    def _efa(self) -> eks.HelmChart:
+        facts = efa_chart.chart_facts()
+        self.chart_versions[str(facts["chart"])] = str(facts["version"])
+        return eks.HelmChart(
+            self,
+            "EfaChart",
+            cluster=self._cluster.cluster,
+            repository=str(facts["repository"]),
+            chart=str(facts["chart"]),
+            version=str(facts["version"]),
+            release="efa",
+            namespace=str(facts["namespace"]),
+            values=efa_chart.values(self.spec.efa_taints),
+        )
+
+    def _fsx(self) -> None:
+        pin = catalog.eks_facts()["storage_addons"]["aws-fsx-csi-driver"]
+        self.fsx_role = pod_role(self, "FsxRole", f"{self.spec.environment}: FSx for Lustre CSI controller (static volumes)")
+        # Static volumes only: the controller describes file systems, it creates none.
+        self.fsx_role.add_to_policy(iam.PolicyStatement(sid="Describe", actions=["fsx:DescribeFileSystems"], resources=["*"]))
+        acknowledge(
+            self.fsx_role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "fsx:DescribeFileSystems has no resource-level permissions; the role can create or change nothing",
+        )
+        self.fsx_addon = eks.Addon(
+            self,
+            "FsxCsiDriver",
+            cluster=self._cluster.cluster,
+            addon_name="aws-fsx-csi-driver",
+            addon_version=str(pin["version"]),
+            preserve_on_delete=False,
+        )
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "FsxPodIdentity",
+            cluster_name=self._cluster.cluster.cluster_name,
+            namespace=str(pin["namespace"]),
+            service_account=str(pin["service_account"]),
+            role_arn=self.fsx_role.role_arn,
+        )
+        self.fsx_addon.node.add_dependency(association)
+        self.chart_versions["aws-fsx-csi-driver"] = str(pin["version"])
+
+    def _volume(self, volume: LustreVolume) -> None:
+        env = self.spec.environment
+        self.lustre_documents = [
+            lustre.persistent_volume(
+                environment=env, file_system_id=volume.file_system_id, dns_name=volume.dns_name,
+                mount_name=volume.mount_name, size_gib=volume.size_gib,
+            ),
+            lustre.persistent_volume_claim(environment=env, size_gib=volume.size_gib),
+        ]  # fmt: skip
+        self.lustre_manifest = eks.KubernetesManifest(
+            self,
+            "LustreVolume",
+            cluster=self._cluster.cluster,
+            manifest=self.lustre_documents,
+            # The volume is Retain: deleting the stack removes the Kubernetes objects, never the file system.
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        if self.fsx_addon is not None:
+            self.lustre_manifest.node.add_dependency(self.fsx_addon)
+
+
+__all__ = ["LustreVolume", "NeuronWorkloads", "WorkloadsSpec", "pod_role"]

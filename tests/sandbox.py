@@ -308,7 +308,13 @@ def _setup(up: Path, work: Path, root: Path, devices: str) -> str:
         f"mount -t tmpfs none {root}/run",
         f"mount -t tmpfs none {root}/tmp",
         "touch " + devices if devices else ":",
-        f"exec chroot {root} /usr/bin/env -i PATH=/opt/stubs:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /bin/bash /opt/user-data.sh",
+        "set +e",
+        f"chroot {root} /usr/bin/env -i PATH=/opt/stubs:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root /bin/bash /opt/user-data.sh",
+        "status=$?",
+        # The boot's `tee` (exec > >(tee ...)) may still be writing when the script exits, and the namespace's
+        # processes die with its first process: wait (at most 10 s) until no tee of the boot is left.
+        f"for _ in $(seq 200); do grep -qsx tee {root}/proc/[0-9]*/comm || break; sleep 0.05; done",
+        'exit "${status}"',
     ]
     return "\n".join(lines) + "\n"
 

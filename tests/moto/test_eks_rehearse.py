@@ -69,9 +69,11 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2
     assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 1
     assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2
-    # Each node group's Auto Scaling group name (the Capacity Block schedule and the dashboard and alarms name it).
-    assert len(unmodelled["Custom::AWS"]) == 4
-    assert all("AutoScalingGroupName" in r for r in unmodelled["Custom::AWS"])
+    # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
+    # it) and the group metrics turned on for it (the dashboard's nodes in service).
+    names = [r for r in unmodelled["Custom::AWS"] if "AutoScalingGroupName" in r]
+    metrics = [r for r in unmodelled["Custom::AWS"] if "GroupMetrics" in r]
+    assert len(names) == len(metrics) == 4 and len(unmodelled["Custom::AWS"]) == 8
     assert "AWS::EKS::Cluster" not in unmodelled and "AWS::EKS::Nodegroup" not in unmodelled
     text = render_report(report)
     assert f"cluster eks: Kubernetes {EKS['kubernetes']['version']}, private endpoint, secrets key" in text

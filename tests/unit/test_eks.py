@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -201,6 +202,21 @@ def test_a_capacity_block_group_starts_empty_and_scales_on_schedule(nodes_templa
     for action in resources(nodes_template, "AWS::AutoScaling::ScheduledAction").values():
         name = action["Properties"]["AutoScalingGroupName"]
         assert "Fn::GetAtt" in name and "autoScalingGroups.0.name" in name["Fn::GetAtt"][1]
+
+
+def test_every_node_group_turns_on_its_groups_metrics_for_the_dashboard(nodes_template: dict[str, Any]) -> None:
+    # EKS creates the node group's Auto Scaling group without group metrics; the dashboard's nodes-in-service
+    # widget reads GroupInServiceInstances, as on the ASG path.
+    groups = resources(nodes_template, "AWS::EKS::Nodegroup")
+    calls = [json.dumps(r["Properties"]) for r in resources(nodes_template, "Custom::AWS").values()]
+    enabled = [c for c in calls if "enableMetricsCollection" in c and "1Minute" in c and "autoScalingGroups.0.name" in c]
+    assert groups and len(enabled) == len(groups)
+    policies = [
+        json.dumps(r["Properties"]["PolicyDocument"])
+        for lid, r in resources(nodes_template, "AWS::IAM::Policy").items()
+        if "GroupMetrics" in lid
+    ]
+    assert len(policies) == len(groups) and all("autoscaling:EnableMetricsCollection" in p for p in policies)
 
 
 def test_an_on_demand_efa_group_gets_a_cluster_placement_group(nodes_template: dict[str, Any]) -> None:

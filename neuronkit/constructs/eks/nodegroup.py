@@ -350,6 +350,37 @@ class NeuronNodeGroup(Construct):
                 "Lambda execution policy",
             )
         self.auto_scaling_group_name: str = lookup.get_response_field("nodegroup.resources.autoScalingGroups.0.name")
+        self._group_metrics()
+
+    def _group_metrics(self) -> None:
+        """Group metrics (GroupInServiceInstances ...) on the node group's Auto Scaling group: EKS does not turn them
+        on, and the environment's dashboard counts a pool's nodes in service from them, as on the ASG path."""
+        stack = Stack.of(self)
+        group_arn = (
+            f"arn:{stack.partition}:autoscaling:{stack.region}:{stack.account}:autoScalingGroup:*:"
+            f"autoScalingGroupName/{self.auto_scaling_group_name}"
+        )
+        call = cr.AwsSdkCall(
+            service="AutoScaling",
+            action="enableMetricsCollection",
+            parameters={"AutoScalingGroupName": self.auto_scaling_group_name, "Granularity": "1Minute"},
+            physical_resource_id=cr.PhysicalResourceId.of(f"{self.group_name}-group-metrics"),
+        )
+        metrics = cr.AwsCustomResource(
+            self,
+            "GroupMetrics",
+            on_create=call,
+            on_update=call,  # a replaced node group has a new Auto Scaling group
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [iam.PolicyStatement(actions=["autoscaling:EnableMetricsCollection"], resources=[group_arn])]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        acknowledge(
+            metrics,
+            f"AwsSolutions-IAM5[Resource::{group_arn}]",
+            "the node group's own Auto Scaling group; the * is the group id EKS generates",
+        )
 
     def _block_schedule(self, cluster: NeuronEksCluster) -> None:
         """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto

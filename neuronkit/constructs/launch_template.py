@@ -15,8 +15,9 @@ from neuronkit.catalog import releases
 from neuronkit.config.addressing import addresses_per_node  # noqa: F401 - re-exported for existing imports
 from neuronkit.constructs.node_role import node_role
 
-# Resource metadata key naming how a launch template's (or compute environment's) image was chosen.
-IMAGE_METADATA = "neuronkit:image"
+# The resource metadata key naming how a launch template's (or compute environment's) image was chosen: one
+# definition, read by the reports (neuronkit/reports/pools.py) and written here.
+from neuronkit.reports.pools import IMAGE_METADATA  # noqa: F401 - re-exported for batch.py
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit import catalog, userdata
+from neuronkit.config.base import AZ_ID_RE
 from neuronkit.constructs import placement, pseudo
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
@@ -69,7 +70,7 @@ class CapacitySpec:
         return self.end - dt.timedelta(minutes=reclaim + self.drain_minutes)
 
 
-_AZ_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")
+_AZ_ID = re.compile(AZ_ID_RE)
 
 
 class TrainingCluster(Construct):

@@ -27,7 +27,7 @@ METADATA_KEY = "neuronkit"
 # instead: it is no capacity pool, so the readers here skip it.
 COMPILE_METADATA_KEY = "neuronkit-precompile"
 # How a launch template's (or compute environment's) image was chosen, as neuronkit.constructs.launch_template
-# writes it (IMAGE_METADATA there; a test keeps the two equal). Here so the reports never import the CDK.
+# writes it (constructs/launch_template.py imports it from here). Here so the reports never import the CDK.
 IMAGE_METADATA = "neuronkit:image"
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 ROLES = ("training", "training-gpu", "inference")

@@ -440,8 +440,8 @@ def test_subnets_and_the_vpc_block_are_sizes_aws_accepts(synth: Synth) -> None:
 
 
 def test_every_root_volume_is_a_gp3_size_a_launch_template_accepts(synth: Synth) -> None:
-    """EC2 API Reference, LaunchTemplateEbsBlockDeviceRequest.VolumeSize: gp3 volumes are 1 to 16,384 GiB
-    (catalog/capacity.yaml max_root_volume_gib)."""
+    """gp3 volumes are 1 to 65,536 GiB (16,384 GiB is gp2's cap); catalog/capacity.yaml max_root_volume_gib.
+    https://docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html"""
     sizes = [
         m["Ebs"]["VolumeSize"]
         for _, _, r in _resources(synth, "AWS::EC2::LaunchTemplate")

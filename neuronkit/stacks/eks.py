@@ -21,13 +21,13 @@ from neuronkit.constructs.eks import (
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
-from neuronkit.constructs.monitoring import EnvironmentMonitoring, LustreRef, WatchedPool
+from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack
-from neuronkit.stacks.monitoring import thresholds
+from neuronkit.stacks.monitoring import environment_monitoring
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
@@ -71,8 +71,6 @@ class EksStack(NeuronkitStack):
         read at deploy time) and the metrics their nodes publish (same namespace, Environment and Pool dimensions)."""
         m = config.monitoring
         self.alarms_topic = NotificationTopic(self, "Alarms", display_name=f"neuronkit {config.name} alarms", emails=m.emails)
-        fs = storage.storage.file_system
-        lustre = config.storage.lustre
         blocks = {c.name for c in config.training if c.capacity.type == "capacity-block"}
         pools = []
         for name, group in self.node_groups.items():
@@ -87,16 +85,7 @@ class EksStack(NeuronkitStack):
                     gpu_types=() if neuron else tuple(spec.instance_types), prepaid=name in blocks,
                 )
             )  # fmt: skip
-        return EnvironmentMonitoring(
-            self,
-            "Monitoring",
-            environment=config.name,
-            topic=self.alarms_topic.topic,
-            pools=pools,
-            namespace=m.namespace,
-            thresholds=thresholds(config),
-            lustre=LustreRef(file_system_id=fs.ref, size_gib=lustre.size_gib) if fs is not None and lustre is not None else None,
-        )
+        return environment_monitoring(self, config, storage, self.alarms_topic.topic, pools)
 
     def _workloads(self, config: Environment, storage: StorageStack) -> NeuronWorkloads:
         """The Neuron chart (the newest pool release's pin), the EFA plugin, the FSx CSI driver and the Lustre volume."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit.config import CapacityBlock, Environment
@@ -19,6 +20,25 @@ from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import TrainingStack, capacity_spec
+
+
+def environment_monitoring(
+    scope: Construct, config: Environment, storage: StorageStack, topic: sns.ITopic, pools: list[WatchedPool], **extra: Any
+) -> EnvironmentMonitoring:
+    """The environment's dashboard and alarms over its pools and file system: the Auto Scaling and EKS paths share it."""
+    fs = storage.storage.file_system
+    lustre = config.storage.lustre
+    return EnvironmentMonitoring(
+        scope,
+        "Monitoring",
+        environment=config.name,
+        topic=topic,
+        pools=pools,
+        namespace=config.monitoring.namespace,
+        thresholds=thresholds(config),
+        lustre=LustreRef(file_system_id=fs.ref, size_gib=lustre.size_gib) if fs is not None and lustre is not None else None,
+        **extra,
+    )
 
 
 def thresholds(config: Environment) -> AlarmThresholds:
@@ -72,19 +92,8 @@ class MonitoringStack(NeuronkitStack):
 
     def _monitoring(self, config: Environment, storage: StorageStack, pools: list[WatchedPool]) -> None:
         """The dashboard and the alarms of every pool, the file system and the vCPU quotas."""
-        m = config.monitoring
-        fs = storage.storage.file_system
-        lustre = config.storage.lustre
-        self.monitoring = EnvironmentMonitoring(
-            self,
-            "Monitoring",
-            environment=config.name,
-            topic=self.alarms_topic.topic,
-            pools=pools,
-            namespace=m.namespace,
-            thresholds=thresholds(config),
-            lustre=LustreRef(file_system_id=fs.ref, size_gib=lustre.size_gib) if fs is not None and lustre is not None else None,
-            quota_instance_types=_instance_types(config),
+        self.monitoring = environment_monitoring(
+            self, config, storage, self.alarms_topic.topic, pools, quota_instance_types=_instance_types(config)
         )
 
     def _budget(self, config: Environment) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from neuronkit import config
 from tests.conftest import ROOT
 
 
@@ -32,7 +33,9 @@ def test_construct_refusal_is_one_line_without_traceback(
     # Warnings (dev's plain-HTTP listener) come first, one line each; then the refusal.
     # (A long test session's jsii process may print Node's MaxListeners warning: not the app's output.)
     problems = [line for line in err.splitlines() if not line.startswith(("warning: ", "(node:", "(Use `node"))]
-    assert problems[0] == "environments/dev.yaml: training[0].root_volume_gib: 100 GiB is below the 512 GiB a trainium node needs"
+    # The refusal names the first file app.py builds (sorted; a user's own file may come before dev.yaml).
+    first = config.environment_files(ROOT / "environments")[0].name
+    assert problems[0] == f"environments/{first}: training[0].root_volume_gib: 100 GiB is below the 512 GiB a trainium node needs"
     assert "Traceback" not in err
 
 

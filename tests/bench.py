@@ -26,11 +26,12 @@ def _context() -> dict[str, object]:
     return context
 
 
-def timed_synth(workdir: Path) -> float:
+def timed_synth(workdir: Path, *args: str) -> float:
     out = Path(tempfile.mkdtemp(prefix="bench-cdk-out-"))
     env = {**os.environ, "CDK_DISABLE_VERSION_CHECK": "1"}
     start = time.perf_counter()
-    subprocess.run([str(CDK), "synth", "--quiet", "--output", str(out)], cwd=workdir, check=True, env=env, capture_output=True)
+    command = [str(CDK), "synth", "--quiet", "--output", str(out), *args]
+    subprocess.run(command, cwd=workdir, check=True, env=env, capture_output=True)
     elapsed = time.perf_counter() - start
     shutil.rmtree(out, ignore_errors=True)
     return elapsed
@@ -95,13 +96,13 @@ def with_examples() -> Path:
     return work
 
 
-def interleaved_synths(runs: int = 5, app: Path = ROOT) -> tuple[list[float], list[float]]:
+def interleaved_synths(runs: int = 5, app: Path = ROOT, *args: str) -> tuple[list[float], list[float]]:
     """Whole-app and empty-app synths in turn (A B A B ...), so a drift in machine speed hits both alike."""
     empty = empty_app()
-    timed_synth(empty), timed_synth(app)  # warm the file cache; not counted
+    timed_synth(empty), timed_synth(app, *args)  # warm the file cache; not counted
     whole_times, floor_times = [], []
     for _ in range(runs):
-        whole_times.append(timed_synth(app))
+        whole_times.append(timed_synth(app, *args))
         floor_times.append(timed_synth(empty))
     return whole_times, floor_times
 
@@ -120,6 +121,9 @@ def main() -> None:
     print(
         f"  whole app + EKS example:      {statistics.median(eks_times):6.2f} s  ratio to floor {eks_ratio:.2f}x (target <= 1.5x)"
     )
+    one_times, one_floor = interleaved_synths(runs, ROOT, "-c", "file=examples/environments/eks.yaml")
+    one_ratio = statistics.median(w / f for w, f in zip(one_times, one_floor, strict=True))
+    print(f"  EKS example alone (-c file=): {statistics.median(one_times):6.2f} s  ratio to floor {one_ratio:.2f}x")
     for nodes in (1, 16, 256):
         print(f"  prod training stack at {nodes:>3} nodes: {training_resources(nodes)} resources")
     out = Path(tempfile.mkdtemp(prefix="bench-sizes-"))

@@ -41,6 +41,42 @@ def environment_monitoring(
     )
 
 
+def environment_budget(scope: Construct, config: Environment, topic: sns.ITopic) -> CostBudget | None:
+    """The monthly cost budget with its notifications to ``topic``, when the file sets one (both paths)."""
+    if config.budget is None:
+        return None
+    return CostBudget(
+        scope,
+        "Budget",
+        environment=config.name,
+        monthly_usd=config.budget.monthly_usd,
+        topic=topic,
+        tags=environment_tags(config),
+    )
+
+
+def capacity_block_watches(scope: Construct, config: Environment, topic: sns.ITopic) -> dict[str, CapacityBlockWatch]:
+    """One ``CapacityBlockWatch`` per Capacity Block cluster: EC2's events, the expiry alarm, notices (both paths)."""
+    watches: dict[str, CapacityBlockWatch] = {}
+    for c in config.training:
+        if isinstance(c.capacity, CapacityBlock):
+            at = capacity_spec(c).scale_down_at
+            assert at is not None
+            watches[c.name] = CapacityBlockWatch(
+                scope,
+                f"CapacityBlock-{c.name}",
+                environment=config.name,
+                pool=c.name,
+                reservation_ids=c.capacity.reservations,
+                end=c.capacity.end,
+                scale_down_at=at,
+                topic=topic,
+                warn_hours_before_end=c.capacity.warn_hours_before_end,
+                fallback=c.capacity.fallback,
+            )
+    return watches
+
+
 def thresholds(config: Environment) -> AlarmThresholds:
     # AlarmThresholds has exactly the fields of the file's monitoring.alarms.
     return AlarmThresholds(**config.monitoring.alarms.model_dump())
@@ -98,16 +134,7 @@ class MonitoringStack(NeuronkitStack):
 
     def _budget(self, config: Environment) -> None:
         """The monthly cost budget with its notifications, when the file sets one."""
-        self.budget: CostBudget | None = None
-        if config.budget is not None:
-            self.budget = CostBudget(
-                self,
-                "Budget",
-                environment=config.name,
-                monthly_usd=config.budget.monthly_usd,
-                topic=self.alarms_topic.topic,
-                tags=environment_tags(config),
-            )
+        self.budget: CostBudget | None = environment_budget(self, config, self.alarms_topic.topic)
 
     def _pilot(self, config: Environment) -> None:
         """The pilot's side-by-side dashboard, when the file has a pilot: section."""
@@ -128,23 +155,7 @@ class MonitoringStack(NeuronkitStack):
     def _capacity_blocks(self, config: Environment) -> None:
         """One watch per Capacity Block cluster."""
         # Capacity Blocks: EC2's delivered and expiration events, an alarm on the expiry, notices before the end.
-        self.capacity_blocks: dict[str, CapacityBlockWatch] = {}
-        for c in config.training:
-            if isinstance(c.capacity, CapacityBlock):
-                at = capacity_spec(c).scale_down_at
-                assert at is not None
-                self.capacity_blocks[c.name] = CapacityBlockWatch(
-                    self,
-                    f"CapacityBlock-{c.name}",
-                    environment=config.name,
-                    pool=c.name,
-                    reservation_ids=c.capacity.reservations,
-                    end=c.capacity.end,
-                    scale_down_at=at,
-                    topic=self.alarms_topic.topic,
-                    warn_hours_before_end=c.capacity.warn_hours_before_end,
-                    fallback=c.capacity.fallback,
-                )
+        self.capacity_blocks: dict[str, CapacityBlockWatch] = capacity_block_watches(self, config, self.alarms_topic.topic)
 
     def _idle_scale_down(self, config: Environment, pools: list[WatchedPool]) -> None:
         """The function that scales an idle cluster to its minimum, for the clusters that ask for it."""

@@ -164,7 +164,6 @@ _INFERENCE_ALLOWED = {
 }  # fmt: skip
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",
-    "warn_hours_before_end": f"Capacity Block notices on EKS {_LATER}; remove it",
 }
 
 
@@ -208,7 +207,6 @@ def eks_pool_problems(
 def eks_top_level_problems(fields_set: set[str]) -> list[tuple[str, str]]:
     """Top-level sections a platform: eks environment does not build yet."""
     reasons = {
-        "budget": f"the budget of an EKS environment {_LATER}; remove it",
         "pilot": "the GPU-vs-Trainium pilot runs on the default platform; remove it or drop platform: eks",
     }
     return [(key, reasons[key]) for key in sorted(fields_set & reasons.keys())]

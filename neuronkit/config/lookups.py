@@ -108,7 +108,12 @@ def _looked_up(ami: Ami) -> bool:
 
 def image_lookups(env: Environment) -> list[ImageLookup]:
     """Every AMI lookup of a valid environment, one per pool that makes one (pinned ``ami_id`` and floating
-    ``track: latest`` pools make none), in file order. Pools asking for the same image share a context key."""
+    ``track: latest`` pools make none), in file order. Pools asking for the same image share a context key.
+
+    A ``platform: eks`` environment makes none: its node groups boot EKS's image by ``amiType`` and the catalog's
+    ``releaseVersion`` (docs/eks.md), so there is nothing for cdk.context.json or ``neuronkit pin`` to hold."""
+    if env.platform == "eks":
+        return []
     out: list[ImageLookup | None] = []
     pools = pool_releases(env)
 

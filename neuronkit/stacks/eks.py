@@ -11,6 +11,8 @@ from constructs import Construct
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
+from neuronkit.constructs.budget import CostBudget
+from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.eks import (
     ClusterSpec,
     LustreVolume,
@@ -26,8 +28,8 @@ from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import gpu_pool_name
-from neuronkit.stacks.base import NeuronkitStack
-from neuronkit.stacks.monitoring import environment_monitoring
+from neuronkit.stacks.base import NeuronkitStack, environment_tags
+from neuronkit.stacks.monitoring import capacity_block_watches, environment_budget, environment_monitoring
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
@@ -70,7 +72,17 @@ class EksStack(NeuronkitStack):
         """The dashboard and alarms of the Auto Scaling path, over the node groups' Auto Scaling groups (named by EKS,
         read at deploy time) and the metrics their nodes publish (same namespace, Environment and Pool dimensions)."""
         m = config.monitoring
-        self.alarms_topic = NotificationTopic(self, "Alarms", display_name=f"neuronkit {config.name} alarms", emails=m.emails)
+        self.alarms_topic = NotificationTopic(
+            self,
+            "Alarms",
+            display_name=f"neuronkit {config.name} alarms",
+            emails=m.emails,
+            service_publishers=["budgets.amazonaws.com"],
+        )
+        # As on the Auto Scaling path: the month's budget over the environment's tag (the node groups' instances,
+        # volumes and interfaces carry it), and each Capacity Block's events, expiry alarm and notices.
+        self.budget: CostBudget | None = environment_budget(self, config, self.alarms_topic.topic)
+        self.capacity_blocks: dict[str, CapacityBlockWatch] = capacity_block_watches(self, config, self.alarms_topic.topic)
         blocks = {c.name for c in config.training if c.capacity.type == "capacity-block"}
         pools = []
         for name, group in self.node_groups.items():
@@ -142,7 +154,8 @@ class EksStack(NeuronkitStack):
             subnets=[self._subnets[a] for a in az_ids],
             script=script,
             extra_security_group_ids=[client] if client else [],
-            tags={**config.tags},
+            # The environment's cost-allocation tags on the nodes: node group tags do not reach the instances.
+            tags=environment_tags(config),
             role=role,
             az_id=az_ids[0] if len(az_ids) == 1 else None,
             observability=observability_spec(config),

@@ -161,3 +161,46 @@ def test_the_dashboard_and_alarms_watch_the_neuron_node_groups(eks_synth: tuple[
         assert {f"eks-{pool}-ecc-uncorrected", f"eks-{pool}-execution-errors"} <= alarms
     assert "eks-lustre-free-capacity" in alarms
     assert sum(r["Type"] == "AWS::CloudWatch::Dashboard" for r in res.values()) == 1
+
+
+def test_node_instances_volumes_and_interfaces_carry_the_environment_tags(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """The budget and the cost-allocation reports find EKS nodes by these tags; tags on AWS::EKS::Nodegroup do
+    not reach its instances (EKS API reference, Nodegroup tags), so each launch template carries them."""
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    lts = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    assert len(lts) == 4
+    for lt in lts:
+        specs = {
+            s["ResourceType"]: {t["Key"]: t["Value"] for t in s["Tags"]}
+            for s in lt["Properties"]["LaunchTemplateData"]["TagSpecifications"]
+        }
+        assert set(specs) == {"instance", "volume", "network-interface"}
+        for tags in specs.values():
+            assert tags["neuronkit:environment"] == "eks" and tags["cost-center"] == "ml-platform"
+            assert tags["team"] == "foundation-models" and tags["neuronkit:pool"]
+
+
+def test_the_budget_and_the_capacity_block_watch_notify_the_alarm_topic(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    import json
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    topics = [lid for lid, r in res.items() if r["Type"] == "AWS::SNS::Topic"]
+    assert len(topics) == 1
+    (budget,) = [r["Properties"] for r in res.values() if r["Type"] == "AWS::Budgets::Budget"]
+    assert budget["Budget"]["BudgetLimit"] == {"Amount": 250000, "Unit": "USD"}
+    assert budget["Budget"]["CostFilters"] == {"TagKeyValue": ["user:neuronkit:environment$eks"]}
+    for n in budget["NotificationsWithSubscribers"]:
+        assert n["Subscribers"] == [{"SubscriptionType": "SNS", "Address": {"Ref": topics[0]}}]
+    policy = json.dumps([r["Properties"] for r in res.values() if r["Type"] == "AWS::SNS::TopicPolicy"])
+    assert '"Service": "budgets.amazonaws.com"' in policy
+    # The block: EC2's delivered and expiration-warning events for its reservation, the expiry alarm, two notices.
+    rules = [r["Properties"] for r in res.values() if r["Type"] == "AWS::Events::Rule"]
+    on_block = [r for r in rules if "cr-0a1b2c3d4e5f60718" in json.dumps(r.get("EventPattern", {}))]
+    assert len(on_block) == 2
+    notices = [r for r in rules if r.get("ScheduleExpression", "").startswith("cron(") and "2027" in r["ScheduleExpression"]]
+    # 24 and 2 hours before the end, 2027-01-18T11:30Z.
+    assert sorted(r["ScheduleExpression"] for r in notices) == ["cron(30 11 17 1 ? 2027)", "cron(30 9 18 1 ? 2027)"], notices
+    alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert any("capacity-block" in a and "pretrain" in a for a in alarms), alarms

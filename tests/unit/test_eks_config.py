@@ -103,3 +103,40 @@ def test_review_says_how_a_kubernetes_bump_goes_and_refuses_a_skip() -> None:
     assert one.action == "modified" and "control plane upgrades in place first" in one.why and "release_version" in one.why
     (skip,) = compare_templates(cluster("1.34"), cluster("1.36"), {"eks-eks": "us-east-2"})
     assert "skips 1 minor version(s)" in skip.why and "deploy 1.35 first" in skip.why
+
+
+def test_budget_and_capacity_block_notices_work_on_eks(here: Path) -> None:
+    # The example sets both; a file without them is valid too, and another budget and notice hours are accepted.
+    assert EXAMPLE["budget"]["monthly_usd"] > 0 and EXAMPLE["training"][0]["capacity"]["warn_hours_before_end"]
+    assert (
+        problems(
+            {"budget": {"monthly_usd": 400000, "enforce": "max"}, "training.0.capacity.warn_hours_before_end": [48]}, tmp=here
+        )
+        == []
+    )
+    assert problems(drop=("budget",), tmp=here) == []
+
+
+def test_the_budget_gate_holds_on_eks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from neuronkit.cli import main
+
+    data = copy.deepcopy(EXAMPLE)
+    data["budget"] = {"monthly_usd": 1000}
+    path = tmp_path / "eks.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code = main(["validate", str(path)])
+    out, err = capsys.readouterr()
+    assert code == 1 and ": ok:" not in out
+    assert f"{path}: budget.monthly_usd: the estimate at desired capacity" in err and "exceeds the budget of $1,000.00" in err
+    # The example's own budget covers its desired size (the Capacity Block's fee, the node groups, the fixed charges).
+    assert main(["validate", str(ROOT / "examples" / "environments" / "eks.yaml")]) == 0
+    assert "(enforced at desired)" in capsys.readouterr().out
+
+
+def test_an_eks_environment_has_no_image_lookup_to_pin() -> None:
+    from neuronkit.config.lookups import image_lookups, unpinned_warnings
+
+    env = load_environment(ROOT / "examples" / "environments" / "eks.yaml")
+    assert image_lookups(env) == [] and unpinned_warnings(env, {}, "--file eks.yaml") == []
+    asg = load_environment(ROOT / "environments" / "prod.yaml").model_copy(update={"training": env.training[:0]})
+    assert image_lookups(asg) != []  # the Auto Scaling path still looks its fleets' images up

@@ -219,7 +219,6 @@ class TrainingCluster(Construct):
     ) -> dict[str, Any]:
         """The pool contract of neuronkit.reports.pools on the group, with LNC, UltraServer and block dates."""
         instance_type = facts.name
-        is_block = capacity.kind == "capacity-block"
         return pool_metadata(
             environment=environment,
             region=Stack.of(self).region,
@@ -232,19 +231,9 @@ class TrainingCluster(Construct):
             desired_size=desired_size,
             capacity=capacity.kind,
             az_id=az_id,
-            **({"reserved": capacity.create_count} if capacity.create_count else {}),
             **({"lnc": lnc} if lnc else {}),
             **({"ultraserver_size": ultraserver_size} if ultraserver_size else {}),
-            **(
-                {
-                    "block_start": _iso(capacity.start),
-                    "block_end": _iso(capacity.end),
-                    "scale_down_at": _iso(capacity.scale_down_at),
-                    **({"block_fee": capacity.upfront_fee_usd} if capacity.upfront_fee_usd else {}),
-                }
-                if is_block and capacity.start and capacity.end and capacity.scale_down_at
-                else {}
-            ),
+            **capacity_metadata(capacity),
         )
 
     # --- placement and capacity ------------------------------------------------------------------------
@@ -494,6 +483,21 @@ class TrainingCluster(Construct):
             max_size=max_size,
             desired_capacity=0,
         )
+
+
+def capacity_metadata(capacity: CapacitySpec) -> dict[str, Any]:
+    """The capacity part of a pool's metadata (neuronkit.reports.pools): the reservation it creates, or a Capacity
+    Block's dates and fee. Auto Scaling and EKS pools write the same keys, so reports price both alike."""
+    out: dict[str, Any] = {"reserved": capacity.create_count} if capacity.create_count else {}
+    if capacity.kind == "capacity-block" and capacity.start and capacity.end and capacity.scale_down_at:
+        out |= {
+            "block_start": _iso(capacity.start),
+            "block_end": _iso(capacity.end),
+            "scale_down_at": _iso(capacity.scale_down_at),
+        }
+        if capacity.upfront_fee_usd:
+            out["block_fee"] = capacity.upfront_fee_usd
+    return out
 
 
 def _iso(when: dt.datetime) -> str:

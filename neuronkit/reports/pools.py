@@ -1,7 +1,8 @@
-"""Capacity pools: the Auto Scaling groups of an environment, read from cdk.out or from the environment file.
+"""Capacity pools: the Auto Scaling groups (and, on ``platform: eks``, the managed node groups) of an environment,
+read from cdk.out or from the environment file.
 
-Every Auto Scaling group the kit synthesizes carries CloudFormation resource Metadata under the key
-``neuronkit``::
+Every Auto Scaling group and EKS node group the kit synthesizes carries CloudFormation resource Metadata under
+the key ``neuronkit``::
 
     "Metadata": {"neuronkit": {"environment": "prod", "region": "us-east-1", "pool": "pretrain",
                                "role": "training", "instance_types": ["trn1.32xlarge"],
@@ -30,6 +31,8 @@ COMPILE_METADATA_KEY = "neuronkit-precompile"
 # writes it (constructs/launch_template.py imports it from here). Here so the reports never import the CDK.
 IMAGE_METADATA = "neuronkit:image"
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
+# An EKS managed node group of the kit carries the same Metadata (neuronkit/constructs/eks/nodegroup.py).
+NODEGROUP_TYPE = "AWS::EKS::Nodegroup"
 ROLES = ("training", "training-gpu", "inference")
 CAPACITY_TYPES = ("on-demand", "odcr", "capacity-block")
 
@@ -119,7 +122,7 @@ class Pool:
 # cdk.out
 # --------------------------------------------------------------------------------------------
 def pools_from_cdk_out(path: str | Path) -> list[Pool]:
-    """Read every Auto Scaling group's ``neuronkit`` Metadata from the templates under ``path``.
+    """Read every Auto Scaling group's (and the kit's EKS node groups') ``neuronkit`` Metadata under ``path``.
 
     Templates are found recursively (``cdk.out/assembly-*/`` holds the templates of CDK stages).
     Raises :class:`PoolError` when the folder holds no template, or when an Auto Scaling group lacks
@@ -143,10 +146,12 @@ def pools_from_cdk_out(path: str | Path) -> list[Pool]:
         stack = file.name.removesuffix(".template.json")
         resources = template.get("Resources", {}) if isinstance(template, dict) else {}
         for logical_id, resource in sorted(resources.items()):
-            if not isinstance(resource, dict) or resource.get("Type") != ASG_TYPE:
+            if not isinstance(resource, dict) or resource.get("Type") not in (ASG_TYPE, NODEGROUP_TYPE):
                 continue
             where = f"{shown}: {logical_id}"
             meta = (resource.get("Metadata") or {}).get(METADATA_KEY)
+            if meta is None and resource.get("Type") == NODEGROUP_TYPE:
+                continue  # a node group another construct made (the kit's own always carry the Metadata)
             if meta is None and COMPILE_METADATA_KEY in (resource.get("Metadata") or {}):
                 continue
             if meta is None:
@@ -275,6 +280,11 @@ def gpu_pool_name(cluster: str) -> str:
     return f"{cluster}-gpu"
 
 
+def eks_fallback_pool_name(fleet: str) -> str:
+    """On ``platform: eks``, the node group of a fleet's GPU fallback types (beside the fleet's Neuron node group)."""
+    return f"{fleet}-gpu"
+
+
 def fallback_pool_name(cluster: str) -> str:
     """The pool name of the on-demand cluster that takes over when a cluster's Capacity Block ends."""
     return f"{cluster}-ondemand"
@@ -339,10 +349,30 @@ def pools_from_environment(env: Any) -> list[Pool]:
                     capacity="on-demand",
                 )
             )
+    eks = getattr(env, "platform", "asg") == "eks"
     for f in env.inference:
         neuron = tuple(f.neuron_types)
         fallback = tuple(f.fallback_types)
         desired = f.desired_size
+        if eks and fallback:
+            # EKS: the fallback types are a node group of their own, empty at first and up to the fleet's max_size
+            # (stacks/eks.py), so the fleet's maximum is both groups' together.
+            pools.append(
+                Pool(
+                    environment=env.name,
+                    region=env.region,
+                    pool=eks_fallback_pool_name(f.name),
+                    role="inference",
+                    instance_types=fallback,
+                    neuron_types=(),
+                    fallback_types=fallback,
+                    min_size=0,
+                    max_size=f.max_size,
+                    desired_size=0,
+                    capacity="on-demand",
+                )
+            )
+            fallback = ()
         pools.append(
             Pool(
                 environment=env.name,

@@ -26,6 +26,7 @@ from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackI
 from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, Pool, PoolError, pools_from_cdk_out
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
+NODEGROUP_TYPE = "AWS::EKS::Nodegroup"  # platform: eks: the kit's node groups carry the same pool Metadata
 BUCKET_TYPE = "AWS::S3::Bucket"
 FILE_SYSTEM_TYPES = {
     "AWS::FSx::FileSystem": "FSx",
@@ -385,13 +386,14 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
                 view.storage.append(_file_system(s, logical_id, resource))
             for logical_id, resource in _resources(s, *ALARM_TYPES):
                 view.alarms.append(_alarm(s, logical_id, resource))
-            for logical_id, resource in _resources(s, ASG_TYPE):
+            for logical_id, resource in _resources(s, ASG_TYPE, NODEGROUP_TYPE):
                 meta = (resource.get("Metadata") or {}).get("neuronkit") or {}
                 stem = s.template_file.removesuffix(".template.json") or s.artifact_id
                 pool = by_key.get((stem, str(meta.get("pool")), str(meta.get("role"))))
                 if pool is None:
                     continue
-                zones = (resource.get("Properties") or {}).get("VPCZoneIdentifier")
+                props = resource.get("Properties") or {}
+                zones = props.get("Subnets") if resource.get("Type") == NODEGROUP_TYPE else props.get("VPCZoneIdentifier")
                 nodes = [subnet_nodes[r] for r in _refs(zones, s, exports) if r in subnet_nodes]
                 if not nodes and isinstance(zones, list):  # subnets of an imported VPC: literal ids
                     for sid in (z for z in zones if isinstance(z, str)):

@@ -27,7 +27,7 @@ from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
-from neuronkit.reports.pools import gpu_pool_name
+from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.monitoring import capacity_block_watches, environment_budget, environment_monitoring
 from neuronkit.stacks.network import NetworkStack
@@ -184,7 +184,7 @@ class EksStack(NeuronkitStack):
         self._group(config, spec, list(f.az_ids), "inference")
         if f.fallback_types:
             fallback = NodeGroupSpec(
-                name=f"{f.name}-gpu", instance_types=list(f.fallback_types), min_size=0, max_size=f.max_size,
+                name=eks_fallback_pool_name(f.name), instance_types=list(f.fallback_types), min_size=0, max_size=f.max_size,
                 efa=False, max_pods=self._max_pods(config),
             )  # fmt: skip
             self._group(config, fallback, list(f.az_ids), "inference")

@@ -204,3 +204,20 @@ def test_the_budget_and_the_capacity_block_watch_notify_the_alarm_topic(eks_synt
     assert sorted(r["ScheduleExpression"] for r in notices) == ["cron(30 11 17 1 ? 2027)", "cron(30 9 18 1 ? 2027)"], notices
     alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
     assert any("capacity-block" in a and "pretrain" in a for a in alarms), alarms
+
+
+def test_reports_read_the_node_groups_as_the_files_pools(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """`cost --cdk-out`, `cost --diff`, `review` and `summary` read pools from cdk.out: the EKS node groups carry the
+    pool Metadata, so a synth prices the same pools as the file does (the fallback types a node group of their own)."""
+    from neuronkit.reports.pools import pools_from_cdk_out, pools_from_environment
+    from neuronkit.reports.summary import summarize
+
+    outdir, _ = eks_synth
+    fields = ("pool", "role", "instance_types", "min_size", "desired_size", "max_size", "capacity", "block_fee", "block_hours")
+    synthesized = sorted(tuple(getattr(p, f) for f in fields) for p in pools_from_cdk_out(outdir))
+    planned = sorted(tuple(getattr(p, f) for f in fields) for p in pools_from_environment(load_environment(FILE)))
+    assert synthesized == planned
+    assert [p[0] for p in synthesized] == ["chat", "chat-gpu", "pretrain", "pretrain-gpu"]
+    assert ("pretrain", "training") == synthesized[2][:2] and synthesized[2][7] == 188160 and synthesized[2][8] == 336
+    text = summarize(outdir)
+    assert "4 compute pool(s)" in text and "| eks-eks | pretrain | training | trn2.48xlarge | 0/0/16 |" in text

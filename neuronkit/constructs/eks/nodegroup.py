@@ -29,7 +29,7 @@ from neuronkit.constructs.node_role import SESSION_MANAGER
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.constructs.training_cluster import CapacitySpec
+from neuronkit.constructs.training_cluster import CapacitySpec, capacity_metadata
 from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
 
@@ -322,6 +322,7 @@ class NeuronNodeGroup(Construct):
             desired_size=spec.desired_size,
             capacity=spec.capacity.kind,
             **({"az_id": az_id} if az_id else {}),
+            **capacity_metadata(spec.capacity),
         )
 
     def _auto_scaling_group(self, cluster: NeuronEksCluster) -> None:

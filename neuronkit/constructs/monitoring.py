@@ -57,7 +57,8 @@ class WatchedPool:
     group's GroupInServiceInstances counts the pool's only family). ``load_balancer``: a fleet's.
     ``prepaid``: capacity paid up front (a Capacity Block), left out of the cost widget.
     ``compile_group_names``: a fleet's compile groups (one node per new compiled-artifact key); their launch
-    failures go to the topic too.
+    failures go to the topic too. ``idle_scale_down``: the idle alarm's text may point at the file's
+    ``idle_scale_down`` (False for EKS node groups, where the key is refused).
     """
 
     pool: str
@@ -70,6 +71,7 @@ class WatchedPool:
     load_balancer: LoadBalancerRef | None = None
     prepaid: bool = False  # a Capacity Block: paid up front, so the cost widget does not price what runs
     compile_group_names: tuple[str, ...] = ()
+    idle_scale_down: bool = True  # the idle alarm may name idle_scale_down (not on EKS, where the file cannot set it)
 
     @property
     def runs_neuron(self) -> bool:
@@ -336,7 +338,8 @@ class EnvironmentMonitoring(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=(
                 f"{p.group_name}: instances in service but {what} below {threshold}% for {t.idle_minutes} minutes. "
-                "A forgotten cluster bills every hour; scale it down (or let idle_scale_down do it)."
+                "A forgotten cluster bills every hour; "
+                + ("scale it down (or let idle_scale_down do it)." if p.idle_scale_down else "scale its node group down.")
             ),
         )
 

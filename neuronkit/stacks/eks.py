@@ -95,6 +95,8 @@ class EksStack(NeuronkitStack):
                     role="training-gpu" if role == "training-gpu" else ("training" if role == "training" else "inference"),
                     neuron_types=tuple(spec.instance_types) if neuron else (),
                     gpu_types=() if neuron else tuple(spec.instance_types), prepaid=name in blocks,
+                    # A training node group running but idle (NeuronCore or GPU utilization) alarms as on the ASG path.
+                    idle_alarm=role in ("training", "training-gpu"), idle_scale_down=False,
                 )
             )  # fmt: skip
         return environment_monitoring(self, config, storage, self.alarms_topic.topic, pools)

@@ -160,6 +160,10 @@ def test_the_dashboard_and_alarms_watch_the_neuron_node_groups(eks_synth: tuple[
     for pool in neuron_groups:
         assert {f"eks-{pool}-ecc-uncorrected", f"eks-{pool}-execution-errors"} <= alarms
     assert "eks-lustre-free-capacity" in alarms
+    # Training node groups left running idle alarm as on the Auto Scaling path (the fleet's groups do not).
+    assert {"eks-pretrain-idle", "eks-pretrain-gpu-idle"} <= alarms and not {
+        a for a in alarms if a.startswith("eks-chat") and a.endswith("-idle")
+    }
     assert sum(r["Type"] == "AWS::CloudWatch::Dashboard" for r in res.values()) == 1
 
 

@@ -143,8 +143,8 @@ class EksStack(NeuronkitStack):
         )  # fmt: skip
         return lambda values: render(observability=values)
 
-    def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any, lnc: int | None = None) -> None:
-        script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, lnc)
+    def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any) -> None:
+        script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, spec.lnc)
         self._roles[spec.name] = role
         client = self._access.client_security_group_id
         self.node_groups[spec.name] = NeuronNodeGroup(
@@ -167,9 +167,9 @@ class EksStack(NeuronkitStack):
         spec = NodeGroupSpec(
             name=c.name, instance_types=[c.instance_type], min_size=c.min_size, max_size=c.max_size,
             desired_size=c.desired_size, root_volume_gib=c.root_volume_gib, capacity=capacity_spec(c),
-            max_pods=self._max_pods(config),
+            max_pods=self._max_pods(config), lnc=lnc_of(c),
         )  # fmt: skip
-        self._group(config, spec, [c.az_id], "training", lnc_of(c))
+        self._group(config, spec, [c.az_id], "training")
         if c.gpu_pool is not None:
             g = c.gpu_pool
             gpu = NodeGroupSpec(

@@ -59,7 +59,8 @@ class NodeGroupSpec:
     accelerator. ``efa`` (default True) gives a single-type group every EFA interface the catalog lists and a
     cluster placement group; a multi-type group gets the primary interface only. ``capacity`` defaults to
     on-demand; a Capacity Block group stays empty until the block starts. The image is the catalog's
-    ``amiType`` + ``release_version`` for the accelerator (``neuronkit/catalog/eks.yaml``).
+    ``amiType`` + ``release_version`` for the accelerator (``neuronkit/catalog/eks.yaml``). ``lnc``: the logical
+    NeuronCore setting (Trn2/Trn3), recorded in the pool Metadata as on the Auto Scaling path.
     """
 
     name: str
@@ -73,6 +74,7 @@ class NodeGroupSpec:
     max_pods: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
+    lnc: int | None = None  # the logical NeuronCore setting the boot script applies, said in the pool Metadata
 
     def __post_init__(self) -> None:
         facts = [catalog.get(t) for t in self.instance_types]
@@ -322,6 +324,7 @@ class NeuronNodeGroup(Construct):
             desired_size=spec.desired_size,
             capacity=spec.capacity.kind,
             **({"az_id": az_id} if az_id else {}),
+            **({"lnc": spec.lnc} if spec.lnc else {}),
             **capacity_metadata(spec.capacity),
         )
 

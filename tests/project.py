@@ -49,6 +49,8 @@ def sources() -> dict[str, str]:
     for path in sorted(USER_FIXTURES.glob("*.yaml")):
         text = path.read_text(encoding="utf-8")
         out.setdefault(path.name, text)
+        if yaml.safe_load(text).get("platform") == "eks":
+            continue  # EKS node groups make no image lookups: an unpinned variant would be the same file
         variant = unpinned(yaml.safe_load(text))
         out.setdefault(f"{variant['name']}.yaml", yaml.safe_dump(variant, sort_keys=False))
     return dict(sorted(out.items()))
@@ -59,6 +61,17 @@ def environments() -> dict[str, Environment]:
     """Every environment of the project by name, validated as `neuronkit validate` would."""
     envs = (parse_environment(yaml.safe_load(text), f"environments/{name}") for name, text in sources().items())
     return {e.name: e for e in envs}
+
+
+def on_platform(platform: str) -> dict[str, Environment]:
+    """The project's environments on ``platform`` (``asg``, the default, or ``eks``) by name: tests of the Auto
+    Scaling stacks (ENV-training, ENV-inference, ENV-monitoring) run over ``asg``, those of ENV-eks over ``eks``."""
+    return {name: e for name, e in environments().items() if e.platform == platform}
+
+
+def monitoring_stack(env: Environment) -> str:
+    """The stack holding an environment's alarm topic, alarms, dashboard and budget."""
+    return f"{env.name}-eks" if env.platform == "eks" else f"{env.name}-monitoring"
 
 
 def write(root: Path) -> Path:

@@ -614,6 +614,11 @@ def _eks_cluster_model() -> type:
             )
             return cls(cluster, group.id)
 
+        def delete(self, account_id: str, region_name: str) -> None:
+            """`cdk destroy`: the cluster and the security group made for it go (its node groups went first)."""
+            eks_backends[account_id][region_name].delete_cluster(self.cluster.name)
+            ec2_backends[account_id][region_name].delete_security_group(group_id=self.security_group_id)
+
         @classmethod
         def has_cfn_attr(cls, attr: str) -> bool:
             return attr in (
@@ -689,6 +694,11 @@ def _eks_nodegroup_model() -> type:
                 release_version=p.get("ReleaseVersion"),
             )
             return cls(nodegroup)
+
+        def delete(self, account_id: str, region_name: str) -> None:
+            """`cdk destroy`: moto's EKS forgets the node group (before its cluster, which refuses while it has any)."""
+            n = self.nodegroup
+            eks_backends[account_id][region_name].delete_nodegroup(cluster_name=n.cluster_name, nodegroup_name=n.nodegroup_name)
 
         @classmethod
         def has_cfn_attr(cls, attr: str) -> bool:

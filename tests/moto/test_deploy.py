@@ -28,7 +28,7 @@ from neuronkit.rehearsal.moto_workarounds import seed_pinned_images, seed_public
 from neuronkit.reports.pools import gpu_pool_name
 from tests.conftest import Synth
 from tests.moto.buckets import ensure_bucket
-from tests.project import environment_of, environments
+from tests.project import environment_of, on_platform
 
 # Resource types moto's CloudFormation skips, and the assertion test that covers each one.
 SKIPPED_COVERED_BY = {
@@ -52,7 +52,8 @@ SKIPPED_COVERED_BY = {
 }
 # Deployed in this order (each stack imports exports of the ones before it).
 PARTS = ("network", "storage", "training", "inference", "monitoring")
-ENVIRONMENTS = environments()
+# The Auto Scaling path's stacks; the project's platform: eks files deploy in tests/moto/test_eks_deploy.py.
+ENVIRONMENTS = on_platform("asg")
 
 
 class Deployment:

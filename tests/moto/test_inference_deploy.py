@@ -33,7 +33,7 @@ from neuronkit.rehearsal.assembly import pinned_image_ids
 from neuronkit.rehearsal.moto_workarounds import seed_pinned_images
 from tests.conftest import Synth
 from tests.moto.buckets import ensure_bucket
-from tests.project import environments
+from tests.project import on_platform
 from tests.templates import pool_image
 
 SKIPPED_COVERED_BY = {
@@ -53,7 +53,8 @@ IMPORTED_STACKS_SKIP = {
     "AWS::EC2::FlowLog",
     "AWS::EC2::VPCEndpoint",
 }
-ENVIRONMENTS = {name: e for name, e in environments().items() if e.inference}
+# Fleets on the Auto Scaling path (an EKS fleet is a node group: tests/moto/test_eks_deploy.py).
+ENVIRONMENTS = {name: e for name, e in on_platform("asg").items() if e.inference}
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse .* not supported by moto:UserWarning")
 
 

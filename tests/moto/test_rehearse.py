@@ -30,6 +30,7 @@ from neuronkit.rehearsal import (
     safety,
 )
 from tests.conftest import ROOT
+from tests.project import monitoring_stack
 from tests.templates import pool_image
 
 # Reading stack resources back makes moto re-parse skipped types, each with a UserWarning the report covers.
@@ -90,15 +91,35 @@ def test_every_stack_reaches_create_complete_in_its_own_account(deployed: Deploy
     e = ENVIRONMENTS[env]
     here = [n for n, o in ENVIRONMENTS.items() if (o.account, o.region) == (e.account, e.region)]
     expected = {s.name: "CREATE_COMPLETE" for n in here for s in deployed.rehearsal.stacks(n)}
-    assert {s.name for s in deployed.rehearsal.stacks(env)} >= {f"{env}-network", f"{env}-storage", f"{env}-monitoring"}
+    assert {s.name for s in deployed.rehearsal.stacks(env)} >= {f"{env}-network", f"{env}-storage", monitoring_stack(e)}
     assert stacks == {"CDKToolkit": "CREATE_COMPLETE", **expected}
     assert deployed.client("sts", env).get_caller_identity()["Account"] == ENVIRONMENTS[env].account
     assert [s.status for s in deployed.reports[env].stacks] == ["CREATE_COMPLETE"] * len(deployed.rehearsal.stacks(env))
 
 
+def _node_group(deployed: Deployed, env: str, pool: str) -> dict[str, Any]:
+    """On platform: eks a pool is a managed node group: read it back from moto's EKS (cluster named after the file)."""
+    eks = deployed.client("eks", env)
+    group: dict[str, Any] = eks.describe_nodegroup(clusterName=env, nodegroupName=f"{env}-{pool}")["nodegroup"]
+    return group
+
+
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
 def test_group_runs_the_stacks_launch_template_with_the_configured_sizes(deployed: Deployed, env: str) -> None:
+    if not ENVIRONMENTS[env].training:
+        assert f"{env}-training" not in {s.name for s in deployed.rehearsal.stacks(env)}
+        return
     cluster = ENVIRONMENTS[env].training[0]
+    if ENVIRONMENTS[env].platform == "eks":
+        group = _node_group(deployed, env, cluster.name)
+        desired = cluster.min_size if cluster.desired_size is None else cluster.desired_size
+        scaling = group["scalingConfig"]
+        assert (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (cluster.min_size, desired, cluster.max_size)
+        lt = group["launchTemplate"]["id"]
+        data = deployed.client("ec2", env).describe_launch_template_versions(LaunchTemplateId=lt)["LaunchTemplateVersions"][-1]
+        efa = [n for n in data["LaunchTemplateData"]["NetworkInterfaces"] if n.get("InterfaceType") == "efa-only"]
+        assert len(efa) == catalog.get(cluster.instance_type).efa_max_interfaces
+        return
     # Other groups run beside it (inference fleets, GPU pools): read the cluster's own by name.
     (group,) = deployed.client("autoscaling", env).describe_auto_scaling_groups(AutoScalingGroupNames=[f"{env}-{cluster.name}"])[
         "AutoScalingGroups"
@@ -157,6 +178,11 @@ def test_named_buckets_exist(deployed: Deployed, env: str) -> None:
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
 def test_types_moto_skips_are_reported_and_really_absent(deployed: Deployed, env: str) -> None:
     report = deployed.reports[env]
+    assert "AWS::CDK::Metadata" not in report.unmodelled  # creates nothing in an account
+    assert deployed.client("fsx", env).describe_file_systems()["FileSystems"] == []
+    if ENVIRONMENTS[env].storage.lustre is None:  # a file without Lustre: no file system to skip
+        assert "AWS::FSx::FileSystem" not in report.unmodelled and not report.file_systems
+        return
     assert report.unmodelled["AWS::FSx::FileSystem"] == [f"{env}-storage/StorageLustre6434AAB0"]
     assert "AWS::EC2::PlacementGroup" in report.unmodelled
     # Neither environment creates an ODCR (prod's Capacity Block is bought outside CloudFormation).
@@ -172,8 +198,15 @@ def test_types_moto_skips_are_reported_and_really_absent(deployed: Deployed, env
 
 @pytest.mark.parametrize("env", sorted(ENVIRONMENTS))
 def test_inference_fleet_and_its_rebalancer_deploy_through_the_cli(deployed: Deployed, env: str) -> None:
+    if not ENVIRONMENTS[env].inference:
+        assert f"{env}-inference" not in {s.name for s in deployed.rehearsal.stacks(env)}
+        return
     fleet = ENVIRONMENTS[env].inference[0]
     name = f"{env}-{fleet.name}"
+    if ENVIRONMENTS[env].platform == "eks":  # a node group of the fleet's Neuron types (no server nor rebalancer yet)
+        group = _node_group(deployed, env, fleet.name)
+        assert group["instanceTypes"] == fleet.neuron_types and group["scalingConfig"]["maxSize"] == fleet.max_size
+        return
     (group,) = deployed.client("autoscaling", env).describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
     overrides = group["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
     assert [o["InstanceType"] for o in overrides] == fleet.neuron_types + fleet.fallback_types
@@ -234,6 +267,11 @@ def test_destroy_removes_compute_and_the_network(destroyed: dict[str, DestroyRep
     assert [v for v in vpcs if not v["IsDefault"]] == []
     stacks = {s["StackName"] for s in deployed.client("cloudformation", env).describe_stacks()["Stacks"]}
     assert stacks == {"CDKToolkit"}
+    if ENVIRONMENTS[env].platform == "eks":
+        assert deployed.client("eks", env).list_clusters()["clusters"] == []
+    if ENVIRONMENTS[env].storage.lustre is None:
+        assert not destroyed[env].file_systems
+        return
     (fs,) = destroyed[env].file_systems
     assert "DeletionPolicy Retain" in fs and "moto does not model it" in fs
 

@@ -243,6 +243,18 @@ def test_no_template_resolves_a_latest_or_recommended_image_at_deploy(synth: Syn
         for logical_id, r in template["Resources"].items():
             if r["Type"] == "AWS::EC2::LaunchTemplate":
                 image = r["Properties"]["LaunchTemplateData"].get("ImageId")
+                node_groups = [
+                    g["Properties"] for g in template["Resources"].values()
+                    if g["Type"] == "AWS::EKS::Nodegroup" and g["Properties"]["LaunchTemplate"]["Id"] == {"Ref": logical_id}
+                ]  # fmt: skip
+                if image is None and node_groups:  # EKS: the node group boots EKS's image at a pinned release
+                    (group,) = node_groups
+                    assert group["AmiType"].startswith("AL2023_") and isinstance(group["ReleaseVersion"], str), (name, logical_id)
+                    assert group["ReleaseVersion"] in json.dumps(catalog.eks_facts(), default=str), (
+                        name,
+                        group["ReleaseVersion"],
+                    )
+                    continue
                 if image is None:  # a Batch node template: its compute environment names the image
                     assert "ImageIdOverride" in str(template["Resources"]), (name, logical_id)
                     continue

@@ -94,9 +94,19 @@ def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(project_markdown: st
     fleets = [(e, f) for e in project_environments().values() for f in e.inference]
     assert any(f.fallback_types for _, f in fleets), "no fleet falls back to GPUs: this test would check nothing"
     for env, fleet in fleets:
-        row = _row(markdown, f"{env.name}-inference", fleet.name)
         top = fleet.max_size
         primary = catalog.get(fleet.neuron_types[0])
+        if env.platform == "eks":  # a node group per fleet, and one more for its GPU fallback types (docs/eks.md)
+            row = _row(markdown, f"{env.name}-eks", fleet.name)
+            assert row[7] == str(primary.gpus) and row[11] == ", ".join(sorted(fleet.az_ids))
+            for t in fleet.fallback_types[:1]:
+                gpu = _row(markdown, f"{env.name}-eks", f"{fleet.name}-gpu")
+                assert (
+                    gpu[3] == ", ".join(fleet.fallback_types)
+                    and gpu[7] == f"{catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max)"
+                )
+            continue
+        row = _row(markdown, f"{env.name}-inference", fleet.name)
         expected = str(primary.gpus) + "".join(
             f"; {t} fallback: {catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max)" for t in fleet.fallback_types
         )

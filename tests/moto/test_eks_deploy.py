@@ -1,0 +1,144 @@
+"""Deploy each platform: eks environment of the project (a user's own EKS file among them) into moto's CloudFormation
+from the session synth, and read the cluster and its node groups back with boto3: what the file asks for is what
+EKS holds. moto models the cluster and node groups (neuronkit/rehearsal/moto_workarounds.py); every type it skips
+must be covered by an assertion test, as in test_deploy.py."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from neuronkit import catalog
+from neuronkit.rehearsal import moto_workarounds
+from tests.conftest import Synth
+from tests.moto.test_deploy import SKIPPED_COVERED_BY, publish_assets
+from tests.project import on_platform
+
+ENVIRONMENTS = on_platform("eks")
+EKS = catalog.eks_facts()
+# The EKS types moto's CloudFormation skips, and the assertion test that covers each one.
+EKS_SKIPPED_COVERED_BY = {
+    **SKIPPED_COVERED_BY,
+    "AWS::EKS::AccessEntry": "tests/unit/test_eks.py::test_admins_and_viewers_get_scoped_access_policies",
+    "AWS::EKS::Addon": "tests/unit/test_eks.py::test_versions_and_logs_are_the_catalogs",
+    "AWS::EKS::PodIdentityAssociation": "tests/unit/test_eks_workloads.py",
+    "Custom::AWS": "tests/unit/test_eks.py::test_every_node_group_turns_on_its_groups_metrics_for_the_dashboard",
+    "Custom::AWSCDK-EKS-HelmChart": "tests/compliance/test_eks_example.py::test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volume",
+    "Custom::AWSCDK-EKS-KubernetesResource": "tests/unit/test_eks_workloads.py",
+}
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+@pytest.fixture(scope="module", params=sorted(ENVIRONMENTS))
+def deployed(
+    request: pytest.FixtureRequest, synth: Synth, aws_credentials: None, monkeypatch_module: Any
+) -> Iterator[tuple[str, Any, set[str]]]:
+    env = ENVIRONMENTS[request.param]
+    monkeypatch_module.setenv("MOTO_ACCOUNT_ID", env.account)
+    moto_workarounds.apply()
+    with mock_aws():
+        session = boto3.Session(region_name=env.region)
+        session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
+        cfn = session.client("cloudformation")
+        names = [f"{env.name}-{part}" for part in ("network", "storage", "eks")]
+        assert all(n in synth.templates for n in names), sorted(synth.templates)
+        skipped: set[str] = set()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for name in names:
+                publish_assets(session, synth.outdir, name)
+                template = json.dumps(synth.template(name))
+                cfn.create_stack(StackName=name, TemplateBody=template, Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"])
+        skipped = {str(w.message).split()[3] for w in caught if str(w.message).startswith("Tried to parse ")}
+        yield request.param, session, skipped
+
+
+def test_stacks_reach_create_complete_and_skipped_types_are_covered(deployed: tuple[str, Any, set[str]]) -> None:
+    name, session, skipped = deployed
+    cfn = session.client("cloudformation")
+    for part in ("network", "storage", "eks"):
+        assert cfn.describe_stacks(StackName=f"{name}-{part}")["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
+    uncovered = skipped - set(EKS_SKIPPED_COVERED_BY)
+    assert not uncovered, f"moto did not create {sorted(uncovered)}: cover them with assertion tests"
+
+
+def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tuple[str, Any, set[str]]) -> None:
+    name, session, _ = deployed
+    env = ENVIRONMENTS[name]
+    eks = session.client("eks")
+    cluster = eks.describe_cluster(name=env.name)["cluster"]
+    assert cluster["version"] == (env.eks.version if env.eks else None)
+    assert cluster["resourcesVpcConfig"]["endpointPrivateAccess"] is True
+    expected: dict[str, tuple[list[str], int, int, int]] = {}
+    for c in env.training:
+        expected[f"{name}-{c.name}"] = (
+            [c.instance_type],
+            c.min_size,
+            c.min_size if c.desired_size is None else c.desired_size,
+            c.max_size,
+        )
+        if c.gpu_pool is not None:
+            g = c.gpu_pool
+            expected[f"{name}-{c.name}-gpu"] = (
+                [g.instance_type],
+                g.min_size,
+                g.min_size if g.desired_size is None else g.desired_size,
+                g.max_size,
+            )
+    for f in env.inference:
+        expected[f"{name}-{f.name}"] = (
+            list(f.neuron_types),
+            f.min_size,
+            f.min_size if f.desired_size is None else f.desired_size,
+            f.max_size,
+        )
+        if f.fallback_types:
+            expected[f"{name}-{f.name}-gpu"] = (list(f.fallback_types), 0, 0, f.max_size)
+    groups = {
+        g: eks.describe_nodegroup(clusterName=env.name, nodegroupName=g)["nodegroup"]
+        for g in eks.list_nodegroups(clusterName=env.name)["nodegroups"]
+    }
+    assert sorted(groups) == sorted(expected)
+    ec2 = session.client("ec2")
+    for group_name, (types, low, desired, high) in expected.items():
+        group = groups[group_name]
+        scaling = group["scalingConfig"]
+        assert group["instanceTypes"] == types and (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (
+            low,
+            desired,
+            high,
+        )
+        image = EKS["node_images"]["neuron" if catalog.get(types[0]).is_neuron else "gpu"]
+        assert (group["amiType"], group["releaseVersion"]) == (image["ami_type"], image["release_version"])
+        data = ec2.describe_launch_template_versions(LaunchTemplateId=group["launchTemplate"]["id"])["LaunchTemplateVersions"][0][
+            "LaunchTemplateData"
+        ]
+        assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1 and "ImageId" not in data
+        tags = {
+            t["Key"]: t["Value"] for spec in data["TagSpecifications"] if spec["ResourceType"] == "instance" for t in spec["Tags"]
+        }
+        assert tags["neuronkit:environment"] == name and tags["cost-center"] == env.cost_center
+
+
+def test_the_alarm_topic_dashboard_and_node_log_groups_exist(deployed: tuple[str, Any, set[str]]) -> None:
+    name, session, _ = deployed
+    env = ENVIRONMENTS[name]
+    topics = [t["TopicArn"] for t in session.client("sns").list_topics()["Topics"]]
+    assert [t for t in topics if f"{name}-eks" in t and "Alarms" in t]
+    dashboards = {d["DashboardName"] for d in session.client("cloudwatch").list_dashboards()["DashboardEntries"]}
+    assert f"neuronkit-{name}" in dashboards
+    logs = session.client("logs").describe_log_groups(logGroupNamePrefix=f"/neuronkit/{name}/")["logGroups"]
+    boot = {g["logGroupName"]: g for g in logs}[f"/neuronkit/{name}/{env.training[0].name}/boot"] if env.training else None
+    assert boot is None or boot["retentionInDays"] == env.monitoring.log_retention_days

@@ -77,12 +77,34 @@ def addresses_per_az(
 
 
 def private_prefix_for(addresses: int) -> int:
-    """Smallest subnet prefix (at most /24) holding ``addresses`` twice over, for rolling replacements."""
+    """Smallest subnet (at most /24) holding ``addresses`` twice over, for rolling replacements: the smallest
+    ``network.private_subnet_prefix`` that fits (validation suggests it); subnets are not sized by it."""
     need = 2 * addresses + RESERVED_PER_SUBNET
     prefix = 24
     while (1 << (32 - prefix)) < need:
         prefix -= 1
     return prefix
+
+
+def largest_private_prefix(cidr: str, az_count: int, with_public: bool) -> int:
+    """The default private subnet prefix: the largest subnets the VPC block holds beside the public ones.
+
+    It depends on the block, the number of AZ IDs and whether there are public subnets only, never on the pools:
+    raising a max_size must not move a subnet (a new CidrBlock replaces the subnet, and with it the file system
+    and every node group inside). Validation checks that the pools fit (:func:`fits`)."""
+    net = ipaddress.IPv4Network(cidr)
+    for prefix in range(net.prefixlen + 1, 29):
+        try:
+            plan_subnets(cidr, az_count, prefix, with_public)
+        except ValueError:
+            continue
+        return prefix
+    raise ValueError(f"network.cidr: {cidr} cannot hold {az_count} private subnets")
+
+
+def holds(prefix: int, addresses: int) -> bool:
+    """Whether a /prefix subnet holds ``addresses`` twice over (rolling replacements) beside AWS's reserved ones."""
+    return (1 << (32 - prefix)) >= 2 * addresses + RESERVED_PER_SUBNET
 
 
 def plan_subnets(cidr: str, az_count: int, private_prefix: int, with_public: bool) -> tuple[list[str], list[str]]:

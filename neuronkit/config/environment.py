@@ -116,17 +116,31 @@ def address_problems(
     except KeyError:  # an unknown type: its own check names it
         return []
     az, most = max(need.items(), key=lambda kv: kv[1])
-    prefix = addressing.private_prefix_for(most)
+    with_public = network.nat_gateways > 0
+    where = f"the pools at their max_size: {az} needs {most:,} addresses, its subnet twice that for rolling replacements"
+    if eks is not None:
+        where += f" (EKS: {eks.max_pods_per_node} pods per node, each with its own address)"
+    smallest = addressing.private_prefix_for(most)  # the smallest subnet that would hold them
+    if network.private_subnet_prefix is not None:
+        prefix = network.private_subnet_prefix
+        try:
+            addressing.plan_subnets(network.cidr, len(network.az_ids), prefix, with_public)
+        except ValueError:
+            return [("network.private_subnet_prefix", f"{len(network.az_ids)} private /{prefix} subnets do not fit "
+                     f"{network.cidr} beside the public ones; use a larger prefix number or a larger network.cidr")]  # fmt: skip
+        if not addressing.holds(prefix, most):
+            return [("network.private_subnet_prefix", f"/{prefix} subnets cannot hold {where}; set /{smallest} or "
+                     "lower (a new prefix replaces the subnets: docs/network.md) or lower max_size")]  # fmt: skip
+        return []
     try:
-        addressing.plan_subnets(network.cidr, len(network.az_ids), prefix, network.nat_gateways > 0)
+        prefix = addressing.largest_private_prefix(network.cidr, len(network.az_ids), with_public)
     except ValueError:
-        where = f"the pools at their max_size: {az} needs {most:,} addresses, its subnet twice that for rolling replacements"
-        if eks is not None:
-            where += f" (EKS: {eks.max_pods_per_node} pods per node, each with its own address)"
-        if prefix < 16:  # larger than any VPC block AWS allows (Amazon VPC User Guide: /16 to /28)
+        return [("network.cidr", f"{network.cidr} cannot hold {len(network.az_ids)} private subnets; use a larger network.cidr")]
+    if not addressing.holds(prefix, most):
+        if smallest < 16:  # larger than any VPC block AWS allows (Amazon VPC User Guide: /16 to /28)
             fix = "no VPC holds that: lower max_size or spread the pools over more AZ IDs"
         else:
-            fix = f"use a larger network.cidr (a /{max(16, prefix - 1)} or /16) or lower max_size" + (
+            fix = f"use a larger network.cidr (a /{max(16, smallest - 1)} or /16) or lower max_size" + (
                 " or eks.max_pods_per_node" if eks is not None else ""
             )
         return [("network.cidr", f"{network.cidr} cannot hold subnets for {where}; {fix}")]

@@ -27,6 +27,16 @@ class Network(Strict):
     )
     cidr: str = Field(default="10.0.0.0/16", description="VPC CIDR block (a /16 to /20).")
     nat_gateways: int = Field(default=1, ge=0, description="NAT gateways for outbound internet (pip, registries). 0 = isolated.")
+    private_subnet_prefix: int | None = Field(
+        default=None,
+        ge=16,
+        le=28,
+        description=(
+            "Prefix of the private subnets (one per AZ ID). Default: the largest the cidr holds beside the public "
+            "/26 subnets (a /16 with 2 AZ IDs: /18), which no pool size changes. Set it to keep the subnets of an "
+            "environment deployed with neuronkit 0.1, which sized them from the pools (often /24): docs/network.md."
+        ),
+    )
     interface_endpoints: list[str] = Field(default=list(DEFAULT_INTERFACE_ENDPOINTS))
     flow_log_retention_days: int = Field(default=90, ge=1)
     existing: ExistingVpc | None = None

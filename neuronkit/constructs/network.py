@@ -11,7 +11,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from neuronkit.config.addressing import plan_subnets, private_prefix_for
+from neuronkit.config.addressing import holds, largest_private_prefix, plan_subnets, private_prefix_for
 from neuronkit.constructs import pseudo
 from neuronkit.constructs.compliance import acknowledge
 
@@ -26,7 +26,9 @@ _AWS_CUSTOM_RESOURCE_PROVIDER = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_U
 class AcceleratorNetwork(Construct):
     """Network for accelerator nodes: subnets placed by AZ ID, no public IPs on nodes.
 
-    Creates a VPC with one private subnet per AZ ID (sized for ``addresses_per_az``), optional NAT
+    Creates a VPC with one private subnet per AZ ID (``private_prefix``, default the largest the block holds
+    beside the public subnets: a pool's size never moves a subnet; ``addresses_per_az`` must fit twice over, else
+    ValueError), optional NAT
     gateways in small public subnets (defaults to one), an S3 gateway endpoint, interface endpoints
     (defaults to SSM, logs, metrics, STS, ECR) so S3 and SSM traffic never crosses a NAT gateway, and
     VPC flow logs to CloudWatch Logs (defaults to 90 days), and (``restrict_default_security_group``,
@@ -47,6 +49,7 @@ class AcceleratorNetwork(Construct):
         az_ids: Sequence[str],
         cidr: str = "10.0.0.0/16",
         addresses_per_az: Mapping[str, int] | None = None,
+        private_prefix: int | None = None,
         nat_gateways: int = 1,
         interface_endpoints: Sequence[str] = (),
         flow_log_retention_days: int = 90,
@@ -70,7 +73,12 @@ class AcceleratorNetwork(Construct):
             return
 
         need = max((addresses_per_az or {}).get(a, 0) for a in self.az_ids)
-        private_cidrs, public_cidrs = plan_subnets(cidr, len(self.az_ids), private_prefix_for(need), nat_gateways > 0)
+        prefix = private_prefix or largest_private_prefix(cidr, len(self.az_ids), nat_gateways > 0)
+        if not holds(prefix, need):
+            raise ValueError(
+                f"private_prefix: /{prefix} subnets cannot hold {need} addresses twice over; use /{private_prefix_for(need)}"
+            )
+        private_cidrs, public_cidrs = plan_subnets(cidr, len(self.az_ids), prefix, nat_gateways > 0)
         vpc = ec2.CfnVPC(self, "Vpc", cidr_block=cidr, enable_dns_hostnames=True, enable_dns_support=True)
         self.vpc_id = vpc.ref
         self.vpc_cidr = cidr

@@ -135,9 +135,9 @@ def compare_templates(
                 {p.split("/")[2] for p in pointers if _at(before.get("Properties", {}), p) != _at(after.get("Properties", {}), p)}
             )
             if breaking:
+                why = f"{', '.join(breaking)} cannot change in place" + _subnet_note(after, breaking, before)
                 out.append(
-                    Change(stack, lid, after["Type"], "replaced", tuple(props),
-                           f"{', '.join(breaking)} cannot change in place", before.get("DeletionPolicy") in RETAINED)
+                    Change(stack, lid, after["Type"], "replaced", tuple(props), why, before.get("DeletionPolicy") in RETAINED)
                 )  # fmt: skip
             else:
                 out.append(Change(stack, lid, after["Type"], "modified", tuple(props), why=_eks_version_note(before, after)))
@@ -153,6 +153,17 @@ def compare_templates(
                                   retained=r.get("DeletionPolicy") in RETAINED))  # fmt: skip
         out += [Change(stack, lid, v["Type"], "added", why=_compile_note(v, "added")) for lid, v in sorted(added.items())]
     return _cascade(out, new, regions)
+
+
+def _subnet_note(after: dict[str, Any], breaking: list[str], before: dict[str, Any]) -> str:
+    """A subnet of the kit's network moving to another CidrBlock: how to keep the deployed one (docs/network.md)."""
+    if after.get("Type") != "AWS::EC2::Subnet" or "CidrBlock" not in breaking:
+        return ""
+    old = str(before.get("Properties", {}).get("CidrBlock", ""))
+    prefix = old.rpartition("/")[2]
+    return (
+        f" (to keep {old}, set network.private_subnet_prefix: {prefix} in the file: docs/network.md)" if prefix.isdigit() else ""
+    )
 
 
 def _eks_version_note(before: dict[str, Any], after: dict[str, Any]) -> str:

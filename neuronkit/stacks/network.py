@@ -40,6 +40,7 @@ class NetworkStack(NeuronkitStack):
             az_ids=net.az_ids,
             cidr=net.cidr,
             addresses_per_az=addresses_per_az(config),
+            private_prefix=net.private_subnet_prefix,
             nat_gateways=net.nat_gateways,
             interface_endpoints=net.interface_endpoints,
             flow_log_retention_days=net.flow_log_retention_days,

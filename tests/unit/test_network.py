@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 from aws_cdk import Environment as CdkEnv
 from aws_cdk import Stack
@@ -9,7 +12,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from neuronkit.constructs import AcceleratorNetwork, plan_subnets
 from neuronkit.constructs.network import private_prefix_for, retention_days
-from tests.conftest import Synth, new_app
+from tests.conftest import ROOT, Synth, new_app
 
 NETWORK_STACKS = ("dev-network", "prod-network")
 AZ_IDS = {"dev-network": ("use1-az6", "use1-az4"), "prod-network": ("use2-az1", "use2-az2")}  # the files' network.az_ids
@@ -33,8 +36,53 @@ def test_private_subnet_per_az_id_sized_for_the_cluster(synth: Synth) -> None:
         if k.startswith("NetworkPrivate")
     }
     assert sorted(p["AvailabilityZoneId"] for p in private.values()) == ["use2-az1", "use2-az2"]
-    # 16 nodes use one address each (efa-only interfaces take none): a /24 leaves room to replace them.
-    assert {p["CidrBlock"] for p in private.values()} == {"10.20.0.0/24", "10.20.1.0/24"}
+    # The largest private subnets the /16 holds beside the two public /26 (the block's last quarter keeps them).
+    assert {p["CidrBlock"] for p in private.values()} == {"10.20.0.0/18", "10.20.64.0/18"}
+
+
+def _network_templates(env: Any) -> dict[str, Any]:
+    from neuronkit.stacks import build_environment
+
+    app = new_app()
+    stacks = build_environment(app, env)
+    return {k: v for k, v in app.synth().get_stack_by_name(stacks.network.stack_name).template["Resources"].items()}
+
+
+def test_raising_a_pools_max_size_moves_no_subnet() -> None:
+    """A new CidrBlock replaces the subnet and everything inside (the Lustre file system, the groups): the subnet
+    plan depends on the block and the AZ IDs only, never on the pools (neuronkit 0.1 sized it from them)."""
+    from neuronkit.config import load_environment
+
+    prod = load_environment(ROOT / "environments" / "prod.yaml")
+    fleet = prod.inference[0]
+    bigger = prod.model_copy(
+        update={"inference": [fleet.model_copy(update={"max_size": fleet.max_size * 8}), *prod.inference[1:]]}
+    )
+    assert _network_templates(prod) == _network_templates(bigger)
+
+
+def test_an_explicit_subnet_prefix_is_kept_and_checked(tmp_path: Path) -> None:
+    import yaml
+
+    from neuronkit.config import ConfigError, load_environment
+
+    data = yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text())
+    data["network"]["private_subnet_prefix"] = 24  # what neuronkit 0.1 deployed for prod
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(data))
+    subnets = [
+        r["Properties"]["CidrBlock"]
+        for k, r in _network_templates(load_environment(path)).items()
+        if k.startswith("NetworkPrivate") and r["Type"] == "AWS::EC2::Subnet"
+    ]
+    assert sorted(subnets) == ["10.20.0.0/24", "10.20.1.0/24"]
+    data["inference"][0]["max_size"] = 96  # 96 more nodes in each of the fleet's AZ IDs: a /24 no longer holds them
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as err:
+        load_environment(path)
+    (line,) = [p for p in err.value.problems if "private_subnet_prefix" in p]
+    assert line.startswith(f"{path}: network.private_subnet_prefix: /24 subnets cannot hold the pools at their max_size")
+    assert "set /23 or lower" in line and "docs/network.md" in line
 
 
 def test_s3_gateway_and_interface_endpoints(synth: Synth) -> None:
@@ -144,3 +192,22 @@ def test_the_default_security_group_can_keep_its_rules_and_an_existing_vpc_is_le
     kept = Stack(new_app(), "Kept", env=CdkEnv(account="123456789012", region="us-east-1"))
     AcceleratorNetwork(kept, "Net", az_ids=["use1-az4"], restrict_default_security_group=False)
     assert (custom(own), custom(kept)) == (2, 0)
+
+
+def test_review_says_how_to_keep_a_deployed_subnet() -> None:
+    """Upgrading from neuronkit 0.1 (subnets sized from the pools) moves the subnets of an unchanged file: the review
+    names the key that keeps them, and the file system inside is replaced with them."""
+    from neuronkit.reports.review import compare_templates
+
+    def template(cidr: str) -> dict[str, Any]:
+        return {"Resources": {
+            "NetworkPrivate0": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": "vpc-1", "CidrBlock": cidr}},
+            "Lustre": {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain",
+                       "Properties": {"FileSystemType": "LUSTRE", "SubnetIds": [{"Ref": "NetworkPrivate0"}]}},
+        }}  # fmt: skip
+
+    changes = {c.logical_id: c for c in compare_templates({"s": template("10.20.0.0/24")}, {"s": template("10.20.0.0/18")})}
+    subnet = changes["NetworkPrivate0"]
+    assert subnet.action == "replaced" and "set network.private_subnet_prefix: 24 in the file: docs/network.md" in subnet.why
+    assert changes["Lustre"].action == "replaced"
+    assert compare_templates({"s": template("10.20.0.0/24")}, {"s": template("10.20.0.0/24")}) == []

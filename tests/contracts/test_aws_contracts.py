@@ -656,3 +656,28 @@ def test_batch_multi_node_containers_reach_their_peers_and_s3(synth: Synth) -> N
             assert any(g in template["Resources"] and _self_ingress(template, g) for g in groups if g), (stack, lid)
             plain += 1
     assert efa  # the examples run a Batch pool on an EFA type
+
+
+def test_eks_managed_node_group_launch_templates_follow_the_eks_rules(synth: Synth) -> None:
+    """Amazon EKS refuses, or silently overrides, a managed node group's launch template that names an image while
+    the node group names an amiType, an instance profile (EKS attaches the node role), or an instance type while the
+    node group lists them; pods must not reach the node role through IMDS (hop limit 1, tokens required); a
+    CAPACITY_BLOCK node group's template targets its reservation with the capacity-block market type.
+    https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html and
+    https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html"""
+    groups = list(_resources(synth, "AWS::EKS::Nodegroup"))
+    assert groups, "the project has an EKS file (tests/fixtures/user_environments/team.yaml)"
+    for stack, lid, group in groups:
+        props = group["Properties"]
+        lt = synth.template(stack)["Resources"][str(_logical_of(props["LaunchTemplate"]["Id"]))]["Properties"][
+            "LaunchTemplateData"
+        ]
+        assert props["AmiType"].startswith("AL2023_") and "ImageId" not in lt, (stack, lid)
+        assert "IamInstanceProfile" not in lt and "InstanceType" not in lt and props["InstanceTypes"], (stack, lid)
+        metadata = lt["MetadataOptions"]
+        assert (metadata["HttpTokens"], metadata["HttpPutResponseHopLimit"]) == ("required", 1), (stack, lid)
+        scaling = props["ScalingConfig"]
+        assert scaling["MinSize"] <= scaling.get("DesiredSize", scaling["MinSize"]) <= scaling["MaxSize"], (stack, lid)
+        if props.get("CapacityType") == "CAPACITY_BLOCK":
+            assert lt["InstanceMarketOptions"]["MarketType"] == "capacity-block", (stack, lid)
+            assert "CapacityReservationId" in json.dumps(lt["CapacityReservationSpecification"]), (stack, lid)

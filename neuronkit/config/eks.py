@@ -75,7 +75,7 @@ class Eks(Strict):
         ge=8,
         le=250,
         description="kubelet maxPods on every node; with the VPC CNI each pod takes an address of the node's subnet, "
-        "so subnets are sized for max_pods_per_node x max_size (docs/eks.md).",
+        "so validation checks that the subnets hold max_pods_per_node x max_size (docs/eks.md).",
     )
 
     neuron: EksNeuron = Field(

@@ -104,7 +104,8 @@ def address_problems(
     network: Network, training: list[TrainingCluster], inference: list[InferenceFleet], eks: Eks | None = None
 ) -> list[tuple[str, str]]:
     """The VPC the kit creates must hold every pool at its maximum size, twice over for rolling replacements
-    (the network construct sizes its subnets so; an existing VPC's subnets are its owner's business). On EKS
+    (the subnets are the largest the block holds, or network.private_subnet_prefix: docs/network.md; an existing
+    VPC's subnets are its owner's business). On EKS
     every pod takes an address of its node's subnet too: each node counts 1 + max_pods_per_node + the VPC CNI's
     warm addresses, and each subnet keeps room for the control plane's interfaces."""
     if network.existing is not None:

@@ -38,7 +38,13 @@ def validate(args: argparse.Namespace) -> int:
     for f in files:
         try:
             env = config.load_environment(f)
-            pools = ", ".join(f"{c.name} ({c.instance_type} x{c.max_size})" for c in env.training) or "no training clusters"
+            pools = (
+                ", ".join(
+                    [f"{c.name} ({c.instance_type} x{c.max_size})" for c in env.training]
+                    + [f"{f.name} ({'/'.join(f.neuron_types)} x{f.max_size})" for f in env.inference]
+                )
+                or "no pools"
+            )
             neuron = ", ".join(
                 f"{name} {pool.workload} {pool.release.version}"
                 for name, pool in config.pool_releases(env).items()

@@ -18,7 +18,7 @@ import pytest
 
 from neuronkit import catalog
 from tests.conftest import Synth
-from tests.project import environments
+from tests.project import environment_of, environments
 from tests.sandbox import resolve
 
 ACCELERATOR_ROLES = {"training", "training-gpu", "inference"}
@@ -662,9 +662,11 @@ def test_eks_managed_node_group_launch_templates_follow_the_eks_rules(synth: Syn
     """Amazon EKS refuses, or silently overrides, a managed node group's launch template that names an image while
     the node group names an amiType, an instance profile (EKS attaches the node role), or an instance type while the
     node group lists them; pods must not reach the node role through IMDS (hop limit 1, tokens required); a
-    CAPACITY_BLOCK node group's template targets its reservation with the capacity-block market type.
-    https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html and
-    https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html"""
+    CAPACITY_BLOCK node group's template targets its reservation with the capacity-block market type. Tags of a
+    node group do not reach its instances, so the template's TagSpecifications carry the cost-allocation tags.
+    https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html,
+    https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html and
+    https://docs.aws.amazon.com/eks/latest/APIReference/API_CreateNodegroup.html (tags)"""
     groups = list(_resources(synth, "AWS::EKS::Nodegroup"))
     assert groups, "the project has an EKS file (tests/fixtures/user_environments/team.yaml)"
     for stack, lid, group in groups:
@@ -678,6 +680,11 @@ def test_eks_managed_node_group_launch_templates_follow_the_eks_rules(synth: Syn
         assert (metadata["HttpTokens"], metadata["HttpPutResponseHopLimit"]) == ("required", 1), (stack, lid)
         scaling = props["ScalingConfig"]
         assert scaling["MinSize"] <= scaling.get("DesiredSize", scaling["MinSize"]) <= scaling["MaxSize"], (stack, lid)
+        environment = environment_of(stack)
+        for spec in lt["TagSpecifications"]:
+            tags = {t["Key"]: t["Value"] for t in spec["Tags"]}
+            assert tags["neuronkit:environment"] == environment and "cost-center" in tags, (stack, lid, spec["ResourceType"])
+        assert {spec["ResourceType"] for spec in lt["TagSpecifications"]} >= {"instance", "volume"}, (stack, lid)
         if props.get("CapacityType") == "CAPACITY_BLOCK":
             assert lt["InstanceMarketOptions"]["MarketType"] == "capacity-block", (stack, lid)
             assert "CapacityReservationId" in json.dumps(lt["CapacityReservationSpecification"]), (stack, lid)

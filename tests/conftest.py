@@ -114,6 +114,14 @@ def synth(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return Synth(outdir=outdir, templates=templates, app=app, missing=missing, context={**context, **stand_ins})
 
 
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    """A monkeypatch that lasts for a module (moto deployments set MOTO_ACCOUNT_ID once per module)."""
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def aws_credentials() -> Iterator[None]:
     """Dummy credentials for moto; no test may reach a real account."""

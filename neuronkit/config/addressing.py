@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 # "Subnet CIDR blocks".
 RESERVED_PER_SUBNET = 5
 PUBLIC_PREFIX = 26
+# The smallest subnet AWS allows is a /28 (Amazon VPC User Guide, "Subnet CIDR blocks").
+MAX_SUBNET_PREFIX = 28
 # Addresses per AZ beyond the nodes: interface endpoints, Lustre servers, load balancers.
 SERVICE_ADDRESSES = 64
 
@@ -93,7 +95,7 @@ def largest_private_prefix(cidr: str, az_count: int, with_public: bool) -> int:
     raising a max_size must not move a subnet (a new CidrBlock replaces the subnet, and with it the file system
     and every node group inside). Validation checks that the pools fit (:func:`fits`)."""
     net = ipaddress.IPv4Network(cidr)
-    for prefix in range(net.prefixlen + 1, 29):
+    for prefix in range(net.prefixlen + 1, MAX_SUBNET_PREFIX + 1):
         try:
             plan_subnets(cidr, az_count, prefix, with_public)
         except ValueError:

@@ -290,6 +290,17 @@ def fallback_pool_name(cluster: str) -> str:
     return f"{cluster}-ondemand"
 
 
+def _on_demand(
+    env: Any, pool: str, role: str, neuron: tuple[str, ...], gpu: tuple[str, ...], low: int, high: int, desired: int
+) -> Pool:
+    """A pool of on-demand capacity beside a file's cluster or fleet (its GPU pool, its on-demand sibling, or on EKS
+    its fallback node group)."""
+    return Pool(
+        environment=env.name, region=env.region, pool=pool, role=role, instance_types=neuron + gpu, neuron_types=neuron,
+        fallback_types=gpu, min_size=low, max_size=high, desired_size=desired, capacity="on-demand",
+    )  # fmt: skip
+
+
 def pools_from_environment(env: Any) -> list[Pool]:
     """The pools an environment will synthesize: one per training cluster and one per inference fleet.
 
@@ -317,36 +328,13 @@ def pools_from_environment(env: Any) -> list[Pool]:
         )
         if getattr(c.capacity, "fallback", "none") == "on-demand":
             # The sibling cluster that takes over when the block ends: empty until then (stacks/training.py).
-            pools.append(
-                Pool(
-                    environment=env.name,
-                    region=env.region,
-                    pool=fallback_pool_name(c.name),
-                    role="training",
-                    instance_types=(c.instance_type,),
-                    neuron_types=(c.instance_type,),
-                    fallback_types=(),
-                    min_size=0,
-                    max_size=c.max_size,
-                    desired_size=0,
-                    capacity="on-demand",
-                )
-            )
+            pools.append(_on_demand(env, fallback_pool_name(c.name), "training", (c.instance_type,), (), 0, c.max_size, 0))
         gpu = c.gpu_pool
         if gpu is not None:
+            desired = gpu.min_size if gpu.desired_size is None else gpu.desired_size
             pools.append(
-                Pool(
-                    environment=env.name,
-                    region=env.region,
-                    pool=gpu_pool_name(c.name),
-                    role="training-gpu",
-                    instance_types=(gpu.instance_type,),
-                    neuron_types=(),
-                    fallback_types=(gpu.instance_type,),
-                    min_size=gpu.min_size,
-                    max_size=gpu.max_size,
-                    desired_size=gpu.min_size if gpu.desired_size is None else gpu.desired_size,
-                    capacity="on-demand",
+                _on_demand(
+                    env, gpu_pool_name(c.name), "training-gpu", (), (gpu.instance_type,), gpu.min_size, gpu.max_size, desired
                 )
             )
     eks = getattr(env, "platform", "asg") == "eks"
@@ -357,21 +345,7 @@ def pools_from_environment(env: Any) -> list[Pool]:
         if eks and fallback:
             # EKS: the fallback types are a node group of their own, empty at first and up to the fleet's max_size
             # (stacks/eks.py), so the fleet's maximum is both groups' together.
-            pools.append(
-                Pool(
-                    environment=env.name,
-                    region=env.region,
-                    pool=eks_fallback_pool_name(f.name),
-                    role="inference",
-                    instance_types=fallback,
-                    neuron_types=(),
-                    fallback_types=fallback,
-                    min_size=0,
-                    max_size=f.max_size,
-                    desired_size=0,
-                    capacity="on-demand",
-                )
-            )
+            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, f.max_size, 0))
             fallback = ()
         pools.append(
             Pool(

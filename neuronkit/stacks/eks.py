@@ -24,12 +24,11 @@ from neuronkit.constructs.eks import (
     eks_boot_script,
 )  # fmt: skip
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
-from neuronkit.constructs.notifications import NotificationTopic
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
-from neuronkit.stacks.monitoring import capacity_block_watches, environment_budget, environment_monitoring
+from neuronkit.stacks.monitoring import alarms_topic, capacity_block_watches, environment_budget, environment_monitoring
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
@@ -71,14 +70,7 @@ class EksStack(NeuronkitStack):
     def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
         """The dashboard and alarms of the Auto Scaling path, over the node groups' Auto Scaling groups (named by EKS,
         read at deploy time) and the metrics their nodes publish (same namespace, Environment and Pool dimensions)."""
-        m = config.monitoring
-        self.alarms_topic = NotificationTopic(
-            self,
-            "Alarms",
-            display_name=f"neuronkit {config.name} alarms",
-            emails=m.emails,
-            service_publishers=["budgets.amazonaws.com"],
-        )
+        self.alarms_topic = alarms_topic(self, config)
         # As on the Auto Scaling path: the month's budget over the environment's tag (the node groups' instances,
         # volumes and interfaces carry it), and each Capacity Block's events, expiry alarm and notices.
         self.budget: CostBudget | None = environment_budget(self, config, self.alarms_topic.topic)

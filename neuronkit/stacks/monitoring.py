@@ -41,6 +41,18 @@ def environment_monitoring(
     )
 
 
+def alarms_topic(scope: Construct, config: Environment) -> NotificationTopic:
+    """The environment's alarm topic (both paths): the file's monitoring.emails; CloudWatch, EventBridge and Budgets
+    may publish to it."""
+    return NotificationTopic(
+        scope,
+        "Alarms",
+        display_name=f"neuronkit {config.name} alarms",
+        emails=config.monitoring.emails,
+        service_publishers=["budgets.amazonaws.com"],
+    )
+
+
 def environment_budget(scope: Construct, config: Environment, topic: sns.ITopic) -> CostBudget | None:
     """The monthly cost budget with its notifications to ``topic``, when the file sets one (both paths)."""
     if config.budget is None:
@@ -108,13 +120,7 @@ class MonitoringStack(NeuronkitStack):
             if stack is not None:
                 self.add_stack_dependency(stack)  # scheduled actions name groups those stacks create
         m = config.monitoring
-        self.alarms_topic = NotificationTopic(
-            self,
-            "Alarms",
-            display_name=f"neuronkit {config.name} alarms",
-            emails=m.emails,
-            service_publishers=["budgets.amazonaws.com"],
-        )
+        self.alarms_topic = alarms_topic(self, config)
         pools = self._pools(config, training, inference)
         self._monitoring(config, storage, pools)
         self._budget(config)

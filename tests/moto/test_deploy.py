@@ -121,13 +121,6 @@ def publish_assets(session: boto3.Session, outdir: Path, stack: str) -> None:
             s3.put_object(Bucket=bucket, Key=destination["objectKey"], Body=body)
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
-
-
 def test_every_stack_reaches_create_complete(deployed: Deployment) -> None:
     cfn = deployed.session.client("cloudformation")
     for name in deployed.stacks:

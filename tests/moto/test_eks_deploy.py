@@ -34,13 +34,6 @@ EKS_SKIPPED_COVERED_BY = {
 }
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
-
-
 @pytest.fixture(scope="module", params=sorted(ENVIRONMENTS))
 def deployed(
     request: pytest.FixtureRequest, synth: Synth, aws_credentials: None, monkeypatch_module: Any

@@ -104,13 +104,6 @@ def _pinned(env: Environment, context: dict[str, Any]) -> dict[str, str]:
     return images
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
-
-
 @pytest.fixture(scope="module", params=sorted(ENVIRONMENTS))
 def deployed(
     request: pytest.FixtureRequest, synth: Synth, aws_credentials: None, monkeypatch_module: pytest.MonkeyPatch

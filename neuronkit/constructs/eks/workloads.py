@@ -9,7 +9,7 @@ CDK's bundled device-plugin manifest is never used: the kit adds no Auto Scaling
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,15 +96,18 @@ class NeuronWorkloads(Construct):
         npd = catalog.eks_facts()["node_problem_detector"]
         self.npd_role = pod_role(self, "NpdRole", f"{self.spec.environment}: Neuron node problem detector and recovery")
         self._npd_policy(str(npd["cloudwatch_namespace"]))
-        association = eks.CfnPodIdentityAssociation(
+        self.neuron_chart.node.add_dependency(self._pod_identity("NpdPodIdentity", npd, self.npd_role))
+
+    def _pod_identity(self, id: str, facts: Mapping[str, Any], role: iam.IRole) -> eks.CfnPodIdentityAssociation:
+        """Pod identity: the catalog's namespace and service account assume ``role`` (the one mechanism for pod roles)."""
+        return eks.CfnPodIdentityAssociation(
             self,
-            "NpdPodIdentity",
+            id,
             cluster_name=self._cluster.cluster.cluster_name,
-            namespace=str(npd["namespace"]),
-            service_account=str(npd["service_account"]),
-            role_arn=self.npd_role.role_arn,
+            namespace=str(facts["namespace"]),
+            service_account=str(facts["service_account"]),
+            role_arn=role.role_arn,
         )
-        self.neuron_chart.node.add_dependency(association)
 
     def _npd_policy(self, namespace: str) -> None:
         """Node recovery marks the node's instance unhealthy in its (EKS-owned) group: only groups of this cluster."""
@@ -173,15 +176,7 @@ class NeuronWorkloads(Construct):
             addon_version=str(pin["version"]),
             preserve_on_delete=False,
         )
-        association = eks.CfnPodIdentityAssociation(
-            self,
-            "FsxPodIdentity",
-            cluster_name=self._cluster.cluster.cluster_name,
-            namespace=str(pin["namespace"]),
-            service_account=str(pin["service_account"]),
-            role_arn=self.fsx_role.role_arn,
-        )
-        self.fsx_addon.node.add_dependency(association)
+        self.fsx_addon.node.add_dependency(self._pod_identity("FsxPodIdentity", pin, self.fsx_role))
         self.chart_versions["aws-fsx-csi-driver"] = str(pin["version"])
 
     def _volume(self, volume: LustreVolume) -> None:

@@ -24,11 +24,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from aws_cdk import CfnTag, Fn, RemovalPolicy, Stack, Token
+from aws_cdk import CfnTag, Fn, Stack, Token
 from aws_cdk import aws_batch as batch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit import catalog, userdata
@@ -40,7 +39,7 @@ from neuronkit.constructs.launch_template import (
     AmiSpec,
     efa_network_interfaces,
 )
-from neuronkit.constructs.network import retention_days
+from neuronkit.constructs.network import log_group
 from neuronkit.constructs.node_pool import NodePoolSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.security import EfaSecurityGroup
@@ -416,17 +415,8 @@ class BatchTrainingCluster(Construct):
         log_retention_days: int,
     ) -> None:
         """The multi-node job definition template and its log group."""
-        self.log_group = logs.LogGroup(
-            self,
-            "JobLogs",
-            log_group_name=f"/neuronkit/{environment}/batch/{name}",
-            # Logs expire anyway; a retained group of this name would block the next deploy of the stack.
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        cfn_logs = self.log_group.node.default_child
-        assert isinstance(cfn_logs, logs.CfnLogGroup)
-        # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
-        cfn_logs.retention_in_days = retention_days(log_retention_days)
+        # Logs expire anyway; a retained group of this name would block the next deploy of the stack.
+        self.log_group = log_group(self, "JobLogs", log_retention_days, name=f"/neuronkit/{environment}/batch/{name}")
         self.job_definition = batch.CfnJobDefinition(
             self,
             "JobDefinition",

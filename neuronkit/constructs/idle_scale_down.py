@@ -6,17 +6,16 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.constructs import durations
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
+from neuronkit.constructs.network import log_group
 from neuronkit.constructs.python_function import python_function
 from neuronkit.lambdas.idle_scale_down import handler as code
 
@@ -49,10 +48,7 @@ class IdleScaleDown(Construct):
         if not alarms:
             raise ValueError("alarms: give at least one idle alarm and its group")
         groups = {name: group for name, (_, group) in alarms.items()}
-        self.log_group = logs.LogGroup(self, "Logs", removal_policy=RemovalPolicy.DESTROY)
-        cfn_logs = self.log_group.node.default_child
-        assert isinstance(cfn_logs, logs.CfnLogGroup)
-        cfn_logs.retention_in_days = log_retention_days  # the L2 takes an enum; the file gives days
+        self.log_group = log_group(self, "Logs", log_retention_days)
 
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="idle scale-down")
         role.add_to_policy(

@@ -313,6 +313,16 @@ class AcceleratorNetwork(Construct):
 _RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)
 
 
+def log_group(scope: Construct, id: str, days: int, name: str | None = None) -> logs.LogGroup:
+    """A log group removed with its stack (its logs expire anyway; a retained group of a fixed name would block
+    the next deploy), kept ``days`` days, rounded up to a retention CloudWatch Logs accepts (the L2 takes an enum)."""
+    group = logs.LogGroup(scope, id, log_group_name=name, removal_policy=RemovalPolicy.DESTROY)
+    cfn = group.node.default_child
+    assert isinstance(cfn, logs.CfnLogGroup)
+    cfn.retention_in_days = retention_days(days)
+    return group
+
+
 def retention_days(days: int) -> int:
     """The smallest retention CloudWatch Logs accepts that keeps logs at least ``days`` days."""
     for allowed in _RETENTION_DAYS:

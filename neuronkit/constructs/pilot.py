@@ -7,12 +7,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack, Token
+from aws_cdk import CfnOutput, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
@@ -22,6 +21,7 @@ from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNE
 from neuronkit.catalog import pricing
 from neuronkit.constructs import durations
 from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.network import log_group
 
 
 class PilotDashboard(Construct):
@@ -203,15 +203,7 @@ class PilotLoadJob(Construct):
         CfnOutput(self, "SecurityGroupId", key=OUTPUT_SECURITY_GROUP, value=self.security_group.security_group_id)
 
     def _task(self, environment: str, log_retention_days: int) -> None:
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=f"/neuronkit/{environment}/pilot/{self.spec.pilot}",
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        cfn_logs = self.log_group.node.default_child
-        assert isinstance(cfn_logs, logs.CfnLogGroup)
-        cfn_logs.retention_in_days = log_retention_days  # the L2 takes an enum; the file gives days
+        self.log_group = log_group(self, "Logs", log_retention_days, name=f"/neuronkit/{environment}/pilot/{self.spec.pilot}")
         self.task_definition = ecs.FargateTaskDefinition(
             self,
             "Task",

@@ -5,18 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from aws_cdk import RemovalPolicy
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from neuronkit.constructs import durations
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
-from neuronkit.constructs.network import retention_days
+from neuronkit.constructs.network import log_group
 from neuronkit.constructs.python_function import python_function
 from neuronkit.lambdas.rebalancer import handler as rebalancer_code
 
@@ -79,11 +77,7 @@ class Rebalancer(Construct):
 
     def _logs(self, log_retention_days: int) -> None:
         """The function's log group, removed with the stack."""
-        self.log_group = logs.LogGroup(self, "Logs", removal_policy=RemovalPolicy.DESTROY)
-        cfn_logs = self.log_group.node.default_child
-        assert isinstance(cfn_logs, logs.CfnLogGroup)
-        # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
-        cfn_logs.retention_in_days = retention_days(log_retention_days)
+        self.log_group = log_group(self, "Logs", log_retention_days)
 
     def _role(self, group_name: str, arn: str, namespace: str) -> iam.Role:
         """The function's role: its logs, read any group, replace instances in its own group, its metric."""

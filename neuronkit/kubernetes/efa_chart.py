@@ -25,9 +25,7 @@ def values(taints: Iterable[Taint] = ()) -> dict[str, Any]:
     """Tolerations for the EFA node groups' taints (the chart always tolerates CriticalAddonsOnly itself)."""
     tol: list[dict[str, str]] = []
     for t in taints:
-        item = {"key": t.key, "operator": "Equal" if t.value is not None else "Exists", "effect": t.effect}
-        if t.value is not None:
-            item["value"] = t.value
+        item = t.toleration()
         if item not in tol:
             tol.append(item)
     return {"tolerations": tol}

@@ -37,6 +37,13 @@ class Taint:
     effect: str = "NoSchedule"
     value: str | None = None
 
+    def toleration(self) -> dict[str, str]:
+        """The toleration a DaemonSet needs to run on nodes with this taint."""
+        item = {"key": self.key, "operator": "Equal" if self.value is not None else "Exists", "effect": self.effect}
+        if self.value is not None:
+            item["value"] = self.value
+        return item
+
 
 @dataclass(frozen=True)
 class NeuronChartOptions:
@@ -73,9 +80,7 @@ def tolerations(taints: Iterable[Taint]) -> list[dict[str, str]]:
     """The chart's own tolerations, then one per distinct taint of the Neuron node groups."""
     out = [dict(t) for t in _CHART_TOLERATIONS]
     for t in taints:
-        item = {"key": t.key, "operator": "Equal" if t.value is not None else "Exists", "effect": t.effect}
-        if t.value is not None:
-            item["value"] = t.value
+        item = t.toleration()
         if item not in out:
             out.append(item)
     return out

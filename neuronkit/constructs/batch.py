@@ -32,7 +32,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.config.addressing import addresses_per_node, batch_addresses_per_node  # noqa: F401 - re-exported
-from neuronkit.constructs import pseudo
+from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.launch_template import (
     IMAGE_METADATA,
     USER_DATA_LIMIT_BYTES,
@@ -231,7 +231,7 @@ class BatchTrainingCluster(Construct):
         self.job_role = iam.Role(
             self,
             "JobRole",
-            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            assumed_by=values.service_principal("ecs-tasks.amazonaws.com"),
             description=f"{self.queue_name} training jobs (datasets, checkpoints, artifacts)",
         )
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" and facts.is_neuron else None

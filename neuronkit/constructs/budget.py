@@ -10,6 +10,8 @@ from aws_cdk import aws_budgets as budgets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from neuronkit.constructs.notifications import arn_of
+
 ENVIRONMENT_TAG = "neuronkit:environment"
 
 
@@ -85,7 +87,7 @@ class CostBudget(Construct):
                         threshold=n.percent,
                         threshold_type="PERCENTAGE",
                     ),
-                    subscribers=[budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=topic.topic_arn)],
+                    subscribers=[budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=arn_of(topic))],
                 )
                 for n in notifications
             ],

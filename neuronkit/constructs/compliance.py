@@ -7,6 +7,7 @@ the reason stays true when the code changes. This module registers the plugin.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping
 
 from aws_cdk import Acknowledgment, App, Validations
 from cdk_nag import AwsSolutionsChecks
@@ -23,21 +24,31 @@ def apply(app: App) -> None:
 
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding (``AwsSolutions-IAM5[Resource::...]``) with its reason."""
-    if "${Token[" in rule:  # CDK's string token marker; checked here, not in the jsii kernel (66 calls a synth)
-        # The finding names a deploy-time value (e.g. an IBucket's generated name): match it the way cdk-nag
-        # prints it (<LogicalId>, <LogicalId.Attr>, <AWS::Partition>); a value it cannot print is left for the
-        # app that owns it to review.
-        rendered = _nag_rendering(scope, rule)
-        if rendered is None:
-            return
-        rule = rendered
-    if not reason.strip():
-        raise ValueError(f"{rule}: an acknowledgement needs a reason")
-    # The plugin's prefix: without it CDK files the rule under annotations instead of the cdk-nag pack.
+    acknowledge_each(scope, {rule: reason})
+
+
+def acknowledge_each(scope: IConstruct, reasons: Mapping[str, str]) -> None:
+    """Acknowledge several cdk-nag findings on one scope (rule -> reason), in one round trip to the jsii kernel."""
+    acknowledgments = []
+    for rule, reason in reasons.items():
+        if "${Token[" in rule:  # CDK's string token marker; checked here, not in the jsii kernel (66 calls a synth)
+            # The finding names a deploy-time value (e.g. an IBucket's generated name): match it the way cdk-nag
+            # prints it (<LogicalId>, <LogicalId.Attr>, <AWS::Partition>); a value it cannot print is left for the
+            # app that owns it to review.
+            rendered = _nag_rendering(scope, rule)
+            if rendered is None:
+                continue
+            rule = rendered
+        if not reason.strip():
+            raise ValueError(f"{rule}: an acknowledgement needs a reason")
+        # The plugin's prefix: without it CDK files the rule under annotations instead of the cdk-nag pack.
+        acknowledgments.append(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
+    if not acknowledgments:
+        return
     validations = _VALIDATIONS.get(scope)
     if validations is None:
         validations = _VALIDATIONS[scope] = Validations.of(scope)
-    validations.acknowledge(Acknowledgment(id=f"AwsSolutions::{rule}", reason=reason))
+    validations.acknowledge(*acknowledgments)
 
 
 def _nag_rendering(scope: IConstruct, text: str) -> str | None:

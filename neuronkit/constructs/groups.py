@@ -11,7 +11,7 @@ from constructs import Construct
 
 from neuronkit import catalog
 from neuronkit.constructs import pseudo
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.compliance import acknowledge_each
 from neuronkit.constructs.policy import add_statement
 
 # What a group reports to its notifications topic: launches and terminations, and their failures.
@@ -33,12 +33,17 @@ def group_arn(scope: Construct, group_name: str) -> str:
     )
 
 
-def acknowledge_group_arn(role: iam.IRole, arn: str, whose: str) -> None:
-    """The cdk-nag note on a policy that names a group by ARN: its ``*`` is the UUID, not a wildcard grant."""
-    acknowledge(
+def acknowledge_group_arn(role: iam.IRole, arn: str, whose: str, also: Mapping[str, str] | None = None) -> None:
+    """The cdk-nag note on a policy that names a group by ARN: its ``*`` is the UUID, not a wildcard grant (with
+    ``also``: further findings on the same role, rule -> reason)."""
+    acknowledge_each(
         role,
-        f"AwsSolutions-IAM5[Resource::{arn.replace(pseudo.PARTITION, '<AWS::Partition>')}]",
-        f"The group's UUID is unknown before creation; the ARN is fixed to {whose}",
+        {
+            f"AwsSolutions-IAM5[Resource::{arn.replace(pseudo.PARTITION, '<AWS::Partition>')}]": (
+                f"The group's UUID is unknown before creation; the ARN is fixed to {whose}"
+            ),
+            **(also or {}),
+        },
     )
 
 
@@ -115,11 +120,15 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
             conditions={"StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": group_name}},
         ),
     )
-    acknowledge_group_arn(role, arn, f"the node's own group {group_name}")
-    acknowledge(
+    acknowledge_group_arn(
         role,
-        f"AwsSolutions-IAM5[Resource::{instances.replace(pseudo.PARTITION, '<AWS::Partition>').replace(pseudo.REGION, '<AWS::Region>').replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]",
-        "Nodes tag only instances of their own group (aws:ResourceTag/aws:autoscaling:groupName condition)",
+        arn,
+        f"the node's own group {group_name}",
+        also={
+            f"AwsSolutions-IAM5[Resource::{instances.replace(pseudo.PARTITION, '<AWS::Partition>').replace(pseudo.REGION, '<AWS::Region>').replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]": (
+                "Nodes tag only instances of their own group (aws:ResourceTag/aws:autoscaling:groupName condition)"
+            )
+        },
     )
 
 

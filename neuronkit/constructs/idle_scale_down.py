@@ -12,7 +12,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from neuronkit.constructs import durations
+from neuronkit.constructs import durations, values
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.network import log_group
@@ -50,7 +50,7 @@ class IdleScaleDown(Construct):
         groups = {name: group for name, (_, group) in alarms.items()}
         self.log_group = log_group(self, "Logs", log_retention_days)
 
-        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description="idle scale-down")
+        role = iam.Role(self, "Role", assumed_by=values.service_principal("lambda.amazonaws.com"), description="idle scale-down")
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="Logs", actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[self.log_group.log_group_arn]

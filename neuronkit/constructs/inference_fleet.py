@@ -30,7 +30,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.catalog import releases, serving
-from neuronkit.constructs import durations, placement, pseudo
+from neuronkit.constructs import durations, placement, pseudo, values
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
     acknowledge_group_arn,
@@ -373,13 +373,13 @@ class InferenceFleet(Construct):
         self.listener_port = tls.port if tls else port
         self._client_ingress(vpc, cidr)
         self.load_balancer_security_group.add_egress_rule(
-            self.security_group, ec2.Port.tcp(port), "Requests and health checks to the nodes"
+            self.security_group, values.tcp(port), "Requests and health checks to the nodes"
         )
         self.security_group.add_ingress_rule(
-            self.load_balancer_security_group, ec2.Port.tcp(port), "Requests and health checks from the load balancer"
+            self.load_balancer_security_group, values.tcp(port), "Requests and health checks from the load balancer"
         )
-        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to S3 (the model), ECR, AWS APIs")
-        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP package mirrors (apt)")
+        self.security_group.add_egress_rule(values.any_ipv4(), values.tcp(443), "HTTPS to S3 (the model), ECR, AWS APIs")
+        self.security_group.add_egress_rule(values.any_ipv4(), values.tcp(80), "HTTP package mirrors (apt)")
 
     def _client_ingress(self, vpc: ec2.IVpc, cidr: str | None) -> None:
         """Clients reach the listener from ``ingress_cidr``, by default the VPC's CIDR. A CIDR known only at deploy

@@ -196,11 +196,14 @@ class EnvironmentMonitoring(Construct):
             self.launch_failures = self._launch_failures_rule(groups)
 
         self.cost_per_hour = self._cost_expression()
+        # All rows in the constructor: one round trip to the jsii kernel instead of one add_widgets per row.
         self.dashboard = cloudwatch.Dashboard(
-            self, "Dashboard", dashboard_name=f"neuronkit-{environment}", default_interval=durations.hours(6)
+            self,
+            "Dashboard",
+            dashboard_name=f"neuronkit-{environment}",
+            default_interval=durations.hours(6),
+            widgets=[row.widgets for row in self._rows(lustre)],
         )
-        for row in self._rows(lustre):
-            self.dashboard.add_widgets(*row.widgets)
 
     def _launch_failures_rule(self, groups: list[str]) -> events.Rule:
         environment, topic = self.environment, self.topic
@@ -620,7 +623,7 @@ class EnvironmentMonitoring(Construct):
                     _graph(
                         "Neuron execution latency p50 / p99 (ms)",
                         [
-                            self.neuron_metric(p.pool, name, "Average").with_(label=f"{p.pool} {name[-3:].lower()}")
+                            self.neuron_metric(p.pool, name, "Average", label=f"{p.pool} {name[-3:].lower()}")
                             for p in neuron
                             for name in (LATENCY_P50, LATENCY_P99)
                         ],
@@ -634,7 +637,7 @@ class EnvironmentMonitoring(Construct):
                     _graph(
                         "Hardware ECC events (per 5 minutes)",
                         [
-                            self.neuron_metric(p.pool, name, "Sum").with_(label=f"{p.pool} {kind}")
+                            self.neuron_metric(p.pool, name, "Sum", label=f"{p.pool} {kind}")
                             for p in neuron
                             for name, kind in ((ECC_UNCORRECTED, "uncorrected"), (ECC_CORRECTED, "corrected"))
                         ],
@@ -701,11 +704,11 @@ class EnvironmentMonitoring(Construct):
         for p, lb in fleets:
             dims = {"LoadBalancer": lb.full_name}
             if lb.kind == "alb":
-                requests.append(_alb(dims, "RequestCount").with_(label=p.pool))
+                requests.append(_alb(dims, "RequestCount", label=p.pool))
                 for stat in ("p50", "p99"):
-                    latency.append(_alb(dims, "TargetResponseTime", stat).with_(label=f"{p.pool} {stat}"))
-                errors.append(_alb(dims, "HTTPCode_Target_5XX_Count").with_(label=f"{p.pool} target 5xx"))
-                errors.append(_alb(dims, "HTTPCode_ELB_5XX_Count").with_(label=f"{p.pool} load balancer 5xx"))
+                    latency.append(_alb(dims, "TargetResponseTime", stat, label=f"{p.pool} {stat}"))
+                errors.append(_alb(dims, "HTTPCode_Target_5XX_Count", label=f"{p.pool} target 5xx"))
+                errors.append(_alb(dims, "HTTPCode_ELB_5XX_Count", label=f"{p.pool} load balancer 5xx"))
             else:
                 requests.append(
                     cloudwatch.Metric(
@@ -764,13 +767,14 @@ def _group_in_service(group_name: str, period_minutes: int, label: str | None) -
     )
 
 
-def _alb(dims: Mapping[str, str], name: str, statistic: str = "Sum") -> cloudwatch.Metric:
+def _alb(dims: Mapping[str, str], name: str, statistic: str = "Sum", *, label: str | None = None) -> cloudwatch.Metric:
     return cloudwatch.Metric(
         namespace="AWS/ApplicationELB",
         metric_name=name,
         dimensions_map=dict(dims),
         statistic=statistic,
         period=durations.minutes(1),
+        label=label,
     )
 
 

@@ -12,7 +12,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from neuronkit.config.addressing import holds, largest_private_prefix, plan_subnets, private_prefix_for
-from neuronkit.constructs import pseudo
+from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.compliance import acknowledge
 
 # The arithmetic lives in neuronkit.config.addressing (validation uses it too); re-exported for existing imports.
@@ -97,21 +97,27 @@ class AcceleratorNetwork(Construct):
         """With NAT gateways: the internet gateway, one small public subnet per AZ ID, the gateways' ids."""
         nat_ids: list[str] = []
         if nat_gateways > 0:
-            igw = ec2.CfnInternetGateway(self, "Igw")
-            attach = ec2.CfnVPCGatewayAttachment(self, "IgwAttachment", vpc_id=vpc.ref, internet_gateway_id=igw.ref)
-            public_rt = ec2.CfnRouteTable(self, "PublicRouteTable", vpc_id=vpc.ref)
+            # Each ``.ref`` read is a round trip to the jsii kernel: read once (docs/performance.md).
+            igw = ec2.CfnInternetGateway(self, "Igw").ref
+            attach = ec2.CfnVPCGatewayAttachment(self, "IgwAttachment", vpc_id=self.vpc_id, internet_gateway_id=igw)
+            public_rt = ec2.CfnRouteTable(self, "PublicRouteTable", vpc_id=self.vpc_id).ref
             route = ec2.CfnRoute(
-                self, "PublicDefaultRoute", route_table_id=public_rt.ref, destination_cidr_block="0.0.0.0/0", gateway_id=igw.ref
+                self, "PublicDefaultRoute", route_table_id=public_rt, destination_cidr_block="0.0.0.0/0", gateway_id=igw
             )
             route.node.add_dependency(attach)
             for i, (az, block) in enumerate(zip(self.az_ids, public_cidrs, strict=True)):
                 sub = ec2.CfnSubnet(
-                    self, f"Public{i}", vpc_id=vpc.ref, cidr_block=block, availability_zone_id=az, map_public_ip_on_launch=False
-                )
-                ec2.CfnSubnetRouteTableAssociation(self, f"Public{i}Rt", subnet_id=sub.ref, route_table_id=public_rt.ref)
+                    self,
+                    f"Public{i}",
+                    vpc_id=self.vpc_id,
+                    cidr_block=block,
+                    availability_zone_id=az,
+                    map_public_ip_on_launch=False,
+                ).ref
+                ec2.CfnSubnetRouteTableAssociation(self, f"Public{i}Rt", subnet_id=sub, route_table_id=public_rt)
                 if i < nat_gateways:
                     eip = ec2.CfnEIP(self, f"NatEip{i}", domain="vpc")
-                    nat = ec2.CfnNatGateway(self, f"Nat{i}", subnet_id=sub.ref, allocation_id=eip.attr_allocation_id)
+                    nat = ec2.CfnNatGateway(self, f"Nat{i}", subnet_id=sub, allocation_id=eip.attr_allocation_id)
                     nat.node.add_dependency(attach)
                     nat_ids.append(nat.ref)
         return nat_ids
@@ -121,21 +127,21 @@ class AcceleratorNetwork(Construct):
         route_tables = []
         for i, (az, block) in enumerate(zip(self.az_ids, private_cidrs, strict=True)):
             sub = ec2.CfnSubnet(
-                self, f"Private{i}", vpc_id=vpc.ref, cidr_block=block, availability_zone_id=az, map_public_ip_on_launch=False
-            )
-            rt = ec2.CfnRouteTable(self, f"Private{i}RouteTable", vpc_id=vpc.ref)
-            ec2.CfnSubnetRouteTableAssociation(self, f"Private{i}Rt", subnet_id=sub.ref, route_table_id=rt.ref)
+                self, f"Private{i}", vpc_id=self.vpc_id, cidr_block=block, availability_zone_id=az, map_public_ip_on_launch=False
+            ).ref
+            rt = ec2.CfnRouteTable(self, f"Private{i}RouteTable", vpc_id=self.vpc_id).ref
+            ec2.CfnSubnetRouteTableAssociation(self, f"Private{i}Rt", subnet_id=sub, route_table_id=rt)
             if nat_ids:
                 ec2.CfnRoute(
                     self,
                     f"Private{i}DefaultRoute",
-                    route_table_id=rt.ref,
+                    route_table_id=rt,
                     destination_cidr_block="0.0.0.0/0",
                     nat_gateway_id=nat_ids[i % len(nat_ids)],
                 )
-            self.subnet_ids[az] = sub.ref
-            self.route_table_ids[az] = rt.ref
-            route_tables.append(rt.ref)
+            self.subnet_ids[az] = sub
+            self.route_table_ids[az] = rt
+            route_tables.append(rt)
         return route_tables
 
     def _endpoints(self, vpc: ec2.CfnVPC, cidr: str, route_tables: list[str], interface_endpoints: Sequence[str]) -> None:
@@ -143,17 +149,17 @@ class AcceleratorNetwork(Construct):
         ec2.CfnVPCEndpoint(
             self,
             "S3Endpoint",
-            vpc_id=vpc.ref,
+            vpc_id=self.vpc_id,
             service_name=f"com.amazonaws.{pseudo.REGION}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=route_tables,
         )
         if interface_endpoints:
-            sg = ec2.CfnSecurityGroup(
+            group = ec2.CfnSecurityGroup(
                 self,
                 "EndpointSecurityGroup",
                 group_description="HTTPS from the VPC to interface endpoints",
-                vpc_id=vpc.ref,
+                vpc_id=self.vpc_id,
                 security_group_ingress=[
                     ec2.CfnSecurityGroup.IngressProperty(
                         ip_protocol="tcp", from_port=443, to_port=443, cidr_ip=cidr, description="HTTPS from the VPC"
@@ -165,16 +171,17 @@ class AcceleratorNetwork(Construct):
                     )
                 ],
             )
+            sg, subnets = group.ref, list(self.subnet_ids.values())
             for service in interface_endpoints:
                 ec2.CfnVPCEndpoint(
                     self,
                     "Endpoint" + "".join(part.capitalize() for part in service.split(".")),
-                    vpc_id=vpc.ref,
+                    vpc_id=self.vpc_id,
                     service_name=f"com.amazonaws.{pseudo.REGION}.{service}",
                     vpc_endpoint_type="Interface",
                     private_dns_enabled=True,
-                    subnet_ids=list(self.subnet_ids.values()),
-                    security_group_ids=[sg.ref],
+                    subnet_ids=subnets,
+                    security_group_ids=[sg],
                 )
 
     def _flow_logs(self, vpc: ec2.CfnVPC, flow_log_retention_days: int) -> None:
@@ -184,7 +191,7 @@ class AcceleratorNetwork(Construct):
         assert isinstance(cfn_group, logs.CfnLogGroup)
         # The L2 takes an enum; the file gives days, so set the nearest value CloudWatch accepts.
         cfn_group.retention_in_days = retention_days(flow_log_retention_days)
-        role = iam.Role(self, "FlowLogsRole", assumed_by=iam.ServicePrincipal("vpc-flow-logs.amazonaws.com"))
+        role = iam.Role(self, "FlowLogsRole", assumed_by=values.service_principal("vpc-flow-logs.amazonaws.com"))
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
@@ -194,7 +201,7 @@ class AcceleratorNetwork(Construct):
         ec2.CfnFlowLog(
             self,
             "FlowLog",
-            resource_id=vpc.ref,
+            resource_id=self.vpc_id,
             resource_type="VPC",
             traffic_type="ALL",
             log_destination_type="cloud-watch-logs",

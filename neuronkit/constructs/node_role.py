@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs import values
+from neuronkit.constructs.compliance import acknowledge_each
 
 SESSION_MANAGER = "AmazonSSMManagedInstanceCore"
 
@@ -25,11 +26,16 @@ def node_role(
     role = iam.Role(
         scope,
         id,
-        assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+        assumed_by=values.service_principal("ec2.amazonaws.com"),
         description=description,
-        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in (SESSION_MANAGER, *extra)],
+        managed_policies=[values.aws_managed_policy(n) for n in (SESSION_MANAGER, *extra)],
     )
     reasons = {SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM"}
-    for name, reason in {**reasons, **extra}.items():
-        acknowledge(role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+    acknowledge_each(
+        role,
+        {
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r
+            for name, r in {**reasons, **extra}.items()
+        },
+    )
     return role

@@ -13,7 +13,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from constructs import Construct
 
-from neuronkit.constructs import pseudo
+from neuronkit.constructs import pseudo, values
 
 # The service-linked role Auto Scaling publishes notifications with (Auto Scaling User Guide, "Service-linked
 # roles for Amazon EC2 Auto Scaling"; KMS key policies must name it: "Required AWS KMS key policy for use
@@ -24,6 +24,15 @@ AUTOSCALING_SLR_ARN = (
 
 
 _EVENTBRIDGE_ALLOWED: weakref.WeakSet[sns.Topic] = weakref.WeakSet()
+_ARNS: weakref.WeakKeyDictionary[sns.ITopic, str] = weakref.WeakKeyDictionary()
+
+
+def arn_of(topic: sns.ITopic) -> str:
+    """``topic.topic_arn``, read from the jsii kernel once per topic (every rule and budget names it)."""
+    arn = _ARNS.get(topic)
+    if arn is None:
+        arn = _ARNS[topic] = topic.topic_arn
+    return arn
 
 
 def allow_eventbridge(topic: sns.ITopic) -> None:
@@ -42,8 +51,8 @@ def allow_eventbridge(topic: sns.ITopic) -> None:
         iam.PolicyStatement(
             sid="EventBridgeRulesOfThisAccount",
             actions=["sns:Publish"],
-            principals=[iam.ServicePrincipal("events.amazonaws.com")],
-            resources=[topic.topic_arn],
+            principals=[values.service_principal("events.amazonaws.com")],
+            resources=[arn_of(topic)],
             conditions={
                 "StringEquals": {"aws:SourceAccount": account},
                 "ArnLike": {"aws:SourceArn": f"arn:{pseudo.PARTITION}:events:{pseudo.REGION}:{account}:rule/*"},
@@ -64,7 +73,7 @@ class TopicTarget:
 
     def bind(self, rule: events.IRule, id: str | None = None) -> events.RuleTargetConfig:
         allow_eventbridge(self.topic)
-        return events.RuleTargetConfig(arn=self.topic.topic_arn, input=self.message)
+        return events.RuleTargetConfig(arn=arn_of(self.topic), input=self.message)
 
 
 class NotificationTopic(Construct):
@@ -94,7 +103,7 @@ class NotificationTopic(Construct):
                 iam.PolicyStatement(
                     sid=f"Publish-{service.split('.')[0]}",
                     actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    principals=[iam.ServicePrincipal(service)],
+                    principals=[values.service_principal(service)],
                     resources=["*"],
                     conditions=same_account,
                 )
@@ -118,8 +127,8 @@ class NotificationTopic(Construct):
             iam.PolicyStatement(
                 sid="CloudWatchAlarms",
                 actions=["sns:Publish"],
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                resources=[self.topic.topic_arn],
+                principals=[values.service_principal("cloudwatch.amazonaws.com")],
+                resources=[arn_of(self.topic)],
                 conditions={
                     **same_account,
                     "ArnLike": {"aws:SourceArn": f"arn:{pseudo.PARTITION}:cloudwatch:{pseudo.REGION}:{account}:alarm:*"},
@@ -130,8 +139,8 @@ class NotificationTopic(Construct):
             self.topic.add_to_resource_policy(
                 iam.PolicyStatement(
                     actions=["sns:Publish"],
-                    principals=[iam.ServicePrincipal(service)],
-                    resources=[self.topic.topic_arn],
+                    principals=[values.service_principal(service)],
+                    resources=[arn_of(self.topic)],
                     conditions=same_account,
                 )
             )

@@ -16,7 +16,7 @@ from constructs import Construct
 from neuronkit import userdata
 from neuronkit.config import LOG_RETENTION_DAYS
 from neuronkit.constructs import pseudo
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.compliance import acknowledge_each
 from neuronkit.constructs.policy import add_statement
 
 PUBLISHER = "neuron_monitor_publisher.py"
@@ -132,18 +132,16 @@ class NodeObservability(Construct):
                 resources=[self.kit.bucket.arn_for_objects(self.kit.s3_object_key)],
             ),
         )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5[Resource::*]",
-            "cloudwatch:PutMetricData has no resource-level permissions; a cloudwatch:namespace condition scopes it",
-        )
+        reasons = {
+            "AwsSolutions-IAM5[Resource::*]": "cloudwatch:PutMetricData has no resource-level permissions; a "
+            "cloudwatch:namespace condition scopes it"
+        }
         for arn in stream_arns:
             rendered = arn.replace(pseudo.PARTITION, "<AWS::Partition>").replace(pseudo.REGION, "<AWS::Region>")
-            acknowledge(
-                role,
-                f"AwsSolutions-IAM5[Resource::{rendered.replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]",
-                "the CloudWatch agent creates one log stream per instance in this log group; the ARN is fixed to the group",
+            reasons[f"AwsSolutions-IAM5[Resource::{rendered.replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]"] = (
+                "the CloudWatch agent creates one log stream per instance in this log group; the ARN is fixed to the group"
             )
+        acknowledge_each(role, reasons)
 
     def userdata_values(self, *, accelerator: Literal["neuron", "gpu"]) -> dict[str, str | int]:
         """The values ``observability.sh`` requires (besides REGION, which the caller's script sets too)."""

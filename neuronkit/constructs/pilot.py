@@ -19,7 +19,7 @@ from neuronkit import userdata
 from neuronkit.adoption.pilot_metrics import NAMESPACE, SIDES
 from neuronkit.adoption.pilot_serving import OUTPUT_SECURITY_GROUP, OUTPUT_SUBNET
 from neuronkit.catalog import pricing
-from neuronkit.constructs import durations
+from neuronkit.constructs import durations, values
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.network import log_group
 
@@ -193,7 +193,7 @@ class PilotLoadJob(Construct):
         self.security_group.add_egress_rule(
             ec2.Peer.ipv4(vpc_cidr or vpc.vpc_cidr_block), ec2.Port.all_tcp(), "The fleets' load balancers"
         )
-        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3, ECR and CloudWatch Logs endpoints")
+        self.security_group.add_egress_rule(values.any_ipv4(), values.tcp(443), "S3, ECR and CloudWatch Logs endpoints")
         self._task(environment, log_retention_days)
         self._inputs()
         self._grants(artifacts_bucket, datasets_bucket)

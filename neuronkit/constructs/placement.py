@@ -13,6 +13,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 
+from neuronkit.constructs.notifications import arn_of
+
 
 def subnets_by_label(
     vpc: ec2.IVpc, *, owner: str, subnet_ids: Mapping[str, str] | None, vpc_subnets: ec2.SubnetSelection | None
@@ -50,4 +52,4 @@ def bucket_name(bucket: str | s3.IBucket) -> str:
 def topic_arn(topic: sns.ITopic | None, arn: str | None, *, owner: str) -> str | None:
     if topic is not None and arn is not None:
         raise ValueError(f"{owner}: give notifications_topic or notifications_topic_arn, not both")
-    return topic.topic_arn if topic is not None else arn
+    return arn_of(topic) if topic is not None else arn

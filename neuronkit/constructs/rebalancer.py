@@ -11,7 +11,7 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from neuronkit.constructs import durations
+from neuronkit.constructs import durations, values
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import acknowledge_group_arn, group_arn
 from neuronkit.constructs.network import log_group
@@ -82,7 +82,7 @@ class Rebalancer(Construct):
     def _role(self, group_name: str, arn: str, namespace: str) -> iam.Role:
         """The function's role: its logs, read any group, replace instances in its own group, its metric."""
         role = iam.Role(
-            self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=f"{group_name} rebalancer"
+            self, "Role", assumed_by=values.service_principal("lambda.amazonaws.com"), description=f"{group_name} rebalancer"
         )
         role.add_to_policy(
             iam.PolicyStatement(

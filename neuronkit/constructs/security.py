@@ -5,6 +5,8 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
+from neuronkit.constructs import values
+
 
 class EfaSecurityGroup(Construct):
     """A security group that allows all traffic to and from itself, in and out (EFA requires both).
@@ -19,9 +21,9 @@ class EfaSecurityGroup(Construct):
     def __init__(self, scope: Construct, id: str, *, vpc: ec2.IVpc, description: str, allow_web_egress: bool = True) -> None:
         super().__init__(scope, id)
         sg = ec2.SecurityGroup(self, "Group", vpc=vpc, description=description, allow_all_outbound=False)
-        sg.add_ingress_rule(sg, ec2.Port.all_traffic(), "EFA and collectives: all traffic from the cluster itself")
-        sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA and collectives: all traffic to the cluster itself")
+        sg.add_ingress_rule(sg, values.all_traffic(), "EFA and collectives: all traffic from the cluster itself")
+        sg.add_egress_rule(sg, values.all_traffic(), "EFA and collectives: all traffic to the cluster itself")
         if allow_web_egress:
-            sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to AWS APIs and registries")
-            sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(80), "HTTP package mirrors (apt)")
+            sg.add_egress_rule(values.any_ipv4(), values.tcp(443), "HTTPS to AWS APIs and registries")
+            sg.add_egress_rule(values.any_ipv4(), values.tcp(80), "HTTP package mirrors (apt)")
         self.security_group = sg

@@ -13,13 +13,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from neuronkit.constructs import durations, pseudo
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs import durations, pseudo, values
+from neuronkit.constructs.compliance import acknowledge_each
 from neuronkit.constructs.policy import add_statement
 
 # Lustre's LNET port and the ports its servers and clients use (FSx user guide, "File system access
 # control with Amazon VPC").
-LUSTRE_PORTS = (ec2.Port.tcp(988), ec2.Port.tcp_range(1018, 1023))
+LUSTRE_PORTS = (values.tcp(988), ec2.Port.tcp_range(1018, 1023))
 LUSTRE_VERSION = "2.15"
 
 
@@ -260,6 +260,10 @@ class StorageAccess:
             )
         if compile_cache_prefix:
             reasons[arn(self.artifacts_bucket, f"/{compile_cache_prefix}*")] = "write the pool's own Neuron compile cache prefix"
-        for resource, reason in reasons.items():
-            rendered = resource.replace(pseudo.PARTITION, "<AWS::Partition>")
-            acknowledge(role, f"AwsSolutions-IAM5[Resource::{rendered}]", reason)
+        acknowledge_each(
+            role,
+            {
+                f"AwsSolutions-IAM5[Resource::{resource.replace(pseudo.PARTITION, '<AWS::Partition>')}]": reason
+                for resource, reason in reasons.items()
+            },
+        )

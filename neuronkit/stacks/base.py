@@ -25,8 +25,9 @@ class NeuronkitStack(Stack):
             **kwargs,
         )
         self.config = config
+        tags = Tags.of(self)  # one Tags object for all of them: each Tags.of is a round trip to the jsii kernel
         for key, value in environment_tags(config).items():
-            Tags.of(self).add(key, value)
+            tags.add(key, value)
 
 
 def environment_tags(config: Environment) -> dict[str, str]:

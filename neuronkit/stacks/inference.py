@@ -23,7 +23,7 @@ from neuronkit.constructs.inference_fleet import (
     _version_of,
 )
 from neuronkit.constructs.node_pool import FleetNodesSpec
-from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.constructs.notifications import NotificationTopic, arn_of
 from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotLoadJob
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
@@ -162,7 +162,7 @@ class InferenceStack(NeuronkitStack):
             ],
             ingress_cidr=config.network.cidr,
             access_logs_bucket=storage.storage.access_logs,
-            notifications_topic_arn=self.events.topic.topic_arn,
+            notifications_topic_arn=arn_of(self.events.topic),
             rebalance_minutes=f.rebalance_minutes if rebalance else None,
             metrics_namespace=config.monitoring.namespace,
             log_retention_days=config.monitoring.log_retention_days,

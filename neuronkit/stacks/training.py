@@ -14,7 +14,7 @@ from neuronkit.config.training import offering_warnings
 from neuronkit.constructs import compliance
 from neuronkit.constructs.launch_template import AmiSpec
 from neuronkit.constructs.node_pool import NodePoolSpec
-from neuronkit.constructs.notifications import NotificationTopic
+from neuronkit.constructs.notifications import NotificationTopic, arn_of
 from neuronkit.constructs.observability import ObservabilitySpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
@@ -140,7 +140,7 @@ class TrainingStack(NeuronkitStack):
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 capacity=capacity_spec(cluster),
                 storage=access,
-                notifications_topic_arn=self.events.topic.topic_arn,
+                notifications_topic_arn=arn_of(self.events.topic),
                 compile_cache=cluster.compile_cache,
                 scale_in_protection=protected(config, cluster),
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
@@ -180,7 +180,7 @@ class TrainingStack(NeuronkitStack):
             subnet_id=network.network.subnet_ids[az],
             az_id=az,
             storage=access,
-            notifications_topic_arn=self.events.topic.topic_arn,
+            notifications_topic_arn=arn_of(self.events.topic),
             scale_in_protection=protected(config, cluster),
             tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},
             observability=observability_spec(config),
@@ -216,7 +216,7 @@ class TrainingStack(NeuronkitStack):
                 az_id=cluster.az_id,
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 storage=access,
-                notifications_topic_arn=self.events.topic.topic_arn,
+                notifications_topic_arn=arn_of(self.events.topic),
                 compile_cache=cluster.compile_cache,
                 scale_in_protection=protected(config, cluster),
                 tags={"neuronkit:environment": config.name, "cost-center": config.cost_center},

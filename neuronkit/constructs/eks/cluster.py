@@ -14,7 +14,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,7 @@ class NeuronEksCluster(Construct):
             "AwsSolutions-IAM5[Resource::<ClusterKubectlProviderHandler93C0312D.Arn>:*]": "aws_eks_v2's provider "
             "framework invokes any version of the kubectl handler",
         }
-        for rule, reason in reasons.items():
-            acknowledge(self, rule, reason)
+        acknowledge_each(self, reasons)
         for path in (("KubectlProvider", "Handler"), ("KubectlProvider", "Provider", "framework-onEvent")):
             node: Any = self.cluster
             for part in path:

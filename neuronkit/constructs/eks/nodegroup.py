@@ -16,7 +16,8 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from neuronkit import catalog, userdata
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs import values
+from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
 from neuronkit.constructs.launch_template import (
     capacity_target,
@@ -236,12 +237,14 @@ class NeuronNodeGroup(Construct):
         self.role = iam.Role(
             self,
             "NodeRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            assumed_by=values.service_principal("ec2.amazonaws.com"),
             description=f"{self.group_name} EKS nodes",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(n) for n in NODE_POLICIES],
+            managed_policies=[values.aws_managed_policy(n) for n in NODE_POLICIES],
         )
-        for name, reason in NODE_POLICIES.items():
-            acknowledge(self.role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", reason)
+        acknowledge_each(
+            self.role,
+            {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r for name, r in NODE_POLICIES.items()},
+        )
 
     def _launch_template(self, script: str) -> None:
         spec = self.spec

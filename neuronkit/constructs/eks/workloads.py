@@ -19,8 +19,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.constructs import pseudo
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs import pseudo, values
+from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
 from neuronkit.kubernetes import efa_chart, lustre, neuron_chart
 
@@ -50,11 +50,11 @@ class WorkloadsSpec:
 
 def pod_role(scope: Construct, id: str, description: str) -> iam.Role:
     """A role only pod identity assumes (``pods.eks.amazonaws.com``, with session tags)."""
-    role = iam.Role(scope, id, description=description, assumed_by=iam.ServicePrincipal("pods.eks.amazonaws.com"))
+    role = iam.Role(scope, id, description=description, assumed_by=values.service_principal("pods.eks.amazonaws.com"))
     trust = role.assume_role_policy
     assert trust is not None
     trust.add_statements(
-        iam.PolicyStatement(actions=["sts:TagSession"], principals=[iam.ServicePrincipal("pods.eks.amazonaws.com")])
+        iam.PolicyStatement(actions=["sts:TagSession"], principals=[values.service_principal("pods.eks.amazonaws.com")])
     )
     return role
 
@@ -140,8 +140,7 @@ class NeuronWorkloads(Construct):
             "AwsSolutions-IAM5[Resource::*]": "DescribeAutoScalingInstances and DescribeInstances have no resource-level "
             "permissions; PutMetricData is limited to the NeuronHealthCheck namespace by condition",
         }
-        for rule, reason in reasons.items():
-            acknowledge(self.npd_role, rule, reason)
+        acknowledge_each(self.npd_role, reasons)
 
     def _efa(self) -> eks.HelmChart:
         facts = efa_chart.chart_facts()

@@ -21,6 +21,9 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json p
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --no-deps -e .
 	$(VENV)/bin/npm ci --no-audit --no-fund --loglevel=error
+	@# cdk.json runs the app with `python3 -O` (no jsii argument type checks at synth; docs/performance.md). Its
+	@# optimized bytecode is compiled here once: Python does not write it when PYTHONDONTWRITEBYTECODE is set.
+	$(VENV)/bin/python -O -m compileall -q -j 0 $(VENV)/lib neuronkit > /dev/null
 	@node --version | grep -q '^v24' || { echo "setup: node on PATH is not the venv's Node 24"; exit 1; }
 	touch $@
 

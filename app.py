@@ -8,6 +8,9 @@ import gc
 # collector only rescans them (about 0.4 s of a whole-app synth, docs/performance.md). Reference counting
 # still frees what it can; the peak memory of a whole-app synth was lower, not higher, without it. Only when
 # run as the app: a test that imports this file keeps its collector.
+# cdk.json runs this file with `python3 -O`: jsii's Python-side argument type checks (typeguard, about 0.3 s of
+# a whole-app synth) only run when __debug__ is true. The tests import the kit without -O, so every construct
+# path is still type-checked there, and a test requires byte-identical templates both ways (docs/performance.md).
 if __name__ == "__main__":
     gc.disable()
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,3 +68,19 @@ def test_a_file_given_with_c_file_is_the_one_synthesized(
         app.main()
     assert built == ["pilot"]
     assert "examples/environments/pilot.yaml: stop here" in capsys.readouterr().err
+
+
+def test_the_optimized_app_cdk_json_runs_synthesizes_the_same_templates(tmp_path: Path) -> None:
+    """cdk.json runs app.py with ``python3 -O`` (no jsii type checks, no asserts): the templates must be the ones
+    the same app writes without it."""
+    command = json.loads((ROOT / "cdk.json").read_text())["app"].split()
+    assert command[:2] == ["python3", "-O"], "cdk.json's app runs python3 -O (docs/performance.md)"
+    example = "examples/environments/eks.yaml"
+    outputs = {}
+    for flags in ([], ["-O"]):
+        out = tmp_path / ("optimized" if flags else "plain")
+        env = {**os.environ, "CDK_OUTDIR": str(out), "CDK_CONTEXT_JSON": json.dumps({"file": example})}
+        subprocess.run([sys.executable, *flags, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True)
+        outputs[out.name] = {p.name: p.read_bytes() for p in sorted(out.glob("*.template.json"))}
+    assert outputs["plain"], "the app wrote no template"
+    assert outputs["optimized"] == outputs["plain"]

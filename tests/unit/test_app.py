@@ -79,8 +79,32 @@ def test_the_optimized_app_cdk_json_runs_synthesizes_the_same_templates(tmp_path
     outputs = {}
     for flags in ([], ["-O"]):
         out = tmp_path / ("optimized" if flags else "plain")
-        env = {**os.environ, "CDK_OUTDIR": str(out), "CDK_CONTEXT_JSON": json.dumps({"file": example})}
-        subprocess.run([sys.executable, *flags, "app.py"], cwd=ROOT, env=env, check=True, capture_output=True)
+        run = _run_app(tmp_path, flags, file=example, outdir=out)
+        assert run.returncode == 0, run.stderr
         outputs[out.name] = {p.name: p.read_bytes() for p in sorted(out.glob("*.template.json"))}
     assert outputs["plain"], "the app wrote no template"
     assert outputs["optimized"] == outputs["plain"]
+
+
+def _run_app(tmp_path: Path, flags: list[str], *, file: str, outdir: Path) -> subprocess.CompletedProcess[str]:
+    """app.py as the CDK CLI runs it, with a private TMPDIR that must be empty again when the app has exited
+    (the app skips Python's teardown: jsii's exit handler must still stop Node and remove its files)."""
+    tmp = tmp_path / f"tmp-{outdir.name}"
+    tmp.mkdir()
+    env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps({"file": file}), "TMPDIR": str(tmp)}
+    run = subprocess.run([sys.executable, *flags, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert list(tmp.iterdir()) == [], "the app left files in TMPDIR"
+    return run
+
+
+def test_the_app_exits_with_its_status_and_one_line_per_problem(tmp_path: Path) -> None:
+    """A wrong file: exit status 1, one line naming the file and key, no traceback (the app's last exit handler
+    keeps main's status)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((ROOT / "examples" / "environments" / "eks.yaml").read_text().replace("region: ", "region: mars-", 1))
+    run = _run_app(tmp_path, ["-O"], file=str(bad), outdir=tmp_path / "out")
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    problems = [line for line in run.stderr.splitlines() if line.strip()]
+    assert problems and all(line.startswith(str(bad)) for line in problems), run.stderr
+    assert any("region" in line for line in problems), run.stderr

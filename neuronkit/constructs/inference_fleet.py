@@ -1021,6 +1021,5 @@ def _query(
 
 
 def _version_of(lt: AcceleratorLaunchTemplate) -> autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty:
-    return autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(
-        launch_template_id=lt.launch_template.ref, version=lt.launch_template.attr_latest_version_number
-    )
+    template_id, version = lt.id_and_latest_version
+    return autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(launch_template_id=template_id, version=version)

@@ -104,7 +104,9 @@ class AmiSpec:
             key = (self.lookup.name, self.lookup.owner, repr(sorted(self.lookup.filters().items())))
             if key in found:
                 return found[key]
-            if Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region):
+            if not found and (Token.is_unresolved(stack.account) or Token.is_unresolved(stack.region)):
+                # Checked on the stack's first lookup only (four round trips to the jsii kernel): the stack's
+                # environment does not change between its launch templates.
                 raise ValueError(
                     f"{scope.node.path}: the AMI '{self.lookup.name}' is found by a lookup, which needs the stack's account "
                     "and region (Stack(..., env=Environment(account=..., region=...))); or pin one with AmiSpec(ami_id=...)"
@@ -217,6 +219,15 @@ class AcceleratorLaunchTemplate(Construct):
                           capacity_reservation_id, capacity_reservation_group_arn, capacity_block, tags)  # fmt: skip
         self.launch_template = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=data)
         self.launch_template.add_metadata(IMAGE_METADATA, ami.metadata())
+        self._version: tuple[str, str] | None = None
+
+    @property
+    def id_and_latest_version(self) -> tuple[str, str]:
+        """The template's id and latest version number (tokens), read from the jsii kernel once: a fleet's main
+        group, its compile groups and its stacks' twins all name the same template."""
+        if self._version is None:
+            self._version = (self.launch_template.ref, self.launch_template.attr_latest_version_number)
+        return self._version
 
     @staticmethod
     def _checked(

@@ -94,6 +94,7 @@ class NodeObservability(Construct):
         for group in (self.boot_log_group, self.server_log_group):
             group.apply_removal_policy(RemovalPolicy.DESTROY)
             Tags.of(group).add("neuronkit:pool", pool)
+        self._refs: tuple[str, str, str] | None = None
         self.kit = s3_assets.Asset(self, "NodeKit", path=str(Path(userdata.script_path(PUBLISHER)).parent), exclude=KIT_EXCLUDE)
 
         self._grants(role, names, spec.namespace)
@@ -145,14 +146,17 @@ class NodeObservability(Construct):
 
     def userdata_values(self, *, accelerator: Literal["neuron", "gpu"]) -> dict[str, str | int]:
         """The values ``observability.sh`` requires (besides REGION, which the caller's script sets too)."""
+        if self._refs is None:  # read from the jsii kernel once: a pool asks once per launch template
+            self._refs = (self.boot_log_group.ref, self.server_log_group.ref, self.kit.s3_object_url)
+        boot, server, kit = self._refs
         return {
             "ENVIRONMENT": self.environment,
             "POOL": self.pool,
             "REGION": pseudo.REGION,
             "ACCELERATOR": accelerator,
             "METRICS_NAMESPACE": self.namespace,
-            "BOOT_LOG_GROUP": self.boot_log_group.ref,  # Ref: the name, and nodes launch after the group exists
-            "SERVER_LOG_GROUP": self.server_log_group.ref,
+            "BOOT_LOG_GROUP": boot,  # Ref: the name, and nodes launch after the group exists
+            "SERVER_LOG_GROUP": server,
             "SERVER_LOG_UNITS": " ".join(self.server_log_units),
-            "NODE_KIT_S3_URI": self.kit.s3_object_url,
+            "NODE_KIT_S3_URI": kit,
         }

@@ -98,23 +98,23 @@ class NotificationTopic(Construct):
         self.topic = sns.Topic(self, "Topic", display_name=display_name, master_key=self.key, enforce_ssl=True)
         account = pseudo.ACCOUNT_ID
         same_account = {"StringEquals": {"aws:SourceAccount": account}}
-        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com", *service_publishers):
-            self.key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid=f"Publish-{service.split('.')[0]}",
-                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    principals=[values.service_principal(service)],
-                    resources=["*"],
-                    conditions=same_account,
-                )
+        key_statements = [
+            iam.PolicyStatement(
+                sid=f"Publish-{service.split('.')[0]}",
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                principals=[values.service_principal(service)],
+                resources=["*"],
+                conditions=same_account,
             )
+            for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com", *service_publishers)
+        ]
         # Auto Scaling publishes group notifications as its service-linked role, an IAM role of this account
         # (not the autoscaling service principal); named by condition so the key works before the role exists.
-        self.key.add_to_resource_policy(
+        key_statements.append(
             iam.PolicyStatement(
                 sid="Publish-AutoScalingServiceLinkedRole",
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                principals=[iam.AnyPrincipal()],
+                principals=[values.any_principal()],
                 resources=["*"],
                 conditions={
                     "StringEquals": {"kms:CallerAccount": account},
@@ -122,6 +122,8 @@ class NotificationTopic(Construct):
                 },
             )
         )
+        for statement in key_statements:
+            self.key.add_to_resource_policy(statement)
         # CloudWatch alarms of this account may publish (the topic policy replaces SNS's default one).
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(

@@ -22,6 +22,11 @@ def service_principal(service: str) -> iam.ServicePrincipal:
 
 
 @cache
+def any_principal() -> iam.AnyPrincipal:
+    return iam.AnyPrincipal()
+
+
+@cache
 def aws_managed_policy(name: str) -> iam.IManagedPolicy:
     """``iam.ManagedPolicy.from_aws_managed_policy_name(name)``."""
     return iam.ManagedPolicy.from_aws_managed_policy_name(name)

@@ -6,17 +6,29 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import App
 
 from neuronkit.config import Environment
 from neuronkit.config.lookups import image_lookups, unpinned_line
-from neuronkit.stacks.eks import EksStack
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.monitoring import MonitoringStack
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import TrainingStack
+
+if TYPE_CHECKING:
+    from neuronkit.stacks.eks import EksStack
+
+
+def __getattr__(name: str) -> Any:
+    # The EKS stack (aws-cdk-lib's EKS module, the charts) is imported when an environment runs on EKS.
+    if name == "EksStack":
+        from neuronkit.stacks.eks import EksStack
+
+        return EksStack
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -35,6 +47,8 @@ def build_environment(app: App, env: Environment) -> EnvironmentStacks:
     storage = StorageStack(app, f"{env.name}-storage", config=env, network=network)
     if env.platform == "eks":
         # The pools are the EKS cluster's node groups (docs/eks.md); monitoring on EKS comes later.
+        from neuronkit.stacks.eks import EksStack
+
         eks = EksStack(app, f"{env.name}-eks", config=env, network=network, storage=storage)
         return EnvironmentStacks(network=network, storage=storage, training=None, eks=eks)
     training = TrainingStack(app, f"{env.name}-training", config=env, network=network, storage=storage) if env.training else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import aws_autoscaling as autoscaling
 from constructs import Construct
@@ -24,11 +24,13 @@ from neuronkit.constructs.inference_fleet import (
 )
 from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.notifications import NotificationTopic, arn_of
-from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotLoadJob
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import ami_spec
+
+if TYPE_CHECKING:
+    from neuronkit.constructs.pilot import PilotLoadJob
 
 
 class InferenceStack(NeuronkitStack):
@@ -95,6 +97,8 @@ class InferenceStack(NeuronkitStack):
         n_in, n_out = pilot_config.lengths(s, f)
         facts = pilot_serving.facts()
         task = facts["task"]
+        from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotLoadJob  # aws-cdk-lib ECS: with a pilot only
+
         spec = LoadJobSpec(
             pilot=pilot.name, model_id=f.model.id if f.model else "", model_s3_prefix=f.model.s3_prefix if f.model else "",
             neuron=LoadSide(_url(neuron), n_type, f.desired_size or f.min_size or 1, n_profile.image, serving.vllm_version(n_profile.image)),

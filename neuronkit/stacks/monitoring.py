@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -14,12 +14,14 @@ from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
 from neuronkit.constructs.idle_scale_down import IdleScaleDown
 from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
 from neuronkit.constructs.notifications import NotificationTopic
-from neuronkit.constructs.pilot import PilotDashboard
 from neuronkit.reports.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.inference import InferenceStack
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import TrainingStack, capacity_spec
+
+if TYPE_CHECKING:
+    from neuronkit.constructs.pilot import PilotDashboard
 
 
 def environment_monitoring(
@@ -147,6 +149,8 @@ class MonitoringStack(NeuronkitStack):
         # The pilot: one workload on the cluster's Neuron and GPU queues, compared side by side.
         self.pilot: PilotDashboard | None = None
         if config.pilot is not None and config.pilot.cluster is not None:
+            from neuronkit.constructs.pilot import PilotDashboard  # aws-cdk-lib's ECS module: only with a pilot
+
             cluster = next(c for c in config.training if c.name == config.pilot.cluster)
             assert cluster.gpu_pool is not None  # validated
             self.pilot = PilotDashboard(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import aws_autoscaling as autoscaling
 from constructs import Construct
@@ -20,9 +20,11 @@ from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 from neuronkit.reports.pools import fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
-from neuronkit.stacks.batch import add_batch_clusters
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
+
+if TYPE_CHECKING:
+    from neuronkit.constructs.batch import BatchTrainingCluster
 
 
 def ami_spec(ami: Ami, kind: str, release: PoolRelease | None = None) -> AmiSpec:
@@ -160,7 +162,11 @@ class TrainingStack(NeuronkitStack):
                 compliance.acknowledge_cfn_lint(self.clusters[cluster.name], compliance.CFN_LINT_REGION_RULE, f"{key}: {line}")
         # scheduler: batch -- AWS Batch compute environments, queues and job definitions instead of Auto
         # Scaling groups (neuronkit/stacks/batch.py, docs/batch.md).
-        self.batch_clusters = add_batch_clusters(self, config=config, network=network, storage=access)
+        self.batch_clusters: dict[str, BatchTrainingCluster] = {}
+        if any(c.scheduler == "batch" for c in config.training):
+            from neuronkit.stacks.batch import add_batch_clusters  # aws-cdk-lib's Batch module: only when used
+
+            self.batch_clusters = add_batch_clusters(self, config=config, network=network, storage=access)
 
     def _gpu_pool(self, config: Environment, cluster: ClusterConfig, network: NetworkStack, access: StorageAccess) -> None:
         """The cluster's GPU pool: same storage, notifications and hostfile conventions, its own placement

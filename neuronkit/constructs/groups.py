@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.constructs import pseudo
+from neuronkit.constructs import arns, pseudo
 from neuronkit.constructs.compliance import acknowledge_each
 from neuronkit.constructs.policy import add_statement
 
@@ -25,11 +24,8 @@ NOTIFICATION_TYPES = (
 
 def group_arn(scope: Construct, group_name: str) -> str:
     """The ARN of an Auto Scaling group by name (its UUID part is unknown before creation)."""
-    return Stack.of(scope).format_arn(
-        service="autoscaling",
-        resource="autoScalingGroup",
-        resource_name=f"*:autoScalingGroupName/{group_name}",
-        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    return arns.format_arn(
+        scope, service="autoscaling", resource="autoScalingGroup", resource_name=f"*:autoScalingGroupName/{group_name}", sep=":"
     )
 
 
@@ -110,7 +106,7 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
             resources=[arn],
         ),
     )
-    instances = Stack.of(scope).format_arn(service="ec2", resource="instance", resource_name="*")
+    instances = arns.format_arn(scope, service="ec2", resource="instance", resource_name="*")
     add_statement(
         role,
         iam.PolicyStatement(

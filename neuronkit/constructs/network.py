@@ -12,7 +12,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from neuronkit.config.addressing import holds, largest_private_prefix, plan_subnets, private_prefix_for
-from neuronkit.constructs import pseudo, values
+from neuronkit.constructs import arns, pseudo, values
 from neuronkit.constructs.compliance import acknowledge
 
 # The arithmetic lives in neuronkit.config.addressing (validation uses it too); re-exported for existing imports.
@@ -249,7 +249,7 @@ class AcceleratorNetwork(Construct):
         Vpc does with @aws-cdk/aws-ec2:restrictDefaultSecurityGroup (docs/aws-contracts.md).
         """
         group = vpc.attr_default_security_group
-        arn = Stack.of(self).format_arn(service="ec2", resource="security-group", resource_name=group)
+        arn = arns.format_arn(self, service="ec2", resource="security-group", resource_name=group)
         rules = {
             "Ingress": [{"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group}]}],
             "Egress": [{"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}],

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import ArnFormat, RemovalPolicy, Stack, Tags
+from aws_cdk import RemovalPolicy, Tags
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
@@ -15,7 +15,7 @@ from constructs import Construct
 
 from neuronkit import userdata
 from neuronkit.config import LOG_RETENTION_DAYS
-from neuronkit.constructs import pseudo
+from neuronkit.constructs import arns, pseudo
 from neuronkit.constructs.compliance import acknowledge_each
 from neuronkit.constructs.policy import add_statement
 
@@ -101,11 +101,8 @@ class NodeObservability(Construct):
 
     def _grants(self, role: iam.IRole, names: dict[str, str], namespace: str) -> None:
         """Let the nodes publish metrics in the namespace, ship to the two log groups and read the node kit."""
-        stack = Stack.of(self)
         stream_arns = [
-            stack.format_arn(
-                service="logs", resource="log-group", resource_name=f"{name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
-            )
+            arns.format_arn(self, service="logs", resource="log-group", resource_name=f"{name}:*", sep=":")
             for name in names.values()
         ]
         add_statement(

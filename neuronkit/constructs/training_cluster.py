@@ -18,7 +18,7 @@ from constructs import Construct
 
 from neuronkit import catalog, userdata
 from neuronkit.config.base import AZ_ID_RE
-from neuronkit.constructs import placement, pseudo
+from neuronkit.constructs import arns, placement, pseudo
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
     drain_hook,
@@ -291,7 +291,7 @@ class TrainingCluster(Construct):
             end_date_type="limited" if capacity.end else "unlimited",
             end_date=capacity.end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if capacity.end else None,
             placement_group_arn=(
-                stack.format_arn(service="ec2", resource="placement-group", resource_name=self.placement_group.ref)
+                arns.format_arn(stack, service="ec2", resource="placement-group", resource_name=self.placement_group.ref)
                 if self.placement_group
                 else None
             ),
@@ -334,7 +334,7 @@ class TrainingCluster(Construct):
                     ],
                 ),
             ],
-            resources=[stack.format_arn(service="ec2", resource="capacity-reservation", resource_name=i) for i in ids],
+            resources=[arns.format_arn(stack, service="ec2", resource="capacity-reservation", resource_name=i) for i in ids],
             tags=[CfnTag(key=k, value=v) for k, v in sorted(self._tags.items())],
         )
 

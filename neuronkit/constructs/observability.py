@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from aws_cdk import RemovalPolicy, Tags
+from aws_cdk import CfnTag, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3_assets as s3_assets
@@ -85,15 +85,17 @@ class NodeObservability(Construct):
         self.namespace = spec.namespace
         self.server_log_units = tuple(server_log_units)
         names = log_group_names(environment, pool)
+        # The pool tag as a property of each group, not Tags.of(group).add: two round trips to the jsii kernel fewer
+        # per group, the same Tags in the template.
+        tags = [CfnTag(key="neuronkit:pool", value=pool)]
         self.boot_log_group = logs.CfnLogGroup(
-            self, "BootLogs", log_group_name=names["boot"], retention_in_days=spec.log_retention_days
+            self, "BootLogs", log_group_name=names["boot"], retention_in_days=spec.log_retention_days, tags=tags
         )
         self.server_log_group = logs.CfnLogGroup(
-            self, "ServerLogs", log_group_name=names["server"], retention_in_days=spec.log_retention_days
+            self, "ServerLogs", log_group_name=names["server"], retention_in_days=spec.log_retention_days, tags=tags
         )
         for group in (self.boot_log_group, self.server_log_group):
             group.apply_removal_policy(RemovalPolicy.DESTROY)
-            Tags.of(group).add("neuronkit:pool", pool)
         self._refs: tuple[str, str, str] | None = None
         self.kit = s3_assets.Asset(self, "NodeKit", path=str(Path(userdata.script_path(PUBLISHER)).parent), exclude=KIT_EXCLUDE)
 

@@ -4,8 +4,11 @@
 
 import atexit
 import gc
+import importlib
 import os
 import sys
+import threading
+from typing import Any
 
 # A synth is one short process that builds a few thousand objects and exits: CPython's cyclic garbage
 # collector only rescans them (about 0.4 s of a whole-app synth, docs/performance.md). Reference counting
@@ -27,13 +30,61 @@ def _exit_without_teardown() -> None:
     os._exit(_EXIT_STATUS[0])
 
 
+# aws-cdk-lib's Python modules the stacks use: class definitions only, no call to the jsii kernel when imported
+# (tests/unit/test_app.py checks that), so a second thread may import them while the main thread talks to Node.
+PURE_PYTHON_MODULES = (
+    "aws_cdk.aws_iam",
+    "aws_cdk.aws_ec2",
+    "aws_cdk.aws_kms",
+    "aws_cdk.aws_s3",
+    "aws_cdk.aws_logs",
+    "aws_cdk.aws_sns",
+    "aws_cdk.aws_lambda",
+    "aws_cdk.aws_cloudwatch",
+    "aws_cdk.aws_autoscaling",
+    "aws_cdk.aws_events",
+    "aws_cdk.aws_elasticloadbalancingv2",
+    "aws_cdk.custom_resources",
+)
+
+
+class _Prepare(threading.Thread):
+    """Loads environments/ and imports aws-cdk-lib's Python modules in a second thread while the main thread waits
+    for Node to load aws-cdk-lib and cdk-nag (about 0.5 s in which Python would sit idle; docs/performance.md).
+    Nothing here calls the jsii kernel, which only the main thread talks to. A problem is kept for the main
+    thread, which reports it as it would have (main() loads again when the context selects a file or an
+    environment, and imports what this thread could not)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="neuronkit-prepare", daemon=True)
+        self.environments: list[Any] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            from neuronkit.config import load_all
+
+            self.environments = load_all("environments")
+        except BaseException as err:  # noqa: BLE001 -- handed to the main thread
+            self.error = err
+        try:
+            for module in PURE_PYTHON_MODULES:
+                importlib.import_module(module)  # waits for the main thread's `import aws_cdk`
+        except Exception:  # noqa: BLE001, S110 -- the main thread imports them again and reports a failure
+            pass
+
+
+_LOADING: _Prepare | None = None
 if __name__ == "__main__":
     gc.disable()
     atexit.register(_exit_without_teardown)  # before aws_cdk starts jsii: handlers run last-registered first
+    _LOADING = _Prepare()
+    _LOADING.start()
 
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import cdk_nag  # noqa: E402, F401 -- Node loads cdk-nag now, while the environments load in the other thread
 from aws_cdk import App  # noqa: E402
 
 from neuronkit.config import ConfigError, load_all, load_environment, neuron_warnings  # noqa: E402
@@ -41,6 +92,16 @@ from neuronkit.constructs import compliance  # noqa: E402
 from neuronkit.stacks import build_environment, failed_lookups, missing_lookups  # noqa: E402
 
 HERE = Path(__file__).parent
+
+
+def _loaded() -> list[Any] | None:
+    """The environments the other thread loaded (None when it did not run), or its error raised here."""
+    if _LOADING is None:
+        return None
+    _LOADING.join()
+    if _LOADING.error is not None:
+        raise _LOADING.error
+    return _LOADING.environments
 
 
 def main() -> None:
@@ -54,8 +115,10 @@ def main() -> None:
     # runs cfn-lint over every template with zero findings allowed (docs/performance.md).
     app = App(context=context, builtin_cloud_formation_validation=False)
     try:
-        file = app.node.try_get_context("file")
-        environments = [load_environment(file)] if file else load_all("environments", only=app.node.try_get_context("env"))
+        file, only = app.node.try_get_context("file"), app.node.try_get_context("env")
+        environments = _loaded() if not (file or only) else None
+        if environments is None:
+            environments = [load_environment(file)] if file else load_all("environments", only=only)
     except ConfigError as err:
         for line in err.problems:
             print(line, file=sys.stderr)

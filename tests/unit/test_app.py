@@ -108,3 +108,44 @@ def test_the_app_exits_with_its_status_and_one_line_per_problem(tmp_path: Path) 
     problems = [line for line in run.stderr.splitlines() if line.strip()]
     assert problems and all(line.startswith(str(bad)) for line in problems), run.stderr
     assert any("region" in line for line in problems), run.stderr
+
+
+def test_the_modules_the_app_imports_beside_jsii_make_no_kernel_call() -> None:
+    """app.py imports PURE_PYTHON_MODULES in a second thread while the main thread talks to the jsii kernel: they must
+    not call the kernel themselves (a kernel has one pipe, and one caller at a time)."""
+    spec = importlib.util.spec_from_file_location("neuronkit_app_modules", ROOT / "app.py")
+    assert spec and spec.loader
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    code = (
+        "import importlib, sys\n"
+        "import aws_cdk, cdk_nag\n"
+        "import jsii._kernel.providers.process as p\n"
+        "calls = []\n"
+        "send = p._NodeProcess.send\n"
+        "p._NodeProcess.send = lambda self, request, response: calls.append(type(request).__name__) or send(self, request, response)\n"
+        f"modules = {list(app.PURE_PYTHON_MODULES)!r}\n"
+        "assert not [m for m in modules if m in sys.modules]\n"
+        "for m in modules:\n"
+        "    importlib.import_module(m)\n"
+        "print(calls)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_a_wrong_file_under_environments_is_one_line_per_problem(tmp_path: Path) -> None:
+    """The app loads environments/ in a second thread: its problems still end the synth with exit status 1 and one
+    line per problem, no traceback."""
+    for name in ("app.py", "cdk.json", "cdk.context.json"):
+        (tmp_path / name).write_bytes((ROOT / name).read_bytes())
+    (tmp_path / "environments").mkdir()
+    text = (ROOT / "examples" / "environments" / "eks.yaml").read_text().replace("region: ", "region: mars-", 1)
+    (tmp_path / "environments" / "team.yaml").write_text(text)
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "PYTHONPATH": str(ROOT)}
+    env.pop("CDK_CONTEXT_JSON", None)
+    run = subprocess.run([sys.executable, "-O", "app.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "Traceback" not in run.stderr
+    problems = [line for line in run.stderr.splitlines() if line.strip()]
+    assert problems and all(line.startswith("environments/team.yaml: ") for line in problems), run.stderr

@@ -30,8 +30,9 @@ def _exit_without_teardown() -> None:
     os._exit(_EXIT_STATUS[0])
 
 
-# aws-cdk-lib's Python modules the stacks use: class definitions only, no call to the jsii kernel when imported
-# (tests/unit/test_app.py checks that), so a second thread may import them while the main thread talks to Node.
+# aws-cdk-lib's Python modules the stacks use, and the kit's: class definitions only, no call to the jsii kernel
+# when imported (tests/unit/test_app.py checks that), so a second thread may import them while the main thread
+# talks to Node.
 PURE_PYTHON_MODULES = (
     "aws_cdk.aws_iam",
     "aws_cdk.aws_ec2",
@@ -45,6 +46,8 @@ PURE_PYTHON_MODULES = (
     "aws_cdk.aws_events",
     "aws_cdk.aws_elasticloadbalancingv2",
     "aws_cdk.custom_resources",
+    "neuronkit.constructs.compliance",
+    "neuronkit.stacks",
 )
 
 
@@ -84,7 +87,7 @@ if __name__ == "__main__":
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import cdk_nag  # noqa: E402, F401 -- Node loads cdk-nag now, while the environments load in the other thread
+import cdk_nag  # noqa: E402, F401 -- Node loads cdk-nag now, while the other thread works
 from aws_cdk import App  # noqa: E402
 
 from neuronkit.config import ConfigError, load_all, load_environment, neuron_warnings  # noqa: E402

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cache
 
 from aws_cdk import Annotations, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -20,7 +21,13 @@ __all__ = ["AcceleratorNetwork", "plan_subnets", "private_prefix_for", "retentio
 
 
 # The id of the singleton function aws-cdk-lib's AwsCustomResource adds to a stack: "AWS" + its UUID without dashes.
-_AWS_CUSTOM_RESOURCE_PROVIDER = "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
+
+
+@cache
+def _aws_custom_resource_provider() -> str:
+    """The construct id of the function CDK runs AwsCustomResource calls with (one per stack). Read on first use, not
+    at import: importing the kit makes no call to the jsii kernel (app.py imports it beside the main thread)."""
+    return "AWS" + cr.AwsCustomResource.PROVIDER_FUNCTION_UUID.replace("-", "")
 
 
 class AcceleratorNetwork(Construct):
@@ -285,7 +292,7 @@ class AcceleratorNetwork(Construct):
                 ),
             )
         # The function CDK runs the calls with (one per stack) logs through AWS's basic execution policy.
-        provider = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_PROVIDER)
+        provider = Stack.of(self).node.try_find_child(_aws_custom_resource_provider())
         if provider is not None:
             function = provider.node.default_child
             if isinstance(function, CfnResource):

@@ -19,7 +19,8 @@ from neuronkit.constructs.policy import add_statement
 
 # Lustre's LNET port and the ports its servers and clients use (FSx user guide, "File system access
 # control with Amazon VPC").
-LUSTRE_PORTS = (values.tcp(988), ec2.Port.tcp_range(1018, 1023))
+# Lustre's ports (FSx for Lustre User Guide, "File system access control with Amazon VPC"): TCP 988 and 1018-1023.
+LUSTRE_TCP_PORTS = ((988, 988), (1018, 1023))
 LUSTRE_VERSION = "2.15"
 
 
@@ -124,7 +125,7 @@ class TrainingStorage(Construct):
         client_sg = ec2.SecurityGroup(
             self, "LustreClientSecurityGroup", vpc=vpc, description="Lustre clients (attached to nodes)", allow_all_outbound=False
         )
-        for port in LUSTRE_PORTS:
+        for port in (values.tcp_range(low, high) if low != high else values.tcp(low) for low, high in LUSTRE_TCP_PORTS):
             fs_sg.add_ingress_rule(fs_sg, port, "Lustre traffic between file servers")
             fs_sg.add_ingress_rule(client_sg, port, "Lustre traffic from clients")
             fs_sg.add_egress_rule(fs_sg, port, "Lustre traffic between file servers")

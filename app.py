@@ -54,7 +54,9 @@ PURE_PYTHON_MODULES = (
 class _Prepare(threading.Thread):
     """Loads environments/ and imports aws-cdk-lib's Python modules in a second thread while the main thread waits
     for Node to load aws-cdk-lib and cdk-nag (about 0.5 s in which Python would sit idle; docs/performance.md).
-    Nothing here calls the jsii kernel, which only the main thread talks to. A problem is kept for the main
+    Nothing here calls the jsii kernel, which only the main thread talks to: the modules make no call when imported,
+    and the only calls an import makes (loading aws-cdk-lib and cdk-nag into Node) happen inside aws_cdk's and
+    cdk_nag's own imports, which Python's import locks let one thread run at a time, whichever starts them. A problem is kept for the main
     thread, which reports it as it would have (main() loads again when the context selects a file or an
     environment, and imports what this thread could not)."""
 

@@ -6,6 +6,7 @@ The package lives under ``neuronkit/`` on purpose: a top-level package named ``c
 shadow the ``constructs`` library that every CDK app imports.
 """
 
+# ruff: noqa: F401 -- the imports under TYPE_CHECKING are what type checkers see of the names in __all__
 from __future__ import annotations
 
 import importlib
@@ -13,51 +14,43 @@ from typing import TYPE_CHECKING, Any
 
 # Each name is imported from its module when first used (PEP 562): an app that builds no pilot, EKS cluster or
 # Batch cluster does not import aws-cdk-lib's ECS, EKS or Batch modules (about 0.1 s each of a synth;
-# docs/performance.md). Type checkers see the real imports below.
-_EXPORTS: dict[str, tuple[str, str]] = {
-    "Release": ("neuronkit.catalog.releases", "Release"),
-    "neuron_release": ("neuronkit.catalog.releases", "release"),
-    "ModelSpec": ("neuronkit.catalog.serving", "ModelSpec"),
-    "ProfileOverride": ("neuronkit.catalog.serving", "ProfileOverride"),
-    "BatchTrainingCluster": ("neuronkit.constructs.batch", "BatchTrainingCluster"),
-    "BudgetNotification": ("neuronkit.constructs.budget", "BudgetNotification"),
-    "CostBudget": ("neuronkit.constructs.budget", "CostBudget"),
-    "CapacityBlockWatch": ("neuronkit.constructs.capacity_block", "CapacityBlockWatch"),
-    "DayNightSchedule": ("neuronkit.constructs.day_night", "DayNightSchedule"),
-    "ShiftCapacity": ("neuronkit.constructs.day_night", "ShiftCapacity"),
-    "NeuronEksCluster": ("neuronkit.constructs.eks", "NeuronEksCluster"),
-    "NeuronNodeGroup": ("neuronkit.constructs.eks", "NeuronNodeGroup"),
-    "IdleScaleDown": ("neuronkit.constructs.idle_scale_down", "IdleScaleDown"),
-    "HealthCheckSpec": ("neuronkit.constructs.inference_fleet", "HealthCheckSpec"),
-    "InferenceFleet": ("neuronkit.constructs.inference_fleet", "InferenceFleet"),
-    "ScheduleSpec": ("neuronkit.constructs.inference_fleet", "ScheduleSpec"),
-    "ServeSpec": ("neuronkit.constructs.inference_fleet", "ServeSpec"),
-    "ServingSpec": ("neuronkit.constructs.inference_fleet", "ServingSpec"),
-    "TlsSpec": ("neuronkit.constructs.inference_fleet", "TlsSpec"),
-    "AcceleratorLaunchTemplate": ("neuronkit.constructs.launch_template", "AcceleratorLaunchTemplate"),
-    "AmiSpec": ("neuronkit.constructs.launch_template", "AmiSpec"),
-    "efa_network_interfaces": ("neuronkit.constructs.launch_template", "efa_network_interfaces"),
-    "AlarmThresholds": ("neuronkit.constructs.monitoring", "AlarmThresholds"),
-    "EnvironmentMonitoring": ("neuronkit.constructs.monitoring", "EnvironmentMonitoring"),
-    "LoadBalancerRef": ("neuronkit.constructs.monitoring", "LoadBalancerRef"),
-    "LustreRef": ("neuronkit.constructs.monitoring", "LustreRef"),
-    "WatchedPool": ("neuronkit.constructs.monitoring", "WatchedPool"),
-    "AcceleratorNetwork": ("neuronkit.constructs.network", "AcceleratorNetwork"),
-    "plan_subnets": ("neuronkit.constructs.network", "plan_subnets"),
-    "FleetNodesSpec": ("neuronkit.constructs.node_pool", "FleetNodesSpec"),
-    "NodePoolSpec": ("neuronkit.constructs.node_pool", "NodePoolSpec"),
-    "NodeObservability": ("neuronkit.constructs.observability", "NodeObservability"),
-    "ObservabilitySpec": ("neuronkit.constructs.observability", "ObservabilitySpec"),
-    "LoadJobSpec": ("neuronkit.constructs.pilot", "LoadJobSpec"),
-    "LoadSide": ("neuronkit.constructs.pilot", "LoadSide"),
-    "PilotDashboard": ("neuronkit.constructs.pilot", "PilotDashboard"),
-    "PilotLoadJob": ("neuronkit.constructs.pilot", "PilotLoadJob"),
-    "Rebalancer": ("neuronkit.constructs.rebalancer", "Rebalancer"),
-    "EfaSecurityGroup": ("neuronkit.constructs.security", "EfaSecurityGroup"),
-    "TrainingStorage": ("neuronkit.constructs.storage", "TrainingStorage"),
-    "CapacitySpec": ("neuronkit.constructs.training_cluster", "CapacitySpec"),
-    "TrainingCluster": ("neuronkit.constructs.training_cluster", "TrainingCluster"),
+# docs/performance.md). Type checkers see the real imports below; a test requires both lists to agree.
+_MODULES: dict[str, tuple[str, ...]] = {
+    "neuronkit.catalog.releases": ("Release", "neuron_release"),
+    "neuronkit.catalog.serving": ("ModelSpec", "ProfileOverride"),
+    "neuronkit.constructs.batch": ("BatchTrainingCluster",),
+    "neuronkit.constructs.budget": ("BudgetNotification", "CostBudget"),
+    "neuronkit.constructs.capacity_block": ("CapacityBlockWatch",),
+    "neuronkit.constructs.day_night": ("DayNightSchedule", "ShiftCapacity"),
+    "neuronkit.constructs.eks": ("NeuronEksCluster", "NeuronNodeGroup"),
+    "neuronkit.constructs.idle_scale_down": ("IdleScaleDown",),
+    "neuronkit.constructs.inference_fleet": (
+        "HealthCheckSpec",
+        "InferenceFleet",
+        "ScheduleSpec",
+        "ServeSpec",
+        "ServingSpec",
+        "TlsSpec",
+    ),
+    "neuronkit.constructs.launch_template": ("AcceleratorLaunchTemplate", "AmiSpec", "efa_network_interfaces"),
+    "neuronkit.constructs.monitoring": (
+        "AlarmThresholds",
+        "EnvironmentMonitoring",
+        "LoadBalancerRef",
+        "LustreRef",
+        "WatchedPool",
+    ),
+    "neuronkit.constructs.network": ("AcceleratorNetwork", "plan_subnets"),
+    "neuronkit.constructs.node_pool": ("FleetNodesSpec", "NodePoolSpec"),
+    "neuronkit.constructs.observability": ("NodeObservability", "ObservabilitySpec"),
+    "neuronkit.constructs.pilot": ("LoadJobSpec", "LoadSide", "PilotDashboard", "PilotLoadJob"),
+    "neuronkit.constructs.rebalancer": ("Rebalancer",),
+    "neuronkit.constructs.security": ("EfaSecurityGroup",),
+    "neuronkit.constructs.storage": ("TrainingStorage",),
+    "neuronkit.constructs.training_cluster": ("CapacitySpec", "TrainingCluster"),
 }
+_RENAMED = {"neuron_release": "release"}  # exported name -> the module's own name
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 if TYPE_CHECKING:
     from neuronkit.catalog.releases import Release
@@ -92,8 +85,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, attribute = _EXPORTS[name]
-    value = getattr(importlib.import_module(module), attribute)
+    value = getattr(importlib.import_module(_EXPORTS[name]), _RENAMED.get(name, name))
     globals()[name] = value
     return value
 
@@ -102,47 +94,4 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
 
 
-__all__ = [
-    "ModelSpec",
-    "ProfileOverride",
-    "Release",
-    "neuron_release",
-    "AcceleratorLaunchTemplate",
-    "AcceleratorNetwork",
-    "AlarmThresholds",
-    "AmiSpec",
-    "BatchTrainingCluster",
-    "BudgetNotification",
-    "CapacityBlockWatch",
-    "CapacitySpec",
-    "CostBudget",
-    "DayNightSchedule",
-    "EfaSecurityGroup",
-    "EnvironmentMonitoring",
-    "HealthCheckSpec",
-    "IdleScaleDown",
-    "InferenceFleet",
-    "LoadBalancerRef",
-    "LustreRef",
-    "NeuronEksCluster",
-    "NeuronNodeGroup",
-    "NodeObservability",
-    "FleetNodesSpec",
-    "NodePoolSpec",
-    "ObservabilitySpec",
-    "LoadJobSpec",
-    "LoadSide",
-    "PilotDashboard",
-    "PilotLoadJob",
-    "Rebalancer",
-    "ScheduleSpec",
-    "ServeSpec",
-    "ServingSpec",
-    "TlsSpec",
-    "ShiftCapacity",
-    "TrainingCluster",
-    "TrainingStorage",
-    "WatchedPool",
-    "efa_network_interfaces",
-    "plan_subnets",
-]
+__all__ = list(_EXPORTS)

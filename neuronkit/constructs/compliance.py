@@ -13,6 +13,8 @@ from aws_cdk import Acknowledgment, App, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
+from neuronkit.constructs import pseudo
+
 # Validations.of(scope) per scope, made once: a scope (a role, say) is acknowledged several times, and each
 # Validations.of is a round trip to the jsii kernel (docs/performance.md). The wrapper holds no state.
 _VALIDATIONS: weakref.WeakKeyDictionary[IConstruct, Validations] = weakref.WeakKeyDictionary()
@@ -25,6 +27,17 @@ def apply(app: App) -> None:
 def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one cdk-nag finding (``AwsSolutions-IAM5[Resource::...]``) with its reason."""
     acknowledge_each(scope, {rule: reason})
+
+
+def iam5(resource: str) -> str:
+    """The id cdk-nag gives a wildcard-resource finding on ``resource`` (``AwsSolutions-IAM5[Resource::...]``), with
+    the partition, region and account tokens printed as cdk-nag prints them."""
+    rendered = (
+        resource.replace(pseudo.PARTITION, "<AWS::Partition>")
+        .replace(pseudo.REGION, "<AWS::Region>")
+        .replace(pseudo.ACCOUNT_ID, "<AWS::AccountId>")
+    )
+    return f"AwsSolutions-IAM5[Resource::{rendered}]"
 
 
 def acknowledge_each(scope: IConstruct, reasons: Mapping[str, str]) -> None:

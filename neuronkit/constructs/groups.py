@@ -9,8 +9,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.constructs import arns, pseudo
-from neuronkit.constructs.compliance import acknowledge_each
+from neuronkit.constructs import arns
+from neuronkit.constructs.compliance import acknowledge_each, iam5
 from neuronkit.constructs.policy import add_statement
 
 # What a group reports to its notifications topic: launches and terminations, and their failures.
@@ -29,18 +29,13 @@ def group_arn(scope: Construct, group_name: str) -> str:
     )
 
 
-def acknowledge_group_arn(role: iam.IRole, arn: str, whose: str, also: Mapping[str, str] | None = None) -> None:
-    """The cdk-nag note on a policy that names a group by ARN: its ``*`` is the UUID, not a wildcard grant (with
-    ``also``: further findings on the same role, rule -> reason)."""
-    acknowledge_each(
-        role,
-        {
-            f"AwsSolutions-IAM5[Resource::{arn.replace(pseudo.PARTITION, '<AWS::Partition>')}]": (
-                f"The group's UUID is unknown before creation; the ARN is fixed to {whose}"
-            ),
-            **(also or {}),
-        },
-    )
+def group_arn_reason(arn: str, whose: str) -> dict[str, str]:
+    """The cdk-nag note on a policy that names a group by ARN: its ``*`` is the UUID, not a wildcard grant."""
+    return {iam5(arn): f"The group's UUID is unknown before creation; the ARN is fixed to {whose}"}
+
+
+def acknowledge_group_arn(role: iam.IRole, arn: str, whose: str) -> None:
+    acknowledge_each(role, group_arn_reason(arn, whose))
 
 
 def group_tags(tags: Mapping[str, str]) -> list[autoscaling.CfnAutoScalingGroup.TagPropertyProperty]:
@@ -116,14 +111,11 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
             conditions={"StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": group_name}},
         ),
     )
-    acknowledge_group_arn(
+    acknowledge_each(
         role,
-        arn,
-        f"the node's own group {group_name}",
-        also={
-            f"AwsSolutions-IAM5[Resource::{instances.replace(pseudo.PARTITION, '<AWS::Partition>').replace(pseudo.REGION, '<AWS::Region>').replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]": (
-                "Nodes tag only instances of their own group (aws:ResourceTag/aws:autoscaling:groupName condition)"
-            )
+        {
+            **group_arn_reason(arn, f"the node's own group {group_name}"),
+            iam5(instances): "Nodes tag only instances of their own group (aws:ResourceTag/aws:autoscaling:groupName condition)",
         },
     )
 

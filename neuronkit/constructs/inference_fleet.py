@@ -31,7 +31,7 @@ from constructs import Construct
 from neuronkit import catalog, userdata
 from neuronkit.catalog import releases, serving
 from neuronkit.constructs import durations, placement, pseudo, values
-from neuronkit.constructs.compliance import acknowledge
+from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.groups import (
     acknowledge_group_arn,
     grant_node_lifecycle,
@@ -556,7 +556,7 @@ class InferenceFleet(Construct):
             )
             acknowledge(
                 self.role,
-                f"AwsSolutions-IAM5[Resource::{cache.replace(pseudo.PARTITION, '<AWS::Partition>')}]",
+                iam5(cache),
                 "the compiled artifacts of this fleet's model, keyed by release, type and parallelism below this prefix",
             )
 
@@ -595,14 +595,9 @@ class InferenceFleet(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "ecr:GetAuthorizationToken has no resource-level permissions (ECR user guide, registry authentication)",
         )
-        rendered = (
-            repositories.replace(pseudo.PARTITION, "<AWS::Partition>")
-            .replace(pseudo.REGION, "<AWS::Region>")
-            .replace(pseudo.ACCOUNT_ID, "<AWS::AccountId>")
-        )
         acknowledge(
             self.role,
-            f"AwsSolutions-IAM5[Resource::{rendered}]",
+            iam5(repositories),
             "the serving images' repositories under the fleet's prefix only",
         )
         return rule
@@ -963,11 +958,9 @@ class InferenceFleet(Construct):
             )
         )
         self.role.add_to_policy(iam.PolicyStatement(sid="ReadModel", actions=["s3:GetObject"], resources=objects))
-        for resource in objects:
-            rendered = resource.replace(pseudo.PARTITION, "<AWS::Partition>")
-            acknowledge(
-                self.role, f"AwsSolutions-IAM5[Resource::{rendered}]", "read the fleet's model artifacts under this prefix only"
-            )
+        acknowledge_each(
+            self.role, {iam5(resource): "read the fleet's model artifacts under this prefix only" for resource in objects}
+        )
 
     @staticmethod
     def _validate(

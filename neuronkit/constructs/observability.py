@@ -16,7 +16,7 @@ from constructs import Construct
 from neuronkit import userdata
 from neuronkit.config import LOG_RETENTION_DAYS
 from neuronkit.constructs import arns, pseudo
-from neuronkit.constructs.compliance import acknowledge_each
+from neuronkit.constructs.compliance import acknowledge_each, iam5
 from neuronkit.constructs.policy import add_statement
 
 PUBLISHER = "neuron_monitor_publisher.py"
@@ -137,8 +137,7 @@ class NodeObservability(Construct):
             "cloudwatch:namespace condition scopes it"
         }
         for arn in stream_arns:
-            rendered = arn.replace(pseudo.PARTITION, "<AWS::Partition>").replace(pseudo.REGION, "<AWS::Region>")
-            reasons[f"AwsSolutions-IAM5[Resource::{rendered.replace(pseudo.ACCOUNT_ID, '<AWS::AccountId>')}]"] = (
+            reasons[iam5(arn)] = (
                 "the CloudWatch agent creates one log stream per instance in this log group; the ARN is fixed to the group"
             )
         acknowledge_each(role, reasons)

@@ -13,15 +13,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from neuronkit import catalog
 from neuronkit.constructs import durations, pseudo, values
-from neuronkit.constructs.compliance import acknowledge_each
+from neuronkit.constructs.compliance import acknowledge_each, iam5
 from neuronkit.constructs.policy import add_statement
 
 # Lustre's LNET port and the ports its servers and clients use (FSx user guide, "File system access
 # control with Amazon VPC").
-# Lustre's ports (FSx for Lustre User Guide, "File system access control with Amazon VPC"): TCP 988 and 1018-1023.
-LUSTRE_TCP_PORTS = ((988, 988), (1018, 1023))
-LUSTRE_VERSION = "2.15"
 
 
 @dataclass(frozen=True)
@@ -125,7 +123,8 @@ class TrainingStorage(Construct):
         client_sg = ec2.SecurityGroup(
             self, "LustreClientSecurityGroup", vpc=vpc, description="Lustre clients (attached to nodes)", allow_all_outbound=False
         )
-        for port in (values.tcp_range(low, high) if low != high else values.tcp(low) for low, high in LUSTRE_TCP_PORTS):
+        for low, high in catalog.software_facts()["lustre"]["tcp_ports"]:
+            port = values.tcp_ports(low, high)
             fs_sg.add_ingress_rule(fs_sg, port, "Lustre traffic between file servers")
             fs_sg.add_ingress_rule(client_sg, port, "Lustre traffic from clients")
             fs_sg.add_egress_rule(fs_sg, port, "Lustre traffic between file servers")
@@ -151,7 +150,7 @@ class TrainingStorage(Construct):
             self,
             "Lustre",
             file_system_type="LUSTRE",
-            file_system_type_version=LUSTRE_VERSION,
+            file_system_type_version=str(catalog.software_facts()["lustre"]["version"]),
             storage_capacity=spec.size_gib,
             storage_type="SSD",
             subnet_ids=[subnet_id],
@@ -261,10 +260,4 @@ class StorageAccess:
             )
         if compile_cache_prefix:
             reasons[arn(self.artifacts_bucket, f"/{compile_cache_prefix}*")] = "write the pool's own Neuron compile cache prefix"
-        acknowledge_each(
-            role,
-            {
-                f"AwsSolutions-IAM5[Resource::{resource.replace(pseudo.PARTITION, '<AWS::Partition>')}]": reason
-                for resource, reason in reasons.items()
-            },
-        )
+        acknowledge_each(role, {iam5(resource): reason for resource, reason in reasons.items()})

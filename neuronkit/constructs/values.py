@@ -42,6 +42,11 @@ def tcp_range(start: int, end: int) -> ec2.Port:
     return ec2.Port.tcp_range(start, end)
 
 
+def tcp_ports(low: int, high: int) -> ec2.Port:
+    """One TCP port (``low == high``) or an inclusive range: the same ``ec2.Port`` (and rule ids) CDK makes for each."""
+    return tcp(low) if low == high else tcp_range(low, high)
+
+
 @cache
 def all_traffic() -> ec2.Port:
     return ec2.Port.all_traffic()

@@ -4,6 +4,7 @@ release with a DeprecationWarning, and no function grows past what a reader can 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,23 @@ def test_the_limit_test_would_see_a_long_function(tmp_path: Path) -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES + 1))
     node = ast.parse(f"def f():\n{body}\n").body[0]
     assert node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES  # type: ignore[attr-defined,operator]
+
+
+def test_the_lazy_construct_exports_match_what_type_checkers_see() -> None:
+    """neuronkit.constructs resolves its names on first use (_EXPORTS) and shows type checkers the same names under
+    TYPE_CHECKING: every name comes from the same module (and attribute) in both, and each one resolves."""
+    import neuronkit.constructs as constructs
+
+    tree = ast.parse(Path(constructs.__file__).read_text())
+    block = next(n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING")
+    seen = {
+        (alias.asname or alias.name): (node.module, alias.name)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    lazy = {name: (module, constructs._RENAMED.get(name, name)) for name, module in constructs._EXPORTS.items()}
+    assert seen == lazy
+    assert sorted(constructs.__all__) == sorted(lazy)
+    for name, (module, attribute) in lazy.items():
+        assert getattr(constructs, name) is getattr(importlib.import_module(module), attribute), name

@@ -1,0 +1,69 @@
+"""Where the kit's Kubernetes workloads run: the system node group, the accelerated groups' taints, and names.
+
+One place for the labels, taints and names every manifest the kit renders uses, so that a serving Deployment, a
+training job, a controller chart and the node groups agree (docs/eks.md, "Scheduling"):
+
+- the **system node group** (on-demand, two AZs) carries ``neuronkit.io/pool: system``; every Deployment the kit
+  installs (add-ons, chart controllers, the kit's own controllers) selects it with :func:`system_node_selector`;
+- **Neuron node groups** are tainted ``aws.amazon.com/neuron:NoSchedule`` and **GPU node groups**
+  ``nvidia.com/gpu:NoSchedule``; only pods that must run on accelerators (device plugins, node problem detector,
+  serving and training pods) tolerate them (:func:`accelerator_tolerations`);
+- every pool's node group is labelled ``neuronkit.io/pool: NAME`` (:func:`pool_node_selector`).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE, Taint
+
+POOL_LABEL = "neuronkit.io/pool"
+SYSTEM_POOL = "system"
+GPU_DEVICE = "nvidia.com/gpu"
+
+NEURON_TAINT = Taint(key=NEURON_DEVICE, effect="NoSchedule")
+GPU_TAINT = Taint(key=GPU_DEVICE, effect="NoSchedule")
+
+SERVING_NAMESPACE = "neuronkit-serving"
+TRAINING_NAMESPACE = "neuronkit-training"
+CONTROLLERS_NAMESPACE = "neuronkit-system"
+
+
+def taint_of(accelerator: Literal["neuron", "gpu"]) -> Taint:
+    """The taint of a node group of this accelerator."""
+    return NEURON_TAINT if accelerator == "neuron" else GPU_TAINT
+
+
+def system_node_selector() -> dict[str, str]:
+    """The nodeSelector of every Deployment the kit installs that need not run on an accelerator."""
+    return {POOL_LABEL: SYSTEM_POOL}
+
+
+def pool_node_selector(pool: str) -> dict[str, str]:
+    """The nodeSelector of pods that belong on one pool's nodes (its node group is labelled with its name)."""
+    return {POOL_LABEL: pool}
+
+
+def accelerator_tolerations(accelerator: Literal["neuron", "gpu"]) -> list[dict[str, str]]:
+    """The tolerations a pod needs to run on a node group of this accelerator (and only those)."""
+    return [taint_of(accelerator).toleration()]
+
+
+def neuron_deployment_name(fleet: str) -> str:
+    """The serving Deployment of a fleet on its Neuron node group."""
+    return f"{fleet}-neuron"
+
+
+def gpu_deployment_name(fleet: str) -> str:
+    """The serving Deployment of a fleet on its GPU fallback node group (starts at zero replicas)."""
+    return f"{fleet}-gpu"
+
+
+def service_name(fleet: str) -> str:
+    """The one Service (and TargetGroupBinding) selecting both Deployments of a fleet."""
+    return fleet
+
+
+def fleet_labels(fleet: str) -> dict[str, str]:
+    """The labels both Deployments' pods carry, which the fleet's Service selects."""
+    return {"app.kubernetes.io/name": fleet, "app.kubernetes.io/part-of": "neuronkit", "neuronkit.io/fleet": fleet}

@@ -32,7 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             )
             a.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
                            help="read a saved run folder instead of AWS (run.json, bench/, quality/, steps/)")  # fmt: skip
-            a.add_argument("--sample", action="store_true", help="report on the bundled sample run (no account needed)")
+            a.add_argument(
+                "--sample", nargs="?", const="default", default=None, choices=sorted(pilot_serving.SAMPLES), metavar="NAME",
+                help="report on a bundled sample run (no account needed): default, or gpu-wins (the GPU side wins)",
+            )
             a.add_argument("-o", "--output", type=Path, default=None,
                            metavar="DIR", help="folder for report.md, pilot.json and the plots (default: pilot-report)")  # fmt: skip
             a.set_defaults(func=report)
@@ -86,11 +89,11 @@ def start(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     args.output = args.output or Path("pilot-report")
-    if args.sample or args.from_dir is not None:
-        if args.sample and args.from_dir is not None:
+    if args.sample is not None or args.from_dir is not None:
+        if args.sample is not None and args.from_dir is not None:
             raise CliError("pilot report: give --sample or --from DIR, not both")
         env = _load(args) if selection.chosen(args) else None
-        return _offline(pilot_serving.SAMPLE if args.sample else args.from_dir, env, args.output)
+        return _offline(pilot_serving.SAMPLES[args.sample] if args.sample else args.from_dir, env, args.output)
     if args.run_id is None:
         raise CliError("pilot report: give --run-id RUN (from `pilot start`), --from DIR or --sample")
     env = _load(args)

@@ -57,6 +57,25 @@ class ServingPilot(Strict):
         description="Optional: your own prompts (JSON lines with a 'prompt' key, vLLM's custom dataset) under the "
         "datasets bucket, swept after the random dataset at the same rates.",
     )
+    evalset_s3_key: str | None = Field(
+        default=None,
+        description="Optional: your own evaluation set (JSON lines: prompt, answer, optional also and id) under the "
+        "datasets bucket, scored on both sides beside the kit's (docs/adoption.md).",
+    )
+    rate_resolution: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="The adaptive sweep bisects each side's highest rate within the SLO to this many requests per "
+        "second (default: catalog/pilot.yaml sweep.resolution_rps).",
+    )
+    max_rate: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="The highest rate the adaptive sweep tries (default: catalog/pilot.yaml sweep.max_rate_rps, or the "
+        "highest request_rates entry when that is higher).",
+    )
     max_quality_drop_points: float = Field(
         default=5.0,
         ge=0,
@@ -204,6 +223,17 @@ def _serving_problems(s: ServingPilot, fleets: list[InferenceFleet]) -> list[tup
                 "pilot.serving.dataset_s3_key",
                 f"'{s.dataset_s3_key}' must be an object key under the datasets bucket, e.g. pilot/prompts.jsonl",
             )
+        )
+    if s.evalset_s3_key is not None and (s.evalset_s3_key.startswith(("s3://", "/")) or not s.evalset_s3_key.endswith(".jsonl")):
+        out.append(
+            (
+                "pilot.serving.evalset_s3_key",
+                f"'{s.evalset_s3_key}' must be a .jsonl object key under the datasets bucket, e.g. pilot/evalset.jsonl",
+            )
+        )
+    if s.max_rate is not None and s.max_rate < max(s.request_rates):
+        out.append(
+            ("pilot.serving.max_rate", f"{s.max_rate:g} is below the highest request rate {max(s.request_rates):g}; raise it")
         )
     if list(s.request_rates) != sorted(set(s.request_rates)):
         out.append(("pilot.serving.request_rates", "give distinct rates in increasing order, e.g. [1, 2, 4, 8]"))

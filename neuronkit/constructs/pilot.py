@@ -113,6 +113,7 @@ class LoadSide:
     nodes: int
     image: str  # the upstream pinned image the fleet runs
     vllm_version: str
+    plugin: str = ""  # the Neuron side's vLLM plugin (catalog/pilot.yaml gpu_vllm_for_neuron)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,10 @@ class LoadJobSpec:
     """What the load job sends: vLLM's random dataset at ``seed`` with ``input_len``/``output_len`` tokens,
     ``prompts`` requests at each of ``rates`` (requests per second), after ``warmup_requests`` per side; an
     optional ``dataset_s3_key`` (JSON lines with a ``prompt`` key, under the datasets bucket) swept after it.
-    ``terms`` (SLO and tolerances) travel into the run's run.json for the offline report."""
+    ``terms`` (SLO and tolerances) travel into the run's run.json for the offline report. After ``rates`` each
+    side is bisected to ``resolution`` requests per second (at most ``max_extra_runs`` more runs, rates up to
+    ``max_rate``), then measured once at saturation; ``evalset_s3_key`` (a JSONL file under the datasets bucket)
+    is scored beside the kit's evaluation set."""
 
     pilot: str
     model_id: str
@@ -136,6 +140,10 @@ class LoadJobSpec:
     prompts: int = 200
     warmup_requests: int = 16
     dataset_s3_key: str | None = None
+    evalset_s3_key: str | None = None
+    resolution: float = 0.25
+    max_rate: float = 64.0
+    max_extra_runs: int = 12
     compile_marker_key: str | None = None  # the Neuron side's compiled-artifact key + _COMPLETE
     terms: Mapping[str, float] = field(default_factory=dict)
     health_timeout_seconds: int = 7200
@@ -146,6 +154,8 @@ class LoadJobSpec:
     def __post_init__(self) -> None:
         if not self.rates or any(r <= 0 for r in self.rates):
             raise ValueError("rates: give at least one request rate above 0")
+        if self.resolution <= 0 or self.max_rate < max(self.rates):
+            raise ValueError("resolution above 0 and max_rate at least the highest rate")
         if self.input_len < 1 or self.output_len < 1:
             raise ValueError("input_len and output_len: at least 1 token each")
 
@@ -236,6 +246,8 @@ class PilotLoadJob(Construct):
             reads.append(f"{arn}{artifacts_bucket}/{self.spec.compile_marker_key}")
         if self.spec.dataset_s3_key:
             reads.append(f"{arn}{datasets_bucket}/{self.spec.dataset_s3_key}")
+        if self.spec.evalset_s3_key:
+            reads.append(f"{arn}{datasets_bucket}/{self.spec.evalset_s3_key}")
         role.add_to_principal_policy(iam.PolicyStatement(sid="ReadInputs", actions=["s3:GetObject"], resources=reads))
         role.add_to_principal_policy(
             iam.PolicyStatement(sid="ListModel", actions=["s3:ListBucket"], resources=[f"{arn}{artifacts_bucket}"])
@@ -297,6 +309,10 @@ class PilotLoadJob(Construct):
             fetch_lines.append(
                 f'aws s3 cp --only-show-errors "s3://{datasets_bucket}/{s.dataset_s3_key}" /work/data/prompts.jsonl'
             )
+        if s.evalset_s3_key:
+            fetch_lines.append(
+                f'aws s3 cp --only-show-errors "s3://{datasets_bucket}/{s.evalset_s3_key}" /work/data/evalset.jsonl'
+            )
         if s.compile_marker_key:
             fetch_lines.append(
                 f'aws s3 cp --only-show-errors "s3://{artifacts_bucket}/{s.compile_marker_key}" /work/results/compile/neuron.json '
@@ -356,6 +372,11 @@ class PilotLoadJob(Construct):
             "NEURON_IMAGE": s.neuron.image,
             "GPU_IMAGE": s.gpu.image,
             "NEURON_VLLM": s.neuron.vllm_version,
+            "NEURON_PLUGIN": s.neuron.plugin,
+            "RESOLUTION": f"{s.resolution:g}",
+            "MAX_RATE": f"{s.max_rate:g}",
+            "MAX_EXTRA_RUNS": str(s.max_extra_runs),
+            "EVALSET": "/work/data/evalset.jsonl" if s.evalset_s3_key else "",
             "GPU_VLLM": s.gpu.vllm_version,
             "SEED": str(s.seed),
             "INPUT_LEN": str(s.input_len),

@@ -64,10 +64,15 @@ class InferenceStack(NeuronkitStack):
         f = next(x for x in config.inference if x.name == s.fleet)
         gpu = pilot_config.gpu_type(s, f)
         assert gpu is not None  # validated
+        # The twin runs the upstream vLLM the Neuron image is built on, where the catalog pairs one (catalog/pilot.yaml).
+        pairing = pilot_serving.gpu_pairing(self.fleets[f.name].profiles[f.neuron_types[0]].image)
+        images = f.images
+        if images.gpu is None and pairing is not None and pairing.get("gpu_image"):
+            images = images.model_copy(update={"gpu": pairing["gpu_image"]})
         twin_config = f.model_copy(
             update={
                 "name": pilot_config.GPU_TWIN, "fallback_types": [gpu], "min_size": s.nodes, "max_size": s.nodes,
-                "desired_size": s.nodes, "scheduled_actions": [], "precompile": False,
+                "desired_size": s.nodes, "scheduled_actions": [], "precompile": False, "images": images,
             }
         )  # fmt: skip
         twin = self._fleet(config, twin_config, network, storage, rebalance=False, release_of=f.name)
@@ -101,11 +106,15 @@ class InferenceStack(NeuronkitStack):
 
         spec = LoadJobSpec(
             pilot=pilot.name, model_id=f.model.id if f.model else "", model_s3_prefix=f.model.s3_prefix if f.model else "",
-            neuron=LoadSide(_url(neuron), n_type, f.desired_size or f.min_size or 1, n_profile.image, serving.vllm_version(n_profile.image)),
+            neuron=LoadSide(_url(neuron), n_type, f.desired_size or f.min_size or 1, n_profile.image, serving.vllm_version(n_profile.image),
+                            str((pilot_serving.gpu_pairing(n_profile.image) or {}).get("plugin", ""))),
             gpu=LoadSide(_url(twin), gpu, s.nodes, g_profile.image, serving.vllm_version(g_profile.image)),
             client_image=twin.image_uri(g_profile.image), helper_image=twin.image_uri(facts["aws_cli_image"]),
             seed=s.seed, input_len=n_in, output_len=n_out, rates=tuple(s.request_rates), prompts=s.prompts_per_rate,
-            warmup_requests=s.warmup_requests, dataset_s3_key=s.dataset_s3_key,
+            warmup_requests=s.warmup_requests, dataset_s3_key=s.dataset_s3_key, evalset_s3_key=s.evalset_s3_key,
+            resolution=s.rate_resolution or float(facts["sweep"]["resolution_rps"]),
+            max_rate=max(s.max_rate or float(facts["sweep"]["max_rate_rps"]), max(s.request_rates)),
+            max_extra_runs=int(facts["sweep"]["max_extra_runs"]),
             compile_marker_key=(n_profile.cache_key + "_COMPLETE") if n_profile.cache_key else None,
             terms={"slo_ttft_ms": pilot.slo_ttft_ms, "slo_itl_ms": pilot.slo_itl_ms, "max_quality_drop_points": s.max_quality_drop_points},
             health_timeout_seconds=facts["health_timeout_seconds"], cpu_units=task["cpu_units"], memory_mib=task["memory_mib"],

@@ -137,7 +137,9 @@ def write(name: str, root: Path = HERE) -> Path:
         (folder / "quality" / f"{side}.json").write_text(json.dumps(_quality(case["wrong"][side]), indent=1) + "\n")
     (folder / "compile").mkdir(exist_ok=True)
     (folder / "compile" / "neuron.json").write_text(
-        json.dumps({"instance": "i-0sample", "since": "2026-11-20T08:02:11Z", "at": "2026-11-20T08:49:37Z", "image": NEURON_IMAGE})
+        json.dumps(
+            {"instance": "i-0sample", "since": "2026-11-20T08:02:11Z", "at": "2026-11-20T08:49:37Z", "image": NEURON_IMAGE}
+        )
         + "\n"
     )
     run = {

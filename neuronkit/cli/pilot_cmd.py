@@ -33,7 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             a.add_argument("--from", dest="from_dir", type=Path, default=None, metavar="DIR",
                            help="read a saved run folder instead of AWS (run.json, bench/, quality/, steps/)")  # fmt: skip
             a.add_argument(
-                "--sample", nargs="?", const="default", default=None, choices=sorted(pilot_serving.SAMPLES), metavar="NAME",
+                "--sample",
+                nargs="?",
+                const="default",
+                default=None,
+                choices=sorted(pilot_serving.SAMPLES),
+                metavar="NAME",
                 help="report on a bundled sample run (no account needed): default, or gpu-wins (the GPU side wins)",
             )
             a.add_argument("-o", "--output", type=Path, default=None,

@@ -194,10 +194,18 @@ def test_the_rendered_load_job_carries_the_pinned_image_seed_lengths_and_rates(i
     containers = {c["Name"]: c for c in task["Properties"]["ContainerDefinitions"]}
     assert set(containers) == {"fetch", "bench", "upload"}
     bench = containers["bench"]
-    gpu_image = serving.facts()["gpu_image"]
-    # The pinned GPU vLLM image, through the twin fleet's pull-through cache.
-    assert json.dumps(bench["Image"]).endswith(f'/pilot-pilot-gpu/{gpu_image.split("/", 1)[1]}"]]}}')
     variables = {e["Name"]: e["Value"] for e in bench["Environment"]}
+    # The GPU side runs the upstream vLLM the Neuron image is built on (catalog/pilot.yaml), so the remaining
+    # difference is the plugin; through the twin fleet's pull-through cache.
+    pairing = pilot_serving.gpu_pairing(variables["NEURON_IMAGE"])
+    assert pairing is not None and pairing["source"] and pairing["upstream_vllm"] == variables["NEURON_VLLM"]
+    gpu_image = pairing["gpu_image"]
+    assert serving.vllm_version(gpu_image) == pairing["upstream_vllm"] != serving.vllm_version(serving.facts()["gpu_image"])
+    assert json.dumps(bench["Image"]).endswith(f'/pilot-pilot-gpu/{gpu_image.split("/", 1)[1]}"]]}}')
+    assert variables["NEURON_PLUGIN"] == pairing["plugin"]
+    # The adaptive sweep: the resolution and ceiling travel to the job, which bisects and measures saturation.
+    sweep = pilot_serving.facts()["sweep"]
+    assert float(variables["RESOLUTION"]) == sweep["resolution_rps"] and float(variables["MAX_RATE"]) >= max(s.request_rates)
     assert variables["SEED"] == str(s.seed) and variables["OUTPUT_LEN"] == str(s.output_tokens)
     assert variables["INPUT_LEN"] == str(min(1024, env.inference[0].model.max_model_len - s.output_tokens))  # type: ignore[union-attr]
     assert variables["RATES"].split() == [f"{r:g}" for r in s.request_rates] and variables["PROMPTS"] == str(s.prompts_per_rate)
@@ -207,6 +215,7 @@ def test_the_rendered_load_job_carries_the_pinned_image_seed_lengths_and_rates(i
     for flag in ("--dataset-name random", '--random-input-len "${INPUT_LEN}"', '--random-output-len "${OUTPUT_LEN}"',
                  '--seed "${SEED}"', '--request-rate "${rate}"', "--save-result", "vllm bench serve"):  # fmt: skip
         assert flag in script, flag
+    assert 'pilot_eval.py" next-rate' in script and 'bench "${side}" inf random' in script
     # Health and warm-up of both endpoints come before any measurement.
     assert script.index('pilot_eval.py" wait') < script.index("warmup") < script.index('bench "${side}" "${rate}" random')
     # The results go to S3 once the benchmark container has finished.

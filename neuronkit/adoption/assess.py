@@ -222,8 +222,7 @@ def neuron_match(gpu_type: str, kind: Kind, region: str, model: Any = None) -> M
 
         why += (
             f"; model: {model.id} needs {serving.required_memory_gib(model):.0f} GiB with KV-cache headroom, "
-            f"{best.name} has {serving.accelerator_memory_gib(best.name):.0f} GiB (the model's attention heads are not "
-            "in the kit's data: check that the server accepts TP {tp} for them)".replace("{tp}", str(tp))
+            f"{best.name} has {serving.accelerator_memory_gib(best.name):.0f} GiB; {tp_check(tp, known_model(model.id))}"
         )
     return Match(gpu_type, kind, region, best.name, why, rel.version, best.az_ids(region), tp, price)
 
@@ -674,3 +673,190 @@ def _slug(text: str) -> str:
         out = out.replace("--", "-")
     out = out[:24].strip("-") or "workload"
     return out if out[0].isalpha() else f"w-{out}"[:24]
+
+
+# --------------------------------------------------------------------------------------------
+# what a proposal must say: the release line, the model's heads, Trainium2 on Capacity Blocks
+# --------------------------------------------------------------------------------------------
+def release_note(family: str, kind: Kind, version: str | None) -> str | None:
+    """A line when ``version`` is the last release of its line for ``kind`` on ``family`` (later ones drop it)."""
+    if not version:
+        return None
+    workload = RELEASE_WORKLOAD[kind]
+    later = [r for r in releases.releases() if releases.version_key(r.version) > releases.version_key(version)]
+    if not later or any(releases.support(r, family, workload) == "supported" for r in later):
+        return None
+    what = releases.workloads()[workload]
+    status = releases.support(later[0], family, workload)
+    return (
+        f"release: Neuron {version} is the last release with {what} on {family} (from {later[0].version} it is "
+        f"{status}; the newest release is {later[-1].version}): pin the {version.rsplit('.', 1)[0]} line and plan the "
+        "move to a newer family before it ages out"
+    )
+
+
+def _squash(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def model_heads() -> dict[str, dict[str, Any]]:
+    heads: dict[str, dict[str, Any]] = adoption_facts()["model_heads"]
+    return heads
+
+
+def known_model(*texts: str | None) -> str | None:
+    """The catalog model (``model_heads``) an id, tag value or group name names, or None."""
+    for text in texts:
+        if not text:
+            continue
+        t = _squash(text)
+        for model, entry in model_heads().items():
+            if t == _squash(model) or _squash(model.split("/")[-1]) in t:
+                return model
+            if any(_squash(a) in t for a in entry.get("aliases", [])):
+                return model
+    return None
+
+
+def tp_fits(tp: int, heads: int, kv_heads: int) -> bool:
+    return heads % tp == 0 and (kv_heads % tp == 0 or tp % kv_heads == 0)
+
+
+def tp_check(tp: int | None, model: str | None) -> str:
+    """The tensor-parallel line of a serving proposal: checked against a known model's heads, else the rule."""
+    if tp is None:
+        return ""
+    if model is None or model not in model_heads():
+        return (
+            f"TP {tp}: the model is not known here (tag it, pass --model, or name it like a catalog model), so check "
+            "that TP divides its attention heads and divides (or is a multiple of) its KV heads"
+        )
+    e = model_heads()[model]
+    heads, kv = int(e["attention_heads"]), int(e["kv_heads"])
+    if tp_fits(tp, heads, kv):
+        return f"TP {tp} fits {model}: it divides its {heads} attention heads and {kv} KV heads ({e['source']})"
+    best = max((t for t in range(1, tp + 1) if tp_fits(t, heads, kv)), default=1)
+    return (
+        f"TP {tp} does not fit {model}: TP must divide its {heads} attention heads and divide or be a multiple of its "
+        f"{kv} KV heads ({e['source']}); use TP {best} on this type (or a type whose core count fits)"
+    )
+
+
+@dataclass(frozen=True)
+class BlockPrice:
+    instance_type: str
+    region: str
+    per_instance_hour: float
+    basis: str  # "your offerings FILE (offering id ...)" or "catalog ... as of ..."
+
+
+def read_block_offerings(path: Path) -> list[BlockPrice]:
+    """Per-instance-hour prices of Capacity Block offerings: the JSON of ``aws ec2 describe-capacity-block-offerings``
+    (UpfrontFee over InstanceCount x CapacityBlockDurationHours). ValueError names the file and what is wrong."""
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror})") from None
+    except ValueError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    offers = doc.get("CapacityBlockOfferings") if isinstance(doc, dict) else doc
+    if not isinstance(offers, list):
+        raise ValueError(
+            f"{path}: no CapacityBlockOfferings list; save `aws ec2 describe-capacity-block-offerings --output json`"
+        )
+    out: list[BlockPrice] = []
+    for i, o in enumerate(offers):
+        try:
+            fee = float(o["UpfrontFee"])
+            count, hours = int(o["InstanceCount"]), int(o["CapacityBlockDurationHours"])
+            itype, zone = str(o["InstanceType"]), str(o["AvailabilityZone"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"{path}: offering {i} lacks {err} (UpfrontFee, InstanceCount, CapacityBlockDurationHours, InstanceType, "
+                "AvailabilityZone)"
+            ) from None
+        if count <= 0 or hours <= 0:
+            raise ValueError(f"{path}: offering {i} has no instances or hours")
+        ident = o.get("CapacityBlockOfferingId", f"#{i}")
+        out.append(BlockPrice(itype, zone.rstrip("abcdefghijklmnopqrstuvwxyz") or zone, fee / (count * hours),
+                              f"your offerings {path.name} ({ident}, {count} x {hours} h for ${fee:,.2f})"))  # fmt: skip
+    return out
+
+
+def block_price(instance_type: str, region: str, offered: Sequence[BlockPrice] = ()) -> BlockPrice | None:
+    """The cheapest per-instance-hour Capacity Block price of a type: the user's offerings in ``region`` first, then
+    theirs elsewhere, then the catalog's published price (adoption.yaml ``block_prices``), else None."""
+    mine = sorted(
+        (o for o in offered if o.instance_type == instance_type), key=lambda o: (o.region != region, o.per_instance_hour)
+    )
+    if mine:
+        return mine[0]
+    published = adoption_facts()["block_prices"]
+    entry = (published.get("per_instance_hour") or {}).get(instance_type, {})
+    rate = entry.get(region) if isinstance(entry, dict) else None
+    if rate is None:
+        return None
+    return BlockPrice(
+        instance_type, region, float(rate), f"catalog block price as of {published['as_of']} ({published['source']})"
+    )
+
+
+@dataclass(frozen=True)
+class Trainium2:
+    """The Trainium2 alternative of a GPU workload: sold through Capacity Blocks only."""
+
+    instance_type: str
+    regions: tuple[str, ...]  # where the catalog's offerings have it
+    release: str | None
+    price: BlockPrice | None
+    tp: int
+
+    def line(self, gpu_type: str, region: str) -> str:
+        where = (
+            f"offered in {region}"
+            if region in self.regions
+            else f"not offered in {region}; offered in {', '.join(self.regions) or 'no scanned region'}"
+        )
+        cost = (
+            f"${self.price.per_instance_hour:,.2f} per instance-hour at Capacity Block prices ({self.price.basis})"
+            if self.price
+            else "unpriced: pass --capacity-blocks FILE (the JSON of `aws ec2 describe-capacity-block-offerings "
+            f"--instance-type {self.instance_type} ...`) to price it"
+        )
+        return (
+            f"Trainium2: {self.instance_type} holds what {gpu_type} holds on Neuron {self.release}; block-only (EC2 Capacity "
+            f"Blocks for ML, reserved for 1 to 182 days and paid up front; no On-Demand price); {where}; {cost}"
+        )
+
+
+def capacity_block_types() -> list[str]:
+    data: dict[str, Any] = yaml.safe_load((_HERE / "capacity.yaml").read_text())
+    return list(data["capacity_blocks"]["instance_types"])
+
+
+def trainium2_option(gpu_type: str, kind: Kind, region: str, offered: Sequence[BlockPrice] = ()) -> Trainium2 | None:
+    """Trainium2 where the workload fits: memory and a supporting release (catalog), priced at block prices."""
+    gpu = catalog.instance_types().get(gpu_type)
+    if gpu is None or gpu.accelerator != "gpu":
+        return None
+    # Instances sold as Capacity Blocks (capacity.yaml); UltraServer nodes are bought four at a time, apart.
+    block_types = {t for t in capacity_block_types() if not t.startswith("trn2u.")}
+    fits = sorted(
+        (
+            t
+            for t in catalog.instance_types().values()
+            if t.is_neuron
+            and t.family == "trn2"
+            and t.name in block_types
+            and _candidate_problem(t, gpu.gpu_memory_mib, kind, None) is None
+        ),
+        key=lambda t: (region not in t.offerings, t.neuron_memory_mib, t.name),
+    )
+    fits = [t for t in fits if t.offerings] or fits
+    if not fits:
+        return None
+    t = fits[0]
+    rel = releases.default_release(t.family, RELEASE_WORKLOAD[kind])
+    where = region if region in t.offerings else (sorted(t.offerings) or [region])[0]
+    tp = t.neuron_cores // (catalog.lnc_default(t.family) or 1)
+    return Trainium2(t.name, tuple(sorted(t.offerings)), rel.version if rel else None, block_price(t.name, where, offered), tp)

@@ -58,6 +58,21 @@ class SpendGroup:
     rows: int = 0
     covered_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # line item type -> rows
     covered_resources: list[str] = field(default_factory=list)  # a few resource ids of covered rows
+    workload_words: tuple[tuple[str, str], ...] = ()  # (tag column, value) of tags whose value says a kind
+
+    def merge(self, other: SpendGroup) -> None:
+        """Add another group's hours, spend and rows to this one (same workload, told apart before detection)."""
+        for option, hours in other.hours.items():
+            self.hours[option] += hours
+        for option, usd in other.billed.items():
+            self.billed[option] += usd
+        self.public_on_demand += other.public_on_demand
+        self.rows += other.rows
+        for line_type, n in other.covered_rows.items():
+            self.covered_rows[line_type] += n
+        for resource in other.covered_resources:
+            if resource not in self.covered_resources and len(self.covered_resources) < 3:
+                self.covered_resources.append(resource)
 
     @property
     def total_hours(self) -> float:
@@ -85,6 +100,10 @@ class Export:
     tag_keys_seen: set[str] = field(default_factory=set)
     named_tags: tuple[str, ...] = ()
     workload_tag: str | None = None
+    # Tag columns whose values on GPU rows are training or inference words: column -> kind -> rows.
+    workload_candidates: dict[str, dict[str, int]] = field(default_factory=dict)
+    detected_workload_tag: str | None = None  # the candidate used when no --workload-tag was named
+    accounts: set[str] = field(default_factory=set)  # usage accounts of the GPU rows (line_item_usage_account_id)
 
     @property
     def months(self) -> int:
@@ -287,21 +306,33 @@ def _add_row(export: Export, row: dict[str, Any], is_gpu: Any) -> None:
     option = purchase_option(row)
     itype = instance_type_of(row)
     tags = parse_tags(row.get("resource_tags"))
+    for column, value in row.items():  # flattened tag columns (resourceTags/user:KEY), as some exports carry them
+        if column.startswith(_LEGACY_TAG) and value not in (None, ""):
+            tags[column[len(_LEGACY_TAG) :]] = str(value)
     export.tag_keys_seen.update(tags)
     if option is None or not itype or not is_gpu(itype):
         return
+    words = tuple(sorted((k, v) for k, v in tags.items() if _word_kind(v) is not None))
+    for k, v in words:
+        counts = export.workload_candidates.setdefault(k, {})
+        kind_of = _word_kind(v) or ""
+        counts[kind_of] = counts.get(kind_of, 0) + 1
     period = _period(row)
     if period:
         export.periods.add(period)
+    account = str(row.get("line_item_usage_account_id") or "")
+    if account:
+        export.accounts.add(account)
     usage_type = str(row.get("line_item_usage_type") or "")
     kind, basis = classify(product, usage_type, tags, export.workload_tag)
     named = tuple((t, tags.get(_tag_column(t), "")) for t in export.named_tags)
     source = "sagemaker" if product == "AmazonSageMaker" else "ec2"
     region = str(row.get("product_region_code") or "") or "unknown-region"
-    key = (source, itype, region, kind, basis, named)
+    auto = words if export.workload_tag is None else ()
+    key = (source, itype, region, kind, basis, named, auto)
     group = export.groups.get(key)
     if group is None:
-        group = export.groups[key] = SpendGroup(source, itype, region, kind, basis, named)
+        group = export.groups[key] = SpendGroup(source, itype, region, kind, basis, named, workload_words=auto)
     group.rows += 1
     group.hours[option] += _number(row.get("line_item_usage_amount"))
     covered = facts()["line_item_types"]["covered"].get(str(row.get("line_item_line_item_type")))
@@ -317,6 +348,37 @@ def _add_row(export: Export, row: dict[str, Any], is_gpu: Any) -> None:
         group.public_on_demand += _number(row.get("pricing_public_on_demand_cost"))
 
 
+_LEGACY_TAG = "resourceTags/"
+
+
+def _word_kind(value: str) -> str | None:
+    """training | inference when ``value`` is one of catalog/billing.yaml's workload words, else None."""
+    v = value.strip().lower()
+    return next((kind for kind, values in facts()["workload_values"].items() if v in values), None)
+
+
+def detect_workload_tag(export: Export) -> None:
+    """Without --workload-tag: use the tag column whose values on the most GPU rows are training/inference words,
+    re-tell the groups of unknown kind by it and merge what it made alike (docs/adoption.md)."""
+    if export.workload_tag is not None or not export.workload_candidates:
+        return
+    column = max(sorted(export.workload_candidates), key=lambda c: sum(export.workload_candidates[c].values()))
+    export.detected_workload_tag = column
+    merged: dict[tuple[Any, ...], SpendGroup] = {}
+    for g in export.groups.values():
+        value = dict(g.workload_words).get(column)
+        if g.kind == "unknown" and value is not None and g.source != "cost-explorer":
+            g.kind = _word_kind(value) or "unknown"
+            g.kind_basis = f"tag {column}={value} (detected in the export)"
+        g.workload_words = ()
+        key = (g.source, g.instance_type, g.region, g.kind, g.kind_basis, g.tags)
+        if key in merged:
+            merged[key].merge(g)
+        else:
+            merged[key] = g
+    export.groups = merged
+
+
 def read_cur(
     files: Iterable[Path], inputs: list[str], *, tags: Sequence[str] = (), workload_tag: str | None = None, is_gpu: Any
 ) -> Export:
@@ -330,6 +392,7 @@ def read_cur(
             match = _PERIOD.search(str(path))
             if match:
                 export.periods.add(match.group(1))
+    detect_workload_tag(export)
     return export
 
 

@@ -35,6 +35,8 @@ class Priced:
     months: int
     gpu_hourly: float | None  # the GPU type's On-Demand list price in the region (catalog)
     notes: list[str] = field(default_factory=list)
+    trn2: assess.Trainium2 | None = None  # the Trainium2 alternative (Capacity Blocks only)
+    model: str | None = None  # the catalog model a serving group names (TP checked against its heads)
 
     def _monthly(self, x: float) -> float:
         return x / self.months
@@ -89,6 +91,13 @@ class Priced:
     def covered_hours(self) -> float:
         return sum(self.group.hours.get(o, 0.0) for o in COVERED)
 
+    @property
+    def trn2_block_monthly(self) -> float | None:
+        """The compared node-hours at the Trainium2 Capacity Block price (what the same hours would cost reserved)."""
+        if self.trn2 is None or self.trn2.price is None or not self.like_hours:
+            return None
+        return self._monthly(self.like_hours * self.trn2.price.per_instance_hour)
+
 
 @dataclass
 class BillingAssessment:
@@ -121,13 +130,25 @@ def _period_hours(periods: set[str]) -> float:
     return hours
 
 
-def price(export: Export) -> list[Priced]:
+def price(export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str | None = None) -> list[Priced]:
+    """Each group with its proposal; ``blocks`` (the user's Capacity Block offerings) price Trainium2; ``model`` (the
+    --model id) names the model of inference groups that carry none."""
     table = pricing.load_prices()
     period_hours = _period_hours(export.periods)
     out: list[Priced] = []
     for g in export.groups.values():
         match = assess.neuron_match(g.instance_type, g.kind, g.region) if g.kind in ("training", "inference") else None  # type: ignore[arg-type]
         p = Priced(g, match, export.months, table.hourly(g.instance_type, g.region), period_hours=period_hours)
+        if match is not None:
+            kind: assess.Kind = g.kind  # type: ignore[assignment]
+            p.trn2 = assess.trainium2_option(g.instance_type, kind, g.region, blocks)
+            if match.neuron_type:
+                note = assess.release_note(catalog_family(match.neuron_type), kind, match.release)
+                if note:
+                    p.notes.append(note)
+            if kind == "inference" and match.neuron_type:
+                p.model = assess.known_model(g.name, model)
+                p.notes.append(assess.tp_check(match.tensor_parallel, p.model))
         if g.source == "sagemaker":
             p.notes.append(
                 "SageMaker usage: compared at the EC2 On-Demand list prices of both types (SageMaker's rates are not in the catalog)"
@@ -142,6 +163,12 @@ def price(export: Export) -> list[Priced]:
             p.notes.append(f"no like-for-like price: {table.missing_message(match.neuron_type, g.region)}")
         out.append(p)
     return out
+
+
+def catalog_family(instance_type: str) -> str:
+    from neuronkit.catalog import releases
+
+    return releases.family_of(instance_type)
 
 
 def fleet_findings(envs: Sequence[config.Environment]) -> list[str]:
@@ -172,8 +199,13 @@ def fleet_findings(envs: Sequence[config.Environment]) -> list[str]:
     return out
 
 
-def assess_export(export: Export, envs: Sequence[config.Environment] = ()) -> BillingAssessment:
-    result = BillingAssessment(export=export, priced=price(export), fleets=fleet_findings(envs))
+def assess_export(
+    export: Export,
+    envs: Sequence[config.Environment] = (),
+    blocks: Sequence[assess.BlockPrice] = (),
+    model: str | None = None,
+) -> BillingAssessment:
+    result = BillingAssessment(export=export, priced=price(export, blocks, model), fleets=fleet_findings(envs))
     for tag in export.missing_tags():
         seen = ", ".join(sorted(export.tag_keys_seen)) or "none"
         result.problems.append(
@@ -204,6 +236,19 @@ def _header(a: BillingAssessment) -> list[str]:
     ]
     if e.kind == "cur2":
         lines[-2] += f" {e.rows_read:,} rows read."
+    if e.detected_workload_tag:
+        counts = e.workload_candidates[e.detected_workload_tag]
+        said = ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items()))
+        others = [c for c in sorted(e.workload_candidates) if c != e.detected_workload_tag]
+        lines += [
+            f"Workload tag detected: `{e.detected_workload_tag}` holds training or inference values on GPU rows ({said} "
+            f"rows); it tells the kind below (pass --workload-tag KEY to name another"
+            + (f"; also seen: {', '.join(others)}" if others else "")
+            + ").",
+            "",
+        ]
+    elif e.workload_tag is None and e.kind == "cur2":
+        lines += ["No tag in the export holds training or inference values on GPU rows (catalog/billing.yaml words).", ""]
     return lines
 
 
@@ -253,6 +298,15 @@ def render(a: BillingAssessment) -> str:
             head = f"- {p.group.name} → {m.neuron_type or 'no Neuron type'}" if m else f"- {p.group.name}"
             lines.append(f"{head}: {m.why if m else ''}")
             lines += _commitments(p) + [f"  - {n}" for n in p.notes]
+            if p.trn2 is not None:
+                lines.append(f"  - {p.trn2.line(p.group.instance_type, p.group.region)}")
+                block, gpu = p.trn2_block_monthly, p.gpu_list_monthly
+                if block is not None and gpu is not None:
+                    lines.append(
+                        f"  - the same node-hours at that block price: {_usd(block)} a month against {_usd(gpu)} at the GPU "
+                        "type's On-Demand list price (a block is paid for whether used or not: fill it, or compare per "
+                        "reserved hour)"
+                    )
         lines += ["", f"**{kind.capitalize()} verdict (list against list): {a.verdict(kind)}.**", ""]  # type: ignore[arg-type]
     unknown = a.by_kind("unknown")
     if unknown:
@@ -285,11 +339,19 @@ def to_json(a: BillingAssessment) -> str:
             "saving_list": p.saving_list, "covered_hours": p.covered_hours, "covered_rows": dict(g.covered_rows),
             "covered_resources": g.covered_resources, "neuron_type": m.neuron_type if m else None,
             "release": m.release if m else None, "az_ids": list(m.az_ids) if m else [], "why": m.why if m else None,
-            "notes": p.notes,
+            "notes": p.notes, "model": p.model,
+            "trainium2": None if p.trn2 is None else {
+                "instance_type": p.trn2.instance_type, "regions": list(p.trn2.regions), "release": p.trn2.release,
+                "capacity_blocks_only": True, "tp": p.trn2.tp,
+                "block_price_per_instance_hour": p.trn2.price.per_instance_hour if p.trn2.price else None,
+                "block_price_basis": p.trn2.price.basis if p.trn2.price else None,
+                "block_monthly": p.trn2_block_monthly,
+            },
         }  # fmt: skip
 
     doc = {
         "inputs": a.export.inputs,
+        "workload_tag_detected": a.export.detected_workload_tag,
         "kind": a.export.kind,
         "periods": sorted(a.export.periods),
         "verdicts": {k: a.verdict(k) for k in ("training", "inference")},  # type: ignore[arg-type]
@@ -299,3 +361,33 @@ def to_json(a: BillingAssessment) -> str:
         "neuron_commitments_priced": False,
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+PLACEHOLDER_ACCOUNT = "000000000000"
+
+
+def to_assessment(a: BillingAssessment) -> assess.Assessment:
+    """The billing assessment in the online one's shape, for ``--pilot-output`` (the starter pilot file): each
+    training or inference group with a Neuron type becomes a workload at its average node count, priced at list."""
+    accounts = sorted(a.export.accounts)
+    out = assess.Assessment(
+        account=accounts[0] if len(accounts) == 1 else PLACEHOLDER_ACCOUNT,
+        regions=sorted({p.group.region for p in a.priced}),
+        months=sorted(a.export.periods),
+    )
+    for p in a.priced:
+        m = p.match
+        if m is None or p.group.kind not in ("training", "inference"):
+            continue
+        w = assess.Workload(
+            "ec2" if p.group.source != "sagemaker" else "sagemaker-training", p.group.name, p.group.region,
+            p.group.instance_type, round(p.nodes, 2), p.group.kind,  # type: ignore[arg-type]
+        )  # fmt: skip
+        out.proposals.append(
+            assess.Proposal(
+                workload=w, neuron_type=m.neuron_type, why=m.why, release=m.release, gpu_monthly=p.gpu_list_monthly,
+                neuron_monthly=p.neuron_list_monthly, spend_basis="billing-export",
+                architecture_support=assess.architecture_support(w.kind, None),
+            )
+        )  # fmt: skip
+    return out

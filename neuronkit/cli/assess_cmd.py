@@ -2,8 +2,9 @@
 
 Two sources: a billing export read offline (``--from PATH``: CUR 2.0 or a Cost Explorer JSON; ``--sample``: the
 kit's sample export), or the account itself (read-only, iam/neuronkit-assess-policy.json). Fleets of the
-environment files (``--env``/``--file``, default every file under environments/) are checked for a GPU fallback
-cheaper per node than their Neuron primary. Exit codes: 0 report written, 2 usage or input error (a bad
+environment files are checked for a GPU fallback cheaper per node than their Neuron primary: online, those of
+``--env``/``--file`` (default every file under environments/); from a billing export only those ``--env``/``--file``
+name (the report speaks of the export, not of the kit's files). Exit codes: 0 report written, 2 usage or input error (a bad
 export, AWS could not be asked).
 """
 
@@ -53,8 +54,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=Path,
         metavar="PATH",
         default=None,
-        help="online: write a starter pilot environment file for the best candidate to PATH",
+        help="write a starter pilot environment file for the best training candidate to PATH (online or --from)",
     )
+    p.add_argument(
+        "--capacity-blocks", type=Path, metavar="FILE", default=None,
+        help="price Trainium2 from these Capacity Block offerings (the JSON of `aws ec2 describe-capacity-block-offerings`)",
+    )  # fmt: skip
+    p.add_argument(
+        "--model", metavar="ID", default=None,
+        help="the model the inference groups serve (e.g. meta-llama/Llama-3.1-70B-Instruct): TP is checked against its heads",
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -73,7 +82,7 @@ def _environments(args: argparse.Namespace) -> tuple[list[config.Environment], l
         return [], [f"environments/ not read for the fleet check: {err.problems[0]}"]
 
 
-def _offline(args: argparse.Namespace, envs: list[config.Environment], problems: list[str]) -> str:
+def _offline(args: argparse.Namespace, envs: list[config.Environment], problems: list[str]) -> tuple[str, Any]:
     from neuronkit.adoption import assess, billing, offline
 
     path = billing.SAMPLE if args.sample else args.source
@@ -84,9 +93,14 @@ def _offline(args: argparse.Namespace, envs: list[config.Environment], problems:
         )
     except billing.BillingError as err:
         raise CliError(str(err)) from None
-    result = offline.assess_export(export, envs)
+    try:
+        blocks = assess.read_block_offerings(args.capacity_blocks) if args.capacity_blocks else []
+    except ValueError as err:
+        raise CliError(f"--capacity-blocks: {err}") from None
+    result = offline.assess_export(export, envs, blocks, args.model)
     result.problems += problems
-    return offline.to_json(result) if args.format == "json" else offline.render(result)
+    text = offline.to_json(result) if args.format == "json" else offline.render(result)
+    return text, offline.to_assessment(result)
 
 
 def _online(args: argparse.Namespace, envs: list[config.Environment]) -> tuple[str, Any]:
@@ -116,13 +130,13 @@ def _online(args: argparse.Namespace, envs: list[config.Environment]) -> tuple[s
 
 
 def run(args: argparse.Namespace) -> int:
-    envs, problems = _environments(args)
     offline_mode = args.sample or args.source is not None
-    if offline_mode and args.pilot_output is not None:
-        raise CliError("--pilot-output needs the online inventory (drop --from/--sample); see docs/adoption.md")
     if offline_mode:
-        text, result = _offline(args, envs, problems), None
+        # A billing export's report speaks of the bill: environment files only when --env/--file name them.
+        envs, problems = (selection.load(args), []) if selection.chosen(args) else ([], [])
+        text, result = _offline(args, envs, problems)
     else:
+        envs, problems = _environments(args)
         text, result = _online(args, envs)
     print(text, end="")
     if args.output is not None:
@@ -131,7 +145,13 @@ def run(args: argparse.Namespace) -> int:
         from neuronkit.adoption import assess
 
         try:
-            args.pilot_output.write_text(assess.pilot_environment(result))
+            starter = assess.pilot_environment(result)
+            if result.account == "000000000000":
+                starter = (
+                    "# account: the export names no single usage account (line_item_usage_account_id); replace "
+                    "000000000000 with yours\n" + starter
+                )
+            args.pilot_output.write_text(starter)
         except ValueError as err:
             raise CliError(f"--pilot-output: {err}") from None
         print(f"wrote {args.pilot_output}: check it with `neuronkit validate {args.pilot_output}`", flush=True)

@@ -59,6 +59,7 @@ class SpendGroup:
     covered_rows: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # line item type -> rows
     covered_resources: list[str] = field(default_factory=list)  # a few resource ids of covered rows
     workload_words: tuple[tuple[str, str], ...] = ()  # (tag column, value) of tags whose value says a kind
+    model_tags: tuple[tuple[str, str], ...] = ()  # (tag column, value) of tags named like a model (user:model ...)
 
     def merge(self, other: SpendGroup) -> None:
         """Add another group's hours, spend and rows to this one (same workload, told apart before detection)."""
@@ -84,7 +85,8 @@ class SpendGroup:
 
     @property
     def name(self) -> str:
-        tags = ", ".join(f"{k}={v or '(untagged)'}" for k, v in self.tags)
+        shown = [*self.tags, *((k.removeprefix(facts()["tag_prefix"]), v) for k, v in self.model_tags)]
+        tags = ", ".join(f"{k}={v or '(untagged)'}" for k, v in shown)
         return f"{self.instance_type} {self.region}" + (f" ({tags})" if tags else "")
 
 
@@ -329,10 +331,12 @@ def _add_row(export: Export, row: dict[str, Any], is_gpu: Any) -> None:
     source = "sagemaker" if product == "AmazonSageMaker" else "ec2"
     region = str(row.get("product_region_code") or "") or "unknown-region"
     auto = words if export.workload_tag is None else ()
-    key = (source, itype, region, kind, basis, named, auto)
+    models = tuple(sorted((k, v) for k, v in tags.items() if _MODEL_KEY.search(k.lower())))
+    key = (source, itype, region, kind, basis, named, auto, models)
     group = export.groups.get(key)
     if group is None:
-        group = export.groups[key] = SpendGroup(source, itype, region, kind, basis, named, workload_words=auto)
+        group = SpendGroup(source, itype, region, kind, basis, named, workload_words=auto, model_tags=models)
+        export.groups[key] = group
     group.rows += 1
     group.hours[option] += _number(row.get("line_item_usage_amount"))
     covered = facts()["line_item_types"]["covered"].get(str(row.get("line_item_line_item_type")))
@@ -349,6 +353,7 @@ def _add_row(export: Export, row: dict[str, Any], is_gpu: Any) -> None:
 
 
 _LEGACY_TAG = "resourceTags/"
+_MODEL_KEY = re.compile(r"(^|[:_/-])model($|[-_])")  # user:model, user:model-id, user:model_name
 
 
 def _word_kind(value: str) -> str | None:
@@ -371,7 +376,7 @@ def detect_workload_tag(export: Export) -> None:
             g.kind = _word_kind(value) or "unknown"
             g.kind_basis = f"tag {column}={value} (detected in the export)"
         g.workload_words = ()
-        key = (g.source, g.instance_type, g.region, g.kind, g.kind_basis, g.tags)
+        key = (g.source, g.instance_type, g.region, g.kind, g.kind_basis, g.tags, g.model_tags)
         if key in merged:
             merged[key].merge(g)
         else:

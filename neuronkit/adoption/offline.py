@@ -147,7 +147,7 @@ def price(export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str |
                 if note:
                     p.notes.append(note)
             if kind == "inference" and match.neuron_type:
-                p.model = assess.known_model(g.name, model)
+                p.model = assess.known_model(*(v for _, v in g.model_tags), model, g.name)
                 p.notes.append(assess.tp_check(match.tensor_parallel, p.model))
         if g.source == "sagemaker":
             p.notes.append(

@@ -122,9 +122,10 @@ def test_untagged_usage_is_unknown_and_not_mapped(export_file: Path) -> None:
     dev = _by_type(result)["g5.xlarge"]
     assert (dev.group.kind, dev.match) == ("unknown", None)
     assert "never guessed" in offline.render(result)
-    # Without a workload tag nothing is classified: EC2 rows carry no SageMaker usage type.
-    bare = offline.assess_export(_read(export_file, workload_tag=None))
-    assert {p.group.kind for p in bare.priced} == {"unknown"}
+    # Without --workload-tag the export's own workload tag is detected and used; the untagged group stays unknown.
+    bare = _read(export_file, workload_tag=None)
+    assert bare.detected_workload_tag == "user:workload"
+    assert {p.group.kind for p in offline.assess_export(bare).priced} == {"unknown", "training", "inference"}
 
 
 def test_a_tag_value_that_is_neither_kind_is_named(tmp_path: Path) -> None:
@@ -344,12 +345,11 @@ def test_the_shipped_sample_is_what_the_script_writes(tmp_path: Path) -> None:
     assert fresh.read_bytes() == billing.SAMPLE.read_bytes(), "run `python -m neuronkit.adoption.sample.make_sample`"
 
 
-def test_from_and_sample_exclude_each_other_and_pilot_file_needs_the_account(capsys: pytest.CaptureFixture[str]) -> None:
+def test_from_and_sample_exclude_each_other() -> None:
     with pytest.raises(SystemExit) as done:
         main(["assess", "--sample", "--from", "x.csv"])
     assert done.value.code == 2
-    assert main(["assess", "--sample", "--pilot-output", "p.yaml"]) == 2
-    assert "--pilot-output needs the online inventory" in capsys.readouterr().err
+    # --pilot-output works from an export too: tests/unit/test_assess_proposals.py
 
 
 def test_a_fleet_whose_gpu_fallback_is_cheaper_per_node_is_reported() -> None:

@@ -24,7 +24,14 @@ from neuronkit.config.network import Network
 from neuronkit.config.neuron import PoolRelease, container_problems, dlami_problems, neuron_families, resolve
 from neuronkit.config.pilot import Pilot, pilot_problems
 from neuronkit.config.storage import Storage
-from neuronkit.config.training import TrainingCluster, _check_cluster, ami_family, offering_warnings
+from neuronkit.config.training import (
+    TrainingCluster,
+    _check_cluster,
+    ami_family,
+    block_only_problems,
+    block_only_warnings,
+    offering_warnings,
+)
 
 
 class Environment(Strict):
@@ -167,6 +174,7 @@ def _cross_problems(
             problems.append((f"training[{i}].name", f"{taken}; give each cluster its own name"))
         first.setdefault(cluster.name, i)
         problems.extend(_check_cluster(f"training[{i}]", cluster, region, az_ids))
+    problems.extend(block_only_problems(region, clusters))
     lustre = storage.lustre if storage is not None else None
     if lustre is not None and lustre.az_id:
         foreign = _foreign_az(lustre.az_id, region) if region is not None else None
@@ -304,6 +312,7 @@ def neuron_warnings(env: Environment) -> list[str]:
         if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
             warnings += serving_warnings(f"inference[{i}]", f)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
+    warnings += [f"{key}: {line}" for key, line in block_only_warnings(env.region, list(env.training))]
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

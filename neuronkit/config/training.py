@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -330,6 +330,64 @@ def _sold_outside_offerings(c: TrainingCluster) -> bool:
     type (Trn2 UltraServer nodes are sold through blocks only). Outside the offerings they warn instead of failing."""
     block_here = isinstance(c.capacity, CapacityBlock) and c.capacity.az_id == c.az_id
     return block_here or c.ultraserver is not None
+
+
+def block_only(instance_type: str, region: str | None) -> dict[str, Any] | None:
+    """The catalog's sourced, dated fact that ``instance_type`` is sold only through Capacity Blocks in ``region``
+    (capacity.yaml ``block_only``), or None."""
+    if region is None:
+        return None
+    entry = (catalog.capacity_facts().get("block_only") or {}).get(instance_type, {}).get(region)
+    return entry if isinstance(entry, dict) and entry.get("source") and entry.get("as_of") else None
+
+
+def _on_demand_keys(c: TrainingCluster) -> list[str]:
+    """The keys of a cluster that ask EC2 for on-demand capacity of its type: its capacity, or its block's fallback."""
+    if isinstance(c.capacity, OnDemand):
+        return ["capacity"]
+    if isinstance(c.capacity, CapacityBlock) and c.capacity.fallback == "on-demand":
+        return ["capacity.fallback"]
+    return []
+
+
+def block_only_problems(region: str | None, training: list[tuple[int, TrainingCluster]]) -> list[tuple[str, str]]:
+    """A capacity problem for each on-demand pool of a type the catalog sources as sold only through Capacity Blocks
+    in the region: it would never get capacity (independent of any budget setting)."""
+    out = []
+    for i, c in training:
+        fact = block_only(c.instance_type, region)
+        for key in _on_demand_keys(c) if fact else []:
+            assert fact is not None
+            out.append(
+                (
+                    f"training[{i}].{key}",
+                    f"{c.instance_type} is sold only through EC2 Capacity Blocks for ML in {region} ({fact['source']}, "
+                    f"read {fact['as_of']}): on-demand capacity of it cannot be had; buy a block (`neuronkit capacity "
+                    f"offerings --type {c.instance_type} ...`) and set capacity: {{type: capacity-block, ...}}, or use an "
+                    "existing reservation (capacity: {type: odcr, reservation_id: cr-...})",
+                )
+            )
+    return out
+
+
+def block_only_warnings(region: str, training: list[TrainingCluster]) -> list[tuple[str, str]]:
+    """Without a sourced block-only fact: a warning for an on-demand pool of a type the catalog has no On-Demand price
+    for and knows to be sold through Capacity Blocks (capacity.yaml ``unverified_block_only``)."""
+    unverified = catalog.capacity_facts().get("unverified_block_only") or {}
+    out = []
+    for i, c in enumerate(training):
+        if c.instance_type not in unverified or block_only(c.instance_type, region) is not None:
+            continue
+        for key in _on_demand_keys(c):
+            out.append(
+                (
+                    f"training[{i}].{key}",
+                    f"on-demand {c.instance_type} may get no capacity in {region}: {unverified[c.instance_type]}; the "
+                    "catalog holds no sourced fact that it is block-only there, so this is a warning: prefer capacity: "
+                    "{type: capacity-block, ...} or an existing reservation",
+                )
+            )
+    return out
 
 
 def offering_warnings(region: str, training: list[TrainingCluster]) -> list[tuple[str, str]]:

@@ -116,8 +116,21 @@ def price_pools(
         gpu_type: str | None = None
         gpu_price: float | None = None
         equivalent = equivalents.get(primary)
+        own = next((t for t in pool.fallback_types if _is_gpu(t)), None)
         if pool.role == "training-gpu" or _is_gpu(primary):
             notes.append(f"{primary} is a GPU type: no GPU equivalent; counted at its own price in the GPU-equivalent total.")
+        elif own is not None:
+            # The GPU the fleet really runs when Neuron capacity is short: its own fallback, not a catalog pairing.
+            gpu_type = own
+            gpu_price = table.hourly(own, pool.region)
+            instead = (
+                f", not the catalog's equivalent {equivalent.gpu_type}"
+                if equivalent is not None and equivalent.gpu_type != own
+                else ""
+            )
+            notes.append(f"GPU comparison: {own}, the pool's own GPU fallback (its first GPU fallback_types entry){instead}.")
+            if gpu_price is None:
+                notes.append(f"GPU comparison skipped: {table.missing_message(own, pool.region)}.")
         elif equivalent is None:
             notes.append(f"No GPU equivalent for {primary} in neuronkit/catalog/equivalents.yaml; counted at its own price.")
         else:
@@ -334,14 +347,20 @@ def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | No
             doc.heading(3, f"{p.pool}: {p.role}, {', '.join(p.instance_types)}, capacity {p.capacity}{where}")
             line = f"{c.instance_type} at {rate(c.hourly_price)}/hour"
             if c.block:
-                line += " (the Capacity Block's fee over its node-hours)"
+                line += (
+                    " (your input: capacity.upfront_fee_usd over the block's node-hours; a price you entered, not one the "
+                    "kit read or measured)"
+                )
             if c.gpu_type and c.gpu_hourly_price is not None:
-                line += f"; GPU equivalent {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
+                own = c.gpu_type in p.fallback_types
+                line += f"; GPU {'fallback' if own else 'equivalent'} {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
             doc.para(line + ".")
             headers = ["capacity", "nodes", "$/hour", "$/month"]
             align = "lrrr"
             if c.compared:
-                headers += [f"{c.gpu_type} $/month", "saving $/month", "saving"]
+                # A difference computed from a price the user typed in is an input's consequence, not a measured saving.
+                diff = "difference from your input $/month" if c.block else "saving $/month"
+                headers += [f"{c.gpu_type} $/month", diff, "difference" if c.block else "saving"]
                 align += "rrr"
             rows = []
             for level in LEVELS:
@@ -361,6 +380,12 @@ def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | No
             doc.bullets(c.notes)
         doc.heading(3, f"Total: {env} ({region})")
         doc.table(TOTAL_HEADERS, _total_rows(group), "lrrrrr")
+        inputs = [c.pool.pool for c in group if c.block]
+        if inputs:
+            doc.para(
+                f"The total prices {', '.join(inputs)} from your capacity.upfront_fee_usd: an input you entered, so its "
+                "share of the saving is a consequence of that input, not a saving the kit measured."
+            )
     if len(groups) > 1:
         doc.heading(2, f"Total: {len(groups)} environments")
         doc.table(TOTAL_HEADERS, _total_rows(costs), "lrrrrr")

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from neuronkit import catalog, config
 from neuronkit.catalog import pricing, serving
@@ -99,13 +100,19 @@ def test_prod_block_cluster_is_priced_by_its_fee_against_p5en_for_the_same_hours
     row = f"| {money(fee / hours)} | {money(fee)} | {money(gpu_block)} | {money(gpu_block - fee)} | {(gpu_block - fee) / gpu_block * 100:.1f}% |"
     for level in ("min", "desired", "max"):
         assert f"| {level} | 16 {row}" in out
-    assert f"trn2.48xlarge at {money(fee / hours / 16)}/hour (the Capacity Block's fee over its node-hours)" in out
+    # The block's rate comes from the fee the user typed in: labelled as an input, never as a measured saving.
+    assert (
+        f"trn2.48xlarge at {money(fee / hours / 16)}/hour (your input: capacity.upfront_fee_usd over the block's node-hours"
+        in out
+    )
+    assert "| difference from your input $/month | difference |" in out
+    assert "The total prices pretrain from your capacity.upfront_fee_usd: an input you entered" in out
     assert (
         f"Capacity capacity-block: {money(fee)} paid up front for {hours:,.0f} hours of 16 nodes, whether they run or not" in out
     )
     # The environment total adds the GPU training pool (p5.48xlarge, 0/0/2, priced at its own rate on both
-    # sides) and the chat fleet (inf2.48xlarge first, 2/4/12, against g5.48xlarge).
-    p5, inf2, g5 = price("p5.48xlarge", "us-east-2"), price("inf2.48xlarge", "us-east-2"), price("g5.48xlarge", "us-east-2")
+    # sides) and the chat fleet (inf2.48xlarge first, 2/4/12, against its own fallback g6e.12xlarge).
+    p5, inf2, g5 = price("p5.48xlarge", "us-east-2"), price("inf2.48xlarge", "us-east-2"), price("g6e.12xlarge", "us-east-2")
     total_hour = fee / hours + 0 * p5 + 4 * inf2
     total_month = fee + 4 * inf2 * HOURS
     total_gpu = gpu_block + 4 * g5 * HOURS
@@ -191,11 +198,18 @@ def test_prod_gpu_training_pool_is_priced_on_its_own_type(capsys, monkeypatch):
 def test_prod_inference_fleet_is_priced_on_its_first_neuron_type_with_fallback_prices(capsys, monkeypatch):
     code, out, _ = run(["cost", "--env", "prod", "--format", "markdown"], capsys, monkeypatch)
     assert code == 0
-    inf2, g5 = price("inf2.48xlarge", "us-east-2"), price("g5.48xlarge", "us-east-2")
+    inf2, g5 = price("inf2.48xlarge", "us-east-2"), price("g6e.12xlarge", "us-east-2")
     section = out[
         out.index("### chat: inference, inf2.48xlarge, inf2.24xlarge, g6e.12xlarge, p4d.24xlarge, capacity on-demand") :
     ]
     section = section[: section.index("\n### ")]
+    # The GPU comparison is the fleet's own first GPU fallback, not the catalog's equivalent of inf2.48xlarge.
+    assert pricing.equivalents()["inf2.48xlarge"].gpu_type == "g5.48xlarge"
+    assert (
+        "GPU comparison: g6e.12xlarge, the pool's own GPU fallback (its first GPU fallback_types entry), not the catalog's equivalent g5.48xlarge."
+        in section
+    )
+    assert "| g6e.12xlarge $/month | saving $/month | saving |" in section
     # prod.yaml: chat fleet min 2, desired 4, max 12; the group launches inf2.48xlarge first.
     for level, n in (("min", 2), ("desired", 4), ("max", 12)):
         own, other = n * inf2 * HOURS, n * g5 * HOURS
@@ -729,3 +743,83 @@ def test_the_synthesized_fleet_carries_the_same_compile_types(synth: Synth) -> N
         env = config.load_environment(REPO / "environments" / f"{name}.yaml")
         for f in env.inference:
             assert pools[(name, f.name)].compile_types == tuple(f.neuron_types)
+
+
+# --------------------------------------------------------------------------------------------
+# the fleet's own GPU fallback; block-only types (issue 42)
+# --------------------------------------------------------------------------------------------
+def _dev_with(tmp_path: Path, **fleet: Any) -> Path:
+    data = yaml.safe_load((REPO / "environments" / "dev.yaml").read_text())
+    data["inference"][0].update(fleet)
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_fleet_with_a_g6e_fallback_is_compared_with_g6e(tmp_path, capsys, monkeypatch):
+    f = _dev_with(tmp_path, neuron_types=["inf2.8xlarge"], fallback_types=["g6e.2xlarge"])
+    code, out, err = run(["cost", "--file", str(f), "--format", "markdown"], capsys, monkeypatch)
+    assert code == 0, err
+    assert pricing.equivalents()["inf2.8xlarge"].gpu_type == "g5.8xlarge"  # what it used to be compared with
+    section = out[out.index("### serve: inference, inf2.8xlarge, g6e.2xlarge") :]
+    section = section[: section.index("\n### ")]
+    assert "; GPU fallback g6e.2xlarge at" in section and "g5.8xlarge $/month" not in section
+    assert "the pool's own GPU fallback (its first GPU fallback_types entry), not the catalog's equivalent g5.8xlarge" in section
+    inf2, g6e = price("inf2.8xlarge"), price("g6e.2xlarge")
+    mx = 2 * HOURS  # dev's serve fleet runs up to 2 nodes
+    assert f"| max | 2 | {money(2 * inf2)} | {money(inf2 * mx)} | {money(g6e * mx)} | {money((g6e - inf2) * mx)} |" in section
+
+
+def _prod_on_demand(tmp_path: Path, **capacity: Any) -> Path:
+    data = yaml.safe_load((REPO / "environments" / "prod.yaml").read_text())
+    data["training"][0]["capacity"] = capacity or {"type": "on-demand"}
+    data["budget"]["enforce"] = "off"
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    return path
+
+
+@pytest.fixture
+def trn2_block_only(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The catalog holding a sourced, dated fact that trn2.48xlarge is block-only in us-east-2 (the shape of
+    capacity.yaml's block_only; the shipped catalog holds none, see docs/cost.md)."""
+    facts = json.loads(json.dumps(catalog.capacity_facts()))
+    fact = {"source": "https://example.invalid/ec2-pricing-trn2", "as_of": "2026-11-26"}
+    facts["block_only"] = {"trn2.48xlarge": {"us-east-2": fact}}
+    monkeypatch.setattr(catalog, "capacity_facts", lambda: facts)
+    return fact
+
+
+def test_an_on_demand_pool_of_a_block_only_type_is_a_capacity_problem(tmp_path, capsys, monkeypatch, trn2_block_only):
+    f = _prod_on_demand(tmp_path)
+    code, _, err = run(["validate", "--file", str(f)], capsys, monkeypatch)
+    assert code == 1
+    line = next(x for x in err.splitlines() if "training[0].capacity" in x)
+    assert str(f) in line and "sold only through EC2 Capacity Blocks for ML in us-east-2" in line
+    assert trn2_block_only["source"] in line and "read 2026-11-26" in line
+    assert "capacity: {type: capacity-block" in line and "existing reservation (capacity: {type: odcr" in line
+    assert "budget" not in line and "Traceback" not in err
+    # An on-demand fallback after the block asks for the same capacity: refused too.
+    block = dict(yaml.safe_load((REPO / "environments" / "prod.yaml").read_text())["training"][0]["capacity"])
+    f = _prod_on_demand(tmp_path, **{**block, "fallback": "on-demand"})
+    code, _, err = run(["validate", "--file", str(f)], capsys, monkeypatch)
+    assert code == 1 and "training[0].capacity.fallback: trn2.48xlarge is sold only through EC2 Capacity Blocks" in err
+
+
+def test_the_kits_files_stay_valid_with_trn2_block_only(capsys, monkeypatch, trn2_block_only):
+    files = sorted((REPO / "environments").glob("*.yaml")) + sorted((REPO / "examples" / "environments").glob("*.yaml"))
+    trn2 = [f for f in files if "trn2.48xlarge" in f.read_text()]
+    assert trn2, "some files run trn2.48xlarge: the rule is exercised"
+    for f in files:
+        code, _, err = run(["validate", "--file", str(f)], capsys, monkeypatch)
+        assert code == 0, f"{f}: {err}"
+
+
+def test_without_a_sourced_fact_an_on_demand_trn2_pool_warns(tmp_path, capsys, monkeypatch):
+    assert not catalog.capacity_facts()["block_only"]  # the shipped catalog sources no block-only type (docs/cost.md)
+    f = _prod_on_demand(tmp_path)
+    code, out, err = run(["validate", "--file", str(f)], capsys, monkeypatch)
+    warning = next(x for x in err.splitlines() if x.startswith(f"warning: {f}: training[0].capacity:"))
+    assert "on-demand trn2.48xlarge may get no capacity in us-east-2" in warning
+    assert "no sourced fact that it is block-only" in warning
+    assert "training[0].capacity: trn2.48xlarge is sold only" not in err

@@ -748,7 +748,7 @@ def test_the_synthesized_fleet_carries_the_same_compile_types(synth: Synth) -> N
 # --------------------------------------------------------------------------------------------
 # the fleet's own GPU fallback; block-only types (issue 42)
 # --------------------------------------------------------------------------------------------
-def _dev_with(tmp_path: Path, **fleet: Any) -> Path:
+def _dev_fleet(tmp_path: Path, **fleet: Any) -> Path:
     data = yaml.safe_load((REPO / "environments" / "dev.yaml").read_text())
     data["inference"][0].update(fleet)
     path = tmp_path / "dev.yaml"
@@ -757,7 +757,7 @@ def _dev_with(tmp_path: Path, **fleet: Any) -> Path:
 
 
 def test_a_fleet_with_a_g6e_fallback_is_compared_with_g6e(tmp_path, capsys, monkeypatch):
-    f = _dev_with(tmp_path, neuron_types=["inf2.8xlarge"], fallback_types=["g6e.2xlarge"])
+    f = _dev_fleet(tmp_path, neuron_types=["inf2.8xlarge"], fallback_types=["g6e.2xlarge"])
     code, out, err = run(["cost", "--file", str(f), "--format", "markdown"], capsys, monkeypatch)
     assert code == 0, err
     assert pricing.equivalents()["inf2.8xlarge"].gpu_type == "g5.8xlarge"  # what it used to be compared with

@@ -688,3 +688,43 @@ def test_eks_managed_node_group_launch_templates_follow_the_eks_rules(synth: Syn
         if props.get("CapacityType") == "CAPACITY_BLOCK":
             assert lt["InstanceMarketOptions"]["MarketType"] == "capacity-block", (stack, lid)
             assert "CapacityReservationId" in json.dumps(lt["CapacityReservationSpecification"]), (stack, lid)
+
+
+@pytest.fixture(scope="module")
+def pilot_inference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The inference stack of examples/environments/pilot.yaml (the serving pilot's load job)."""
+    from neuronkit.config import load_environment
+    from neuronkit.stacks import build_environment
+    from tests.conftest import ROOT, new_app
+
+    app = new_app(tmp_path_factory.mktemp("pilot"))
+    build_environment(app, load_environment(ROOT / "examples" / "environments" / "pilot.yaml"))
+    return next(s.template for s in app.synth().stacks if s.stack_name == "pilot-inference")  # type: ignore[no-any-return]
+
+
+def test_the_pilot_load_job_finds_each_sides_limit_and_its_saturation(pilot_inference: dict[str, Any]) -> None:
+    """vLLM's `vllm bench serve --request-rate` (docs.vllm.ai, CLI reference, bench serve): "Number of requests per
+    second. If this is inf, then all the requests are sent at time 0. Otherwise, we use Poisson process or gamma
+    distribution to synthesize the request arrival times." The load job sweeps finite rates (Poisson arrivals),
+    bisects each side to its limit, then runs once at `inf` for the saturation throughput; the GPU side runs the
+    upstream vLLM the Neuron image names (catalog/pilot.yaml), so the difference left is the plugin."""
+    from neuronkit.adoption import pilot_serving
+
+    jobs = [
+        (lid, c)
+        for lid, task in pilot_inference["Resources"].items()
+        if task["Type"] == "AWS::ECS::TaskDefinition"
+        for c in task["Properties"]["ContainerDefinitions"]
+        if c["Name"] == "bench"
+    ]
+    assert jobs, "the pilot example renders a load job"
+    for lid, bench in jobs:
+        env = {e["Name"]: e["Value"] for e in bench["Environment"]}
+        script = bench["Command"][0]
+        assert '--request-rate "${rate}"' in script and 'bench "${side}" inf random' in script, lid
+        assert "next-rate" in script and float(env["RESOLUTION"]) > 0, lid
+        rates = [float(r) for r in env["RATES"].split()]
+        assert all(0 < r < float("inf") for r in rates) and float(env["MAX_RATE"]) >= max(rates), lid
+        pairing = pilot_serving.gpu_pairing(env["NEURON_IMAGE"])
+        assert pairing is not None and pairing.get("gpu_image"), "the example's Neuron image has a paired GPU image"
+        assert env["GPU_VLLM"] == pairing["upstream_vllm"] == env["NEURON_VLLM"] and env["GPU_IMAGE"] == pairing["gpu_image"]

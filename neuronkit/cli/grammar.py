@@ -33,6 +33,10 @@ ENV_SOME = "`--env NAME` (repeatable), `--file PATH` (repeatable); at least one"
 ENV_ONE = "`--env NAME`, `--file PATH`: exactly one"
 ENV_REHEARSE = "`--env NAME` (repeatable) or one `--file PATH`; default: every file under environments/"
 ENV_NAMES = "`--env NAME` (repeatable): of either revision; default: the ones the change touches"
+ENV_ASSESS = (
+    "`--env NAME` (repeatable), `--file PATH` (repeatable); default: every file under environments/ online, none "
+    "from a billing export"
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "assess",
         arguments="`[FILE ...]`",
-        environments=ENV_ALL,
+        environments=ENV_ASSESS,
         regions="`--region R` (repeatable)",
         output="`-o/--output FILE`",
         format="`--format text|markdown|json`",
@@ -106,6 +110,8 @@ COMMANDS: tuple[Command, ...] = (
             "`--workload-tag KEY`",
             "`--profile PROFILE`",
             "`--pilot-output PATH`",
+            "`--capacity-blocks FILE`",
+            "`--model ID`",
         ),
     ),
     Command("pilot start", arguments="`[FILE]`", environments=ENV_ONE, options=("`--profile PROFILE`", "`--run-id RUN`")),
@@ -114,7 +120,7 @@ COMMANDS: tuple[Command, ...] = (
         arguments="`[FILE]`",
         environments=ENV_ONE,
         output="`-o/--output DIR`",
-        options=("`--profile PROFILE`", "`--run-id RUN`", "`--from DIR`", "`--sample`"),
+        options=("`--profile PROFILE`", "`--run-id RUN`", "`--from DIR`", "`--sample NAME`"),
     ),
 )
 

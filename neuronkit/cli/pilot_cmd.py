@@ -37,7 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                 nargs="?",
                 const="default",
                 default=None,
-                choices=sorted(pilot_serving.SAMPLES),
                 metavar="NAME",
                 help="report on a bundled sample run (no account needed): default, or gpu-wins (the GPU side wins)",
             )
@@ -94,6 +93,8 @@ def start(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     args.output = args.output or Path("pilot-report")
+    if args.sample is not None and args.sample not in pilot_serving.SAMPLES:
+        raise CliError(f"pilot report: --sample {args.sample}: no such sample; use one of {', '.join(pilot_serving.SAMPLES)}")
     if args.sample is not None or args.from_dir is not None:
         if args.sample is not None and args.from_dir is not None:
             raise CliError("pilot report: give --sample or --from DIR, not both")

@@ -100,7 +100,7 @@ def load_evalset(path: str) -> dict[str, Any]:
             continue
         try:
             doc = json.loads(line)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise EvalSetError(f"{path}:{n}: not a JSON object ({err.msg})") from None
         items.append(_item(doc, f"{path}:{n}", seen, n))
     if not items:

@@ -133,10 +133,10 @@ def run(args: argparse.Namespace) -> int:
     offline_mode = args.sample or args.source is not None
     if offline_mode:
         # A billing export's report speaks of the bill: environment files only when --env/--file name them.
-        envs, problems = (selection.load(args), []) if selection.chosen(args) else ([], [])
-        text, result = _offline(args, envs, problems)
+        envs = selection.load(args) if selection.chosen(args) else []
+        text, result = _offline(args, envs, [])
     else:
-        envs, problems = _environments(args)
+        envs, _ = _environments(args)
         text, result = _online(args, envs)
     print(text, end="")
     if args.output is not None:

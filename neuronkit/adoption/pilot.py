@@ -447,7 +447,7 @@ def render(comparison: Comparison, images: Sequence[Path], out: Path) -> str:
         return "–" if x is None else f"${x:,.2f}"
 
     lines = [
-        f"# Pilot {c.pilot}: Trainium against GPU",
+        f"# Fine-tuning pilot {c.pilot}: Trainium against GPU",
         "",
         f"Run `{c.run_id}` in {c.region}, {c.nodes} node(s) per side, a budget of {c.budget_steps} steps. "
         f"Prices: catalog/prices.json (On-Demand list, as of {table.as_of}); cost = nodes x hourly price x the "

@@ -218,6 +218,7 @@ def test_report_compares_the_runs_and_writes_its_plots(
     assert f"Trainium's is {gap:+.2f}% against the GPU's" in text
     expected = "go" if n_cpm < g_cpm else "hold"
     assert f"**Verdict: {expected}:" in text and "the gpu side stopped before the 500-step budget" in text
+    assert text.startswith(f"# Fine-tuning pilot {c.pilot}:")  # the title names the pilot's kind
     for name in ("loss.png", "throughput.png", "cost_per_token.png", "total_cost.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
         assert f"]({name})" in text

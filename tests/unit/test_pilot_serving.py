@@ -231,3 +231,33 @@ def test_the_gpu_twin_launches_only_its_gpu_type(inference: dict[str, Any]) -> N
     overrides = twin["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
     assert [o["InstanceType"] for o in overrides] == ["g5.xlarge"]
     assert twin["Properties"]["MinSize"] == twin["Properties"]["MaxSize"] == "1"
+
+
+def test_a_users_jsonl_evaluation_set_travels_to_the_load_job(tmp_path: Path) -> None:
+    data = copy.deepcopy(DATA)
+    data["pilot"]["serving"]["evalset_s3_key"] = "pilot/evalset.jsonl"
+    env = parse_environment(data, SHOWN)
+    app = new_app(tmp_path / "cdk.out")
+    build_environment(app, env)
+    template = next(s.template for s in app.synth().stacks if s.stack_name == "pilot-inference")
+    (task,) = resources(template, "AWS::ECS::TaskDefinition").values()
+    containers = {c["Name"]: c for c in task["Properties"]["ContainerDefinitions"]}
+    fetch = containers["fetch"]["Command"][0]
+    assert '/pilot/evalset.jsonl" /work/data/evalset.jsonl' in fetch
+    variables = {e["Name"]: e["Value"] for e in containers["bench"]["Environment"]}
+    assert variables["EVALSET"] == "/work/data/evalset.jsonl"
+    script = containers["bench"]["Command"][0]
+    assert '--evalset "${EVALSET}" --out "${results}/quality/user/${side}.json"' in script
+    # The task may read that object, and nothing else of the datasets bucket besides what it read before.
+    (policy,) = [
+        r
+        for r in resources(template, "AWS::IAM::Policy").values()
+        if "ReadInputs" in json.dumps(r["Properties"]["PolicyDocument"])
+    ]
+    reads = next(st for st in policy["Properties"]["PolicyDocument"]["Statement"] if st.get("Sid") == "ReadInputs")
+    assert any("pilot/evalset.jsonl" in json.dumps(r) for r in reads["Resource"])
+    # A key that is not a .jsonl object under the bucket is one line naming the key.
+    data["pilot"]["serving"]["evalset_s3_key"] = "s3://bucket/evalset.json"
+    with pytest.raises(ConfigError) as err:
+        parse_environment(data, SHOWN)
+    assert f"{SHOWN}: pilot.serving.evalset_s3_key: 's3://bucket/evalset.json' must be a .jsonl object key" in str(err.value)

@@ -441,6 +441,12 @@ def propose(workloads: Sequence[Workload], spend: dict[str, float]) -> tuple[lis
             why = f"{why}; saving not computed: {table.missing_message(neuron_type, w.region)}"
         family = releases.family_of(neuron_type) if neuron_type else None
         rel = releases.default_release(family, RELEASE_WORKLOAD[w.kind]) if family else None
+        note = release_note(family, w.kind, rel.version) if family and rel else None
+        if note:
+            why = f"{why}; {note}"
+        if w.kind == "inference" and neuron_type:
+            m = neuron_match(w.instance_type, w.kind, w.region)
+            why = f"{why}; {tp_check(m.tensor_parallel, known_model(w.name, w.architecture))}"
         proposals.append(
             Proposal(
                 workload=w, neuron_type=neuron_type, why=why, release=rel.version if rel else None,

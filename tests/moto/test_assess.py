@@ -126,6 +126,8 @@ def test_inventory_prices_and_verdicts(account: Session) -> None:
     pretrain = by_name["llm-pretrain"]
     assert (pretrain.workload.source, pretrain.workload.instances, pretrain.workload.kind) == ("ec2", 2.0, "training")
     assert (pretrain.neuron_type, pretrain.release, pretrain.architecture_support) == ("trn1.32xlarge", "2.28.1", "supported")
+    # 2.28.1 is the last release with PyTorch training on trn1: the proposal says so.
+    assert "release: Neuron 2.28.1 is the last release with PyTorch training on trn1" in pretrain.why
     ratio = table.require("trn1.32xlarge", REGION) / table.require("p4d.24xlarge", REGION)
     assert pretrain.gpu_monthly == pytest.approx(31_000.0) and pretrain.spend_basis == "cost-explorer"
     assert pretrain.neuron_monthly == pytest.approx(31_000.0 * ratio)

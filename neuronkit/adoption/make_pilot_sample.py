@@ -2,8 +2,8 @@
 
 SAMPLE DATA, not measurements. Each side is a made-up server of capacity ``C`` requests per second (256 output
 tokens a request): at an offered rate ``r`` below ``C`` it serves ``r``; p99 time to first token grows like a
-queue, ``ttft0 / (1 - r/C)``, and p99 inter-token latency with the batch, ``itl0 * (1 + 1.2 (r/C)^2)``; above
-``C`` it serves ``C`` and the queue (so TTFT) grows with the run. The sweep is the load job's: the file's rates,
+queue, ``ttft0 / (1 - r/C)`` (at most 10 x ``ttft0``), and p99 inter-token latency with the batch,
+``itl0 * (1 + 1.2 (r/C)^2)``; above ``C`` it serves ``C`` and the backlog of the run adds to TTFT. The sweep is the load job's: the file's rates,
 then :func:`neuronkit.adoption.pilot_eval.next_rate` bisection to the resolution, then one run with every
 request at once (saturation). Two cases:
 
@@ -45,12 +45,12 @@ class Server:
         rho = rate / self.capacity if math.isfinite(rate) else math.inf
         served = min(rate, self.capacity)
         duration = PROMPTS / served
-        if rho < 1:
-            ttft99 = self.ttft0_ms / (1 - rho)
-            itl99 = self.itl0_ms * (1 + 1.2 * rho * rho)
-        else:  # the queue grows through the run: the last request waits for the backlog
-            ttft99 = self.ttft0_ms + 1000 * PROMPTS * (1 - 1 / rho if math.isfinite(rho) else 1.0) / self.capacity
-            itl99 = self.itl0_ms * 2.2
+        # Queueing: TTFT grows like 1 / (1 - r/C), capped at 10 x near saturation; past it the backlog of the run
+        # adds the wait of the last request. ITL grows with the batch up to its size at saturation.
+        ttft99 = self.ttft0_ms / max(1 - rho, 0.1)
+        if rho > 1:
+            ttft99 += 1000 * PROMPTS * (1 - 1 / rho if math.isfinite(rho) else 1.0) / self.capacity
+        itl99 = self.itl0_ms * (1 + 1.2 * min(rho, 1.0) ** 2)
         ttft50, itl50 = ttft99 * 0.45, itl99 * 0.6
         return {
             "date": "20261120-101500", "endpoint_type": "vllm", "backend": "vllm", "label": None,

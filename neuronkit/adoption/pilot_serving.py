@@ -585,7 +585,7 @@ def _versions(c: ServingComparison) -> str:
     if n.vllm_version == g.vllm_version:
         return (
             f"Both sides run upstream vLLM {n.vllm_version} (the GPU side the version the Neuron image is built on); the "
-            f"remaining software difference is the Neuron side's plugin{plugin or ' (version not recorded)'}."
+            f"remaining software difference is the Neuron plugin: {n.plugin or 'its version was not recorded'}."
         )
     return (
         f"**The sides run different vLLM versions** (Neuron {n.vllm_version}{plugin}, GPU {g.vllm_version}): part of any "
@@ -634,7 +634,7 @@ def render(c: ServingComparison, images: Sequence[Path], out: Path) -> str:
             "",
             f"At saturation (what each side serves flat out, latency aside): Neuron costs {abs(diff):.0f}% "
             f"{'less' if diff > 0 else 'more'} per million output tokens; the GPU serves {abs(faster):.0f}% "
-            f"{'more' if faster > 0 else 'fewer'} output tokens per second per {g.info.nodes} node(s).",
+            f"{'more' if faster > 0 else 'fewer'} output tokens per second.",
         ]
     lines += ["", "## Quality", ""]
     if not c.quality:

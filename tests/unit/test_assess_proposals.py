@@ -147,3 +147,15 @@ def test_pilot_output_works_from_an_export(export: Path, tmp_path: Path, capsys:
     assert doc["training"][0]["gpu_pool"]["instance_type"] == "p4d.24xlarge" and doc["pilot"]["cluster"] == "candidate"
     env = load_environment(starter)  # a valid environment file
     assert env.pilot is not None and env.training[0].instance_type == doc["training"][0]["instance_type"]
+
+
+def test_the_json_carries_the_detected_tag_and_trainium2(export: Path, blocks: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["assess", "--from", str(export), "--capacity-blocks", str(blocks), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["workload_tag_detected"] == "user:workload"
+    (train,) = [w for w in doc["workloads"] if w["kind"] == "training"]
+    t2 = train["trainium2"]
+    assert t2["instance_type"] == "trn2.48xlarge" and t2["capacity_blocks_only"] is True
+    assert t2["block_price_per_instance_hour"] == pytest.approx(40.0) and "cb-0trn2" in t2["block_price_basis"]
+    (serve,) = [w for w in doc["workloads"] if w["kind"] == "inference"]
+    assert serve["model"] == "meta-llama/Llama-3.1-70B-Instruct"

@@ -230,3 +230,9 @@ def test_a_bad_line_of_a_jsonl_set_names_the_file_and_line(
     assert pilot_eval.main(["score", "--url", "http://x", "--evalset", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{f}:2: ") and "Traceback" not in err
+
+
+def test_an_unknown_sample_name_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["pilot", "report", "--sample", "nope", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--sample nope: no such sample; use one of default, gpu-wins" in err and "Traceback" not in err

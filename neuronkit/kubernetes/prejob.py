@@ -122,7 +122,10 @@ def check_collective(nodes: list[str], result: Collective, min_busbw_gbps: float
         return Outcome(who, "collective", False, f"all-reduce result wrong: {result.error}")
     if min_busbw_gbps is not None and result.busbw_gbps is not None and result.busbw_gbps < min_busbw_gbps:
         return Outcome(
-            who, "collective", False, f"all-reduce bus bandwidth {result.busbw_gbps:g} GB/s below the floor {min_busbw_gbps:g} GB/s"
+            who,
+            "collective",
+            False,
+            f"all-reduce bus bandwidth {result.busbw_gbps:g} GB/s below the floor {min_busbw_gbps:g} GB/s",
         )
     return Outcome(who, "collective", True, f"all-reduce correct, {result.busbw_gbps:g} GB/s bus bandwidth")
 
@@ -152,7 +155,7 @@ def emf_line(outcome: Outcome, environment: str, pool: str, now_ms: int | None =
     )
 
 
-def report(outcomes: list[Outcome], *, environment: str, pool: str, termination_log: str = TERMINATION_LOG) -> int:
+def report(outcomes: list[Outcome], *, environment: str, pool: str, termination_log: str | None = None) -> int:
     """Print every outcome; on any failure write the termination log and an EMF line, and return 1."""
     failed = [o for o in outcomes if not o.ok]
     for o in outcomes:
@@ -162,7 +165,7 @@ def report(outcomes: list[Outcome], *, environment: str, pool: str, termination_
     for o in failed:
         print(emf_line(o, environment, pool), flush=True)
     try:
-        Path(termination_log).write_text("; ".join(o.line() for o in failed)[:4000] + "\n")
+        Path(termination_log or TERMINATION_LOG).write_text("; ".join(o.line() for o in failed)[:4000] + "\n")
     except OSError:
         pass
     return 1

@@ -427,9 +427,7 @@ def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_node
     api = facts()["kueue"]["api_version"]
     flavor = f"{environment}-{pool}"
     per_node = per_node_quota(instance_type)
-    resources = [
-        {"name": k, "nominalQuota": _times(v, max_nodes * PODSETS_PER_JOB)} for k, v in sorted(per_node.items())
-    ]
+    resources = [{"name": k, "nominalQuota": _times(v, max_nodes * PODSETS_PER_JOB)} for k, v in sorted(per_node.items())]
     return [
         {
             "apiVersion": api,
@@ -448,9 +446,7 @@ def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_node
             "spec": {
                 "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scheduling.TRAINING_NAMESPACE}},
                 "queueingStrategy": "StrictFIFO",
-                "resourceGroups": [
-                    {"coveredResources": sorted(per_node), "flavors": [{"name": flavor, "resources": resources}]}
-                ],
+                "resourceGroups": [{"coveredResources": sorted(per_node), "flavors": [{"name": flavor, "resources": resources}]}],
             },
         },
         {
@@ -543,9 +539,7 @@ def checkpoint_signal_cronjob(*, pool: str, environment: str, at: dt.datetime, i
                                     "volumeMounts": [{"name": "lustre", "mountPath": LUSTRE_MOUNT}],
                                 }
                             ],
-                            "volumes": [
-                                {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(environment)}}
-                            ],
+                            "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(environment)}}],
                         }
                     },
                 }

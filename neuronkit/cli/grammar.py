@@ -116,6 +116,21 @@ COMMANDS: tuple[Command, ...] = (
         output="`-o/--output DIR`",
         options=("`--profile PROFILE`", "`--run-id RUN`", "`--from DIR`", "`--sample`"),
     ),
+    Command(
+        "job render",
+        arguments="`POOL [FILE]`",
+        environments=ENV_ONE,
+        output="`-o/--output FILE`",
+        options=("`--nodes N`", "`--image IMAGE`", "`--name NAME`", "`--min-busbw-gbps GBPS`", "`--deadline TIME`",
+                 "`--command ARGS`"),
+    ),  # fmt: skip
+    Command(
+        "job check",
+        arguments="`POOL [FILE]`",
+        environments=ENV_ONE,
+        output="`-o/--output FILE`",
+        options=("`--nodes N`", "`--image IMAGE`", "`--name NAME`", "`--min-busbw-gbps GBPS`", "`--calibrate`", "`--cordon`"),
+    ),
 )
 
 

@@ -124,6 +124,7 @@ class JobSpec:
             raise JobError(f"--nodes {self.nodes}: a job needs at least one node")
         if not catalog.get(self.instance_type).is_neuron:
             raise JobError(f"pool {self.pool}: {self.instance_type} has no Neuron devices; training jobs run on Trainium pools")
+        self.profile  # noqa: B018 -- refuse a family/release/image that cannot train now, with its fix
 
     @property
     def profile(self) -> LaunchProfile:

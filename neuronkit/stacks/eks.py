@@ -30,7 +30,7 @@ from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.kubernetes.training_job import lead_minutes
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
-from neuronkit.stacks.base import NeuronkitStack, environment_tags
+from neuronkit.stacks.base import NeuronkitStack, bucket_names, environment_tags
 from neuronkit.stacks.monitoring import alarms_topic, capacity_block_watches, environment_budget, environment_monitoring
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
@@ -147,12 +147,16 @@ class EksStack(NeuronkitStack):
         if not pools:
             return None
         volume = self.workloads.spec.lustre
+        names = bucket_names(config)  # literal names: the pool roles' object wildcards are reviewed one by one
+        access = StorageAccess(
+            datasets_bucket=names["datasets"], checkpoints_bucket=names["checkpoints"], artifacts_bucket=names["artifacts"]
+        )
         jobs = TrainingJobs(
             self,
             "TrainingJobs",
             cluster=self.cluster,
             spec=TrainingJobsSpec(environment=config.name, pools=pools, lustre=volume),
-            storage=self._access,
+            storage=access,
         )
         if self.workloads.lustre_manifest is not None:
             jobs.pool_manifest.node.add_dependency(self.workloads.lustre_manifest)  # the FSx CSI driver first

@@ -251,12 +251,12 @@ def _jobset_fields() -> list[dict[str, Any]]:
 
 
 def _volumes(spec: JobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    volumes = [
+    volumes: list[dict[str, Any]] = [
         {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(spec.environment)}},
         {"name": "kit", "configMap": {"name": config_map_name(spec.pool), "defaultMode": 0o555}},
         {"name": "shm", "emptyDir": {"medium": "Memory"}},
     ]
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "lustre", "mountPath": LUSTRE_MOUNT},
         {"name": "kit", "mountPath": KIT_MOUNT, "readOnly": True},
         {"name": "shm", "mountPath": "/dev/shm"},
@@ -378,7 +378,11 @@ def render_jobset(spec: JobSpec) -> dict[str, Any]:
             "network": {"enableDNSHostnames": True, "subdomain": spec.name},
             # A failed pod fails its Job; the JobSet recreates every Job (all ranks resume from the latest
             # checkpoint), at most max_restarts times, then fails.
-            "failurePolicy": {"maxRestarts": spec.max_restarts},
+            "failurePolicy": {
+                "maxRestarts": spec.max_restarts,
+                # A failed collective fails the job at once: a restart would land on the same unhealthy nodes.
+                "rules": [{"name": "pre-job-check-failed", "action": "FailJobSet", "targetReplicatedJobs": [CHECK_JOB]}],
+            },
             "successPolicy": {"operator": "All", "targetReplicatedJobs": [CHECK_JOB if spec.check_only else RANK_JOB]},
             "replicatedJobs": replicated,
         },

@@ -216,7 +216,10 @@ def test_compile_cache_is_on_the_mounted_lustre_per_pool(rendered: Any) -> None:
 
 def test_failure_policy_restarts_the_whole_set_a_bounded_number_of_times(rendered: Any) -> None:
     _, (_, jobset), _ = rendered
-    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": catalog.eks_facts()["training_jobs"]["defaults"]["max_restarts"]}
+    policy = jobset["spec"]["failurePolicy"]
+    assert policy["maxRestarts"] == catalog.eks_facts()["training_jobs"]["defaults"]["max_restarts"]
+    # a failed collective fails the job at once instead of restarting onto the same nodes
+    assert policy["rules"] == [{"name": "pre-job-check-failed", "action": "FailJobSet", "targetReplicatedJobs": [tj.CHECK_JOB]}]
     for r in jobset["spec"]["replicatedJobs"]:
         assert r["template"]["spec"]["backoffLimit"] == 0
         assert r["template"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"

@@ -202,18 +202,23 @@ exec torchrun --nnodes="${NNODES}" --node_rank="${NODE_RANK}" --nproc_per_node="
 COLLECTIVE = """set -euo pipefail
 dir="/fsx/.neuronkit/prejob/${JOBSET_UID}/attempt-${JOBSET_RESTART_ATTEMPT}"
 mkdir -p "${dir}/hosts"
+if [ "${JOB_COMPLETION_INDEX}" = 0 ] && [ ! -f "${dir}/key.pub" ]; then
+  ssh-keygen -q -t ed25519 -N '' -f "${dir}/key.tmp" && mv "${dir}/key.tmp" "${dir}/key" && mv "${dir}/key.tmp.pub" "${dir}/key.pub"
+fi
+until [ -f "${dir}/key.pub" ]; do sleep 2; done
+mkdir -p /root/.ssh && chmod 700 /root/.ssh && cp "${dir}/key.pub" /root/.ssh/authorized_keys
+ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd -p 22
 hostname -i | awk '{print $1}' > "${dir}/hosts/${JOB_COMPLETION_INDEX}"
 if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
-  [ -f "${dir}/key" ] || ssh-keygen -q -t ed25519 -N '' -f "${dir}/key"
-  until [ "$(ls "${dir}/hosts" | wc -l)" -ge "${NNODES}" ]; do sleep 2; done
+  install -m 0600 "${dir}/key" /root/.ssh/id_ed25519
+  printf 'Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n' > /root/.ssh/config
+  until [ "$(find "${dir}/hosts" -type f | wc -l)" -ge "${NNODES}" ]; do sleep 2; done
   for i in $(seq 0 $((NNODES - 1))); do cat "${dir}/hosts/${i}"; done > "${dir}/hostfile"
-  export NEURON_RT_ROOT_COMM_ID="$(head -n1 "${dir}/hostfile"):${NEURONKIT_ROOT_COMM_PORT}"
+  NEURON_RT_ROOT_COMM_ID="$(head -n1 "${dir}/hostfile"):${NEURONKIT_ROOT_COMM_PORT}"
+  export NEURON_RT_ROOT_COMM_ID
   rc=0; python3 /opt/neuronkit/prejob.py collective --hosts-file "${dir}/hostfile" "$@" || rc=$?
   echo "${rc}" > "${dir}/result"; exit "${rc}"
 fi
-until [ -f "${dir}/key.pub" ]; do sleep 2; done
-mkdir -p /root/.ssh && cp "${dir}/key.pub" /root/.ssh/authorized_keys
-ssh-keygen -A >/dev/null && /usr/sbin/sshd -p 22
 until [ -f "${dir}/result" ]; do sleep 5; done
 exit "$(cat "${dir}/result")"
 """
@@ -349,6 +354,8 @@ def _job(spec: JobSpec, *, rank: bool) -> dict[str, Any]:
         "completionMode": "Indexed",
         "backoffLimit": 0,  # a failed pod fails the Job; the JobSet's failurePolicy restarts the whole set
         "template": _pod(spec, rank=rank),
+        # the collective never hangs a job: past its deadline the check Job fails (and with it the JobSet)
+        **({} if rank else {"activeDeadlineSeconds": int(facts()["defaults"]["check_deadline_seconds"])}),
     }
 
 

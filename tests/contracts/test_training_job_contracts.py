@@ -58,6 +58,7 @@ def test_the_collective_sets_the_root_communicator_to_the_first_host(jobset: dic
     check = next(r for r in jobset["spec"]["replicatedJobs"] if r["name"] == tj.CHECK_JOB)
     script = check["template"]["spec"]["template"]["spec"]["containers"][0]["command"][2]
     assert 'NEURON_RT_ROOT_COMM_ID="$(head -n1 "${dir}/hostfile"):${NEURONKIT_ROOT_COMM_PORT}"' in script
+    assert "export NEURON_RT_ROOT_COMM_ID" in script
     assert '--hosts-file "${dir}/hostfile"' in script
     assert "/usr/sbin/sshd" in script  # "mpi may require passwordless SSH access to each host"
 

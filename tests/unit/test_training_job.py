@@ -319,3 +319,17 @@ def test_the_asg_nodes_job_env_equals_the_shared_function(tmp_path: Path) -> Non
     assert {k: written.get(k) for k in shared} == shared
     ports = job_environment.collective_ports()
     assert f"{ports.master_port},{ports.root_comm_port}" in run.file("/etc/sysctl.d/90-neuronkit.conf")
+
+
+def test_the_rendered_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
+    """The launcher and the collective step are bash programs inside the manifest: held to the kit's shell rules."""
+    import shutil
+    import subprocess
+    import sys
+
+    shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    for name, text in (("launcher", tj.LAUNCHER), ("collective", tj.COLLECTIVE)):
+        path = tmp_path / f"{name}.sh"
+        path.write_text("#!/bin/bash\n" + text)
+        done = subprocess.run([shellcheck, "--severity=style", str(path)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stdout

@@ -121,9 +121,15 @@ COMMANDS: tuple[Command, ...] = (
         arguments="`POOL [FILE]`",
         environments=ENV_ONE,
         output="`-o/--output FILE`",
-        options=("`--nodes N`", "`--image IMAGE`", "`--name NAME`", "`--min-busbw-gbps GBPS`", "`--deadline TIME`",
-                 "`--command ARGS`"),
-    ),  # fmt: skip
+        options=(
+            "`--nodes N`",
+            "`--image IMAGE`",
+            "`--name NAME`",
+            "`--min-busbw-gbps GBPS`",
+            "`--deadline TIME`",
+            "`--command ARGS`",
+        ),
+    ),
     Command(
         "job check",
         arguments="`POOL [FILE]`",

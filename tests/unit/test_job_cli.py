@@ -79,3 +79,14 @@ def test_an_asg_file_is_refused_with_the_fix(capsys: pytest.CaptureFixture[str])
     pool = config.load_environment(asg).training[0].name if config.load_environment(asg).training else "x"
     assert main(["job", "render", pool, "--file", str(asg)]) == 2
     assert "set platform: eks" in capsys.readouterr().err
+
+
+def test_a_checkpoint_budget_out_of_range_is_one_line_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = EKS.read_text().replace(
+        "      warn_hours_before_end: [24, 2]\n", "      warn_hours_before_end: [24, 2]\n      checkpoint_budget_minutes: 0\n"
+    )
+    bad = tmp_path / "eks.yaml"
+    bad.write_text(text)
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}: training[0].capacity.checkpoint_budget_minutes: 0 is out of range; use at least 1" in err

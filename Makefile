@@ -11,7 +11,7 @@ export CDK_OUTDIR := cdk.out
 ENV ?=
 CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
-.PHONY: setup synth test lint format bench diff review deploy-local docs clean pin
+.PHONY: setup synth test lint format bench diff review deploy-local docs clean pin job
 
 setup: $(STAMP)
 
@@ -74,6 +74,12 @@ diff: setup
 ## replaced (stateful ones called out), the cost change and the budgets; e.g. `make review BASE=main`
 review: setup
 	neuronkit review $(or $(BASE),origin/main) $(if $(ENV),--env $(ENV))
+
+## job: the training job of an EKS pool as manifests (docs/training-on-eks.md), offline; apply them yourself, e.g.
+## `make job POOL=pretrain ENV=eks NODES=4 | kubectl apply -f -` (FILE=path instead of ENV; IMAGE=... where needed)
+job: setup
+	@test -n "$(POOL)" || { echo "usage: make job POOL=name ENV=name|FILE=path [NODES=n] [IMAGE=image]"; exit 2; }
+	@neuronkit job render $(POOL) $(if $(ENV),--env $(ENV)) $(if $(FILE),--file $(FILE)) $(if $(NODES),--nodes $(NODES)) $(if $(IMAGE),--image $(IMAGE))
 
 ## bench: synth timings against an empty CDK app, template sizes
 bench: setup

@@ -30,6 +30,7 @@ COMMANDS = (
     "neuronkit.cli.pin",
     "neuronkit.cli.assess_cmd",
     "neuronkit.cli.pilot_cmd",
+    "neuronkit.cli.job_cmd",
 )
 
 

@@ -122,6 +122,27 @@ COMMANDS: tuple[Command, ...] = (
         output="`-o/--output DIR`",
         options=("`--profile PROFILE`", "`--run-id RUN`", "`--from DIR`", "`--sample NAME`"),
     ),
+    Command(
+        "job render",
+        arguments="`POOL [FILE]`",
+        environments=ENV_ONE,
+        output="`-o/--output FILE`",
+        options=(
+            "`--nodes N`",
+            "`--image IMAGE`",
+            "`--name NAME`",
+            "`--min-busbw-gbps GBPS`",
+            "`--deadline TIME`",
+            "`--command ARGS`",
+        ),
+    ),
+    Command(
+        "job check",
+        arguments="`POOL [FILE]`",
+        environments=ENV_ONE,
+        output="`-o/--output FILE`",
+        options=("`--nodes N`", "`--image IMAGE`", "`--name NAME`", "`--min-busbw-gbps GBPS`", "`--calibrate`", "`--cordon`"),
+    ),
 )
 
 

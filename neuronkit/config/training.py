@@ -110,6 +110,14 @@ class CapacityBlock(Strict):
         description="When the block ends: none; on-demand (an on-demand sibling cluster takes over the nodes); "
         "gpu-pool (the cluster's gpu_pool scales to its max_size).",
     )
+    checkpoint_budget_minutes: int = Field(
+        default=15,
+        ge=1,
+        le=120,
+        description="How long a training job needs to write a checkpoint and stop (docs/training-on-eks.md): jobs are "
+        "asked to checkpoint this long before the block's earliest drain, and `neuronkit job render --deadline` refuses "
+        "a job that would run past it.",
+    )
 
     @property
     def reservations(self) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 
 from constructs import Construct
 
+from neuronkit import catalog
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
@@ -23,11 +24,13 @@ from neuronkit.constructs.eks import (
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
+from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
+from neuronkit.kubernetes.training_job import lead_minutes
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
-from neuronkit.stacks.base import NeuronkitStack, environment_tags
+from neuronkit.stacks.base import NeuronkitStack, bucket_names, environment_tags
 from neuronkit.stacks.monitoring import alarms_topic, capacity_block_watches, environment_budget, environment_monitoring
 from neuronkit.stacks.network import NetworkStack
 from neuronkit.stacks.storage import StorageStack
@@ -65,6 +68,7 @@ class EksStack(NeuronkitStack):
         for fleet in config.inference:
             self._inference(config, fleet)
         self.workloads = self._workloads(config, storage)
+        self.training_jobs = self._training_jobs(config)
         self.monitoring = self._monitoring(config, storage)
 
     def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
@@ -121,6 +125,42 @@ class EksStack(NeuronkitStack):
             ),
         )
         return workloads
+
+    def _training_jobs(self, config: Environment) -> TrainingJobs | None:
+        """JobSet and Kueue on the system node group, and per Trainium training pool its queue, role and claim
+        (docs/training-on-eks.md); None when the environment has no Trainium training pool."""
+        pools = []
+        for c in config.training:
+            release = self._releases.get(c.name)
+            if release is None or release.release is None or not catalog.get(c.instance_type).is_neuron:
+                continue
+            cap = c.capacity
+            block = cap if cap.type == "capacity-block" else None
+            pools.append(
+                TrainingPool(
+                    name=c.name, instance_type=c.instance_type, max_nodes=c.max_size, release=release.release.version,
+                    block_end=block.end if block else None,
+                    lead_minutes=lead_minutes("eks-node-group", block.checkpoint_budget_minutes,
+                                              kit_drain_minutes=block.drain_minutes) if block else None,
+                )
+            )  # fmt: skip
+        if not pools:
+            return None
+        volume = self.workloads.spec.lustre
+        names = bucket_names(config)  # literal names: the pool roles' object wildcards are reviewed one by one
+        access = StorageAccess(
+            datasets_bucket=names["datasets"], checkpoints_bucket=names["checkpoints"], artifacts_bucket=names["artifacts"]
+        )
+        jobs = TrainingJobs(
+            self,
+            "TrainingJobs",
+            cluster=self.cluster,
+            spec=TrainingJobsSpec(environment=config.name, pools=pools, lustre=volume),
+            storage=access,
+        )
+        if self.workloads.lustre_manifest is not None:
+            jobs.pool_manifest.node.add_dependency(self.workloads.lustre_manifest)  # the FSx CSI driver first
+        return jobs
 
     def _script(
         self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None

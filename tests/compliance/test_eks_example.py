@@ -83,12 +83,16 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
-    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "neuron-helm-chart"]
+    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "jobset", "kueue", "neuron-helm-chart"]  # part 4: jobs
     assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
     assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
     values = json.loads(charts["neuron-helm-chart"]["Values"])
     assert values["npd"]["nodeRecovery"]["enabled"] is True and values["devicePlugin"]["enabled"] is True
-    manifests = [r["Properties"]["Manifest"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
+    manifests = [
+        r["Properties"]["Manifest"]
+        for k, r in res.items()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and k.startswith("WorkloadsLustreVolume")
+    ]
     assert len(manifests) == 1
     # The manifest names the storage stack's file system through an import: validate it with the token replaced.
     text = json.dumps(manifests[0]["Fn::Join"][1])
@@ -225,3 +229,30 @@ def test_reports_read_the_node_groups_as_the_files_pools(eks_synth: tuple[Path, 
     assert ("pretrain", "training") == synthesized[2][:2] and synthesized[2][7] == 188160 and synthesized[2][8] == 336
     text = summarize(outdir)
     assert "4 compute pool(s)" in text and "| eks-eks | pretrain | training | trn2.48xlarge | 0/0/16 |" in text
+
+
+def test_the_example_installs_the_pinned_job_api_and_admission(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Part 4 (docs/training-on-eks.md): JobSet and Kueue at their catalog pins, a queue per Trainium training pool,
+    the pool's role by pod identity in the training namespace, and the Capacity Block's checkpoint signal."""
+    import json
+
+    from neuronkit import config
+    from neuronkit.kubernetes import scheduling
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    pins = EKS["training_jobs"]
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    for key in ("jobset", "kueue"):
+        assert charts[key]["Version"] == str(pins[key]["version"]) and charts[key]["Namespace"] == pins[key]["namespace"]
+    env = config.load_environment(FILE)
+    trainium = [c.name for c in env.training if c.instance_type.startswith("trn")]
+    assert trainium
+    queues = json.loads(next(r for k, r in res.items() if k.startswith("TrainingJobsQueues"))["Properties"]["Manifest"])
+    assert {q["metadata"]["name"] for q in queues if q["kind"] == "LocalQueue"} == set(trainium)
+    pools = json.dumps(next(r for k, r in res.items() if k.startswith("TrainingJobsPools"))["Properties"]["Manifest"])
+    for name in trainium:
+        assert f"{name}-training" in pools
+    assert "CronJob" in pools
+    assoc = [r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"]
+    assert {a["Namespace"] for a in assoc} >= {scheduling.TRAINING_NAMESPACE}

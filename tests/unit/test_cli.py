@@ -115,6 +115,8 @@ ENVIRONMENT_COMMANDS = [
     ("pilot", "start"),
     ("pilot", "report"),
     ("assess",),
+    ("job", "render"),
+    ("job", "check"),
 ]
 REVISION_COMMANDS = [("review",)]
 
@@ -140,7 +142,7 @@ def test_every_command_chooses_environments_with_repeatable_env_and_file(path: t
 def test_an_unknown_environment_is_a_usage_error_naming_the_known_ones(
     path: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    extra = ["--run-id", "r1"] if path == ("pilot", "report") else []
+    extra = ["--run-id", "r1"] if path == ("pilot", "report") else ["pretrain"] if path[0] == "job" else []
     assert main([*path, "--env", "no-such-env", *extra]) == 2
     err = capsys.readouterr().err
     assert "no-such-env.yaml: no such environment; known environments: " in err and "Traceback" not in err
@@ -334,7 +336,8 @@ def test_environment_files_are_arguments_everywhere(capsys: pytest.CaptureFixtur
     assert main(["cost", str(files[0])]) == 0
     assert f"{files[0].stem} (" in capsys.readouterr().out
     for path in [p for p in LEAVES if grammar.command(" ".join(p)).environments not in ("", grammar.ENV_NAMES)]:
-        assert grammar.command(" ".join(path)).arguments in ("`[FILE ...]`", "`[FILE]`"), path
+        # job commands name their pool first: `job render POOL [FILE]`
+        assert grammar.command(" ".join(path)).arguments.replace("POOL ", "") in ("`[FILE ...]`", "`[FILE]`"), path
 
 
 def test_assess_says_a_billing_export_is_read_with_from(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,169 @@
+"""``neuronkit job render | check POOL``: a multi-node training job for an EKS pool, as manifests (docs/training-on-eks.md).
+
+Offline: it reads the environment file and the catalog and prints YAML; ``kubectl apply -f -`` stays the user's step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from neuronkit import config
+from neuronkit.cli import CliError, selection
+from neuronkit.kubernetes import training_job as tj
+from neuronkit.stacks.base import bucket_names
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("job", help="render a multi-node training job (or its pre-job checks alone) for an EKS pool")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, help_text in (
+        ("render", "the JobSet of a training job: pre-job checks, then the ranks (kubectl apply -f - it)"),
+        ("check", "the pre-job checks alone on the pool's nodes: per-node checks and the collective"),
+    ):
+        a = actions.add_parser(name, help=help_text)
+        a.add_argument("pool", metavar="POOL", help="a training pool of the environment (training[].name)")
+        selection.add(a, count="one")
+        a.add_argument("--nodes", type=int, default=None, metavar="N", help="nodes of the job (default: the pool's max_size)")
+        a.add_argument(
+            "--image", default=None, metavar="IMAGE", help="the training container (required where no tag is published)"
+        )
+        a.add_argument("--name", default=None, metavar="NAME", help="the JobSet's name (default: POOL-job or POOL-check)")
+        a.add_argument("--min-busbw-gbps", type=float, default=None, metavar="GBPS",
+                       help="fail the collective below this bus bandwidth (default: unset, completion and correctness only)")  # fmt: skip
+        a.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="also write the manifests to FILE")
+        if name == "render":
+            a.add_argument("--deadline", default=None, metavar="TIME",
+                           help="when the job must be done (UTC, ISO 8601); refused past a Capacity Block's end minus its lead time")  # fmt: skip
+            a.add_argument("--command", dest="train_command", nargs=argparse.REMAINDER, default=None, metavar="ARGS",
+                           help="the rest of the line: the training script and its arguments after torchrun (default: the checkpoint contract's sample)")  # fmt: skip
+            a.set_defaults(func=render)
+        else:
+            a.add_argument("--calibrate", action="store_true", help="record a healthy run's numbers on Lustre for later runs")
+            a.add_argument(
+                "--cordon", action="store_true", help="print the kubectl commands that cordon the nodes a check failed on"
+            )
+            a.set_defaults(func=check)
+
+
+def _pool(args: argparse.Namespace) -> tuple[config.Environment, Any, str]:
+    env = selection.load(args, single=True)[0]
+    if env.platform != "eks":
+        raise CliError(
+            f"{env.name}: job {args.action} renders Kubernetes jobs; the file says platform: {env.platform} (set platform: eks)"
+        )
+    pools = {c.name: c for c in env.training}
+    if args.pool not in pools:
+        raise CliError(f"{env.name}: no training pool '{args.pool}'; pools: {', '.join(pools) or 'none'}")
+    release = config.pool_releases(env)[args.pool].release
+    if release is None:
+        raise CliError(f"{env.name}: training pool {args.pool} has no Neuron release that trains on it; set its neuron_sdk")
+    return env, pools[args.pool], release.version
+
+
+def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...] | None = None) -> tj.JobSpec:
+    env, pool, release = _pool(args)
+    nodes = args.nodes if args.nodes is not None else pool.max_size
+    if nodes > pool.max_size:
+        raise CliError(f"--nodes {nodes}: pool {pool.name} has at most {pool.max_size} nodes (max_size); ask for fewer")
+    names = bucket_names(env)
+    extra: dict[str, Any] = {"command": command} if command else {}
+    try:
+        return tj.JobSpec(
+            name=args.name or f"{pool.name}-{'check' if check_only else 'job'}",
+            environment=env.name,
+            pool=pool.name,
+            instance_type=pool.instance_type,
+            nodes=nodes,
+            release=release,
+            datasets_bucket=names["datasets"],
+            checkpoints_bucket=names["checkpoints"],
+            image=args.image,
+            lnc=pool.lnc,
+            min_busbw_gbps=args.min_busbw_gbps,
+            calibrate=getattr(args, "calibrate", False),
+            check_only=check_only,
+            **extra,
+        )
+    except tj.JobError as err:
+        raise CliError(f"{env.name}: pool {pool.name}: {err}") from err
+
+
+def block_lead(pool: Any) -> tuple[dt.datetime, int] | None:
+    """A Capacity Block pool's end and lead time L (EKS node group: EKS's 40 minutes or the kit's own earlier
+    scale-down, plus the pool's checkpoint budget); None for other capacity."""
+    cap = pool.capacity
+    if getattr(cap, "type", None) != "capacity-block":
+        return None
+    lead = tj.lead_minutes("eks-node-group", cap.checkpoint_budget_minutes, kit_drain_minutes=cap.drain_minutes)
+    return cap.end, lead
+
+
+def _deadline(text: str) -> dt.datetime:
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as err:
+        raise CliError(f"--deadline {text}: not a date and time; use ISO 8601 in UTC, e.g. 2027-01-18T09:00:00Z", code=2) from err
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the programs, the launcher) as literal blocks, readable in the output."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _emit(docs: list[dict[str, Any]], output: Path | None) -> None:
+    text = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120)
+    sys.stdout.write(text)
+    if output is not None:
+        output.write_text(text)
+
+
+def render(args: argparse.Namespace) -> int:
+    spec = _spec(args, check_only=False, command=tuple(args.train_command) if args.train_command else None)
+    env, pool, _ = _pool(args)
+    docs = tj.render_job(spec)
+    block = block_lead(pool)
+    if block is not None:
+        end, lead = block
+        if args.deadline is not None:
+            problem = tj.admission_problem(_deadline(args.deadline), end, lead)
+            if problem:
+                raise CliError(f"{env.name}: pool {pool.name}: {problem}")
+        print(
+            f"neuronkit: pool {pool.name} is a Capacity Block ending {end.isoformat()}: jobs are asked to checkpoint at "
+            f"{tj.signal_at(end, lead).isoformat()} (E - {lead} min)",
+            file=sys.stderr,
+        )
+    _emit(docs, args.output)
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    spec = _spec(args, check_only=True)
+    _emit(tj.render_job(spec), args.output)
+    if args.cordon:
+        print(cordon_commands(spec.name), file=sys.stderr)
+    return 0
+
+
+def cordon_commands(job: str) -> str:
+    """What an operator runs after a failed check: the nodes of the job's failed pods, cordoned (the check itself has
+    no rights on nodes)."""
+    return (
+        f"# nodes whose pre-job checks failed in {job}; review, then cordon them:\n"
+        f"kubectl get pods -n {tj.scheduling.TRAINING_NAMESPACE} -l jobset.sigs.k8s.io/jobset-name={job} "
+        "--field-selector=status.phase=Failed -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' "
+        "| sort -u | xargs -r -n1 kubectl cordon"
+    )

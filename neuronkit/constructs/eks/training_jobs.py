@@ -1,0 +1,226 @@
+"""Training jobs on the kit's EKS cluster: JobSet and Kueue through Helm, and per training pool its queue, service
+account (pod identity: the pool's checkpoint prefix), the Lustre claim in ``neuronkit-training`` and, for a Capacity
+Block pool, the CronJob that asks running jobs to checkpoint at ``E - L`` (docs/training-on-eks.md).
+
+Manifests come from :mod:`neuronkit.kubernetes.training_job`; versions from ``catalog/eks.yaml`` (``training_jobs``).
+Both controllers run on the system node group (``scheduling.system_node_selector``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from neuronkit.catalog import releases
+from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.workloads import LustreVolume, pod_role
+from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes import lustre, scheduling
+from neuronkit.kubernetes import training_job as tj
+
+
+@dataclass(frozen=True)
+class TrainingPool:
+    """One training pool: its node group's name and type, its size, Neuron release and, for a Capacity Block, the
+    block's end and the lead time L (``training_job.lead_minutes``)."""
+
+    name: str
+    instance_type: str
+    max_nodes: int
+    release: str
+    block_end: dt.datetime | None = None
+    lead_minutes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_nodes < 1:
+            raise ValueError(f"training pool {self.name}: max_nodes {self.max_nodes}; a pool has at least one node")
+        if (self.block_end is None) != (self.lead_minutes is None):
+            raise ValueError(f"training pool {self.name}: give block_end and lead_minutes together (a Capacity Block)")
+
+
+@dataclass(frozen=True)
+class TrainingJobsSpec:
+    """``pools``: the Trainium pools jobs run on (at least one); ``lustre``: the environment's file system (the claim
+    in ``neuronkit-training``; jobs need it for the compile cache, checkpoints and the checkpoint sentinel)."""
+
+    environment: str
+    pools: Sequence[TrainingPool]
+    lustre: LustreVolume | None = None
+
+    def __post_init__(self) -> None:
+        if not self.pools:
+            raise ValueError("TrainingJobs: no training pools; add a Trainium pool or leave the construct out")
+
+
+def kueue_values() -> dict[str, Any]:
+    """Kueue's Helm values: the pinned image, the system node group, and a manager configuration whose
+    ``waitForPodsReady`` makes admission all-or-nothing and whose integrations manage JobSets."""
+    pin = tj.facts()["kueue"]
+    repository, tag = str(pin["image"]).rsplit(":", 1)
+    ready = pin["wait_for_pods_ready"]
+    manager = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "waitForPodsReady": {
+            "timeout": str(ready["timeout"]),
+            "blockAdmission": bool(ready["block_admission"]),
+            "recoveryTimeout": str(ready["recovery_timeout"]),
+        },
+        "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "batch/job"]},
+    }
+    return {
+        "controllerManager": {
+            "manager": {"image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"}},
+            "nodeSelector": scheduling.system_node_selector(),
+        },
+        "managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(manager, sort_keys=False)},
+    }
+
+
+def jobset_values() -> dict[str, Any]:
+    pin = tj.facts()["jobset"]
+    repository, tag = str(pin["image"]).rsplit(":", 1)
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "controller": {"nodeSelector": scheduling.system_node_selector()},
+    }
+
+
+def signal_image(release: str) -> str:
+    """The CronJob's image: a container of the pool's release (on the pool's nodes already; any has ``sh``)."""
+    rel = releases.release(release)
+    image = rel.container("training") or next(iter(rel.containers.values()), None)
+    if image is None:
+        raise ValueError(f"Neuron {release} pins no container; the checkpoint signal needs one with sh")
+    return image
+
+
+class TrainingJobs(Construct):
+    """``jobset_chart``, ``kueue_chart`` (HelmChart), ``queues`` (KubernetesManifest of the flavors and queues),
+    ``pool_roles`` (pool -> pod role), ``signals`` (pool -> the Capacity Block CronJob manifest),
+    ``chart_versions`` for the reports."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, cluster: NeuronEksCluster, spec: TrainingJobsSpec, storage: StorageAccess
+    ) -> None:
+        super().__init__(scope, id)
+        self.spec = spec
+        self._cluster = cluster
+        self._storage = storage
+        self.chart_versions: dict[str, str] = {}
+        self.pool_roles: dict[str, iam.Role] = {}
+        self.signals: dict[str, dict[str, Any]] = {}
+        self._controllers()
+        self._namespace()
+        self._queues()
+        self._pools()
+
+    def _chart(self, id: str, key: str, values: dict[str, Any]) -> eks.HelmChart:
+        pin = tj.facts()[key]
+        self.chart_versions[str(pin["chart"])] = str(pin["version"])
+        return eks.HelmChart(
+            self,
+            id,
+            cluster=self._cluster.cluster,
+            repository=f"{pin['repository']}/{pin['chart']}",
+            chart=str(pin["chart"]),
+            version=str(pin["version"]),
+            release=str(pin["chart"]),
+            namespace=str(pin["namespace"]),
+            create_namespace=True,
+            values=values,
+        )
+
+    def _controllers(self) -> None:
+        self.jobset_chart = self._chart("JobSet", "jobset", jobset_values())
+        self.kueue_chart = self._chart("Kueue", "kueue", kueue_values())
+        self.kueue_chart.node.add_dependency(self.jobset_chart)  # Kueue's JobSet integration needs the CRD
+
+    def _manifest(self, id: str, docs: list[dict[str, Any]]) -> eks.KubernetesManifest:
+        return eks.KubernetesManifest(
+            self, id, cluster=self._cluster.cluster, manifest=docs, removal_policy=RemovalPolicy.DESTROY
+        )
+
+    def _namespace(self) -> None:
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scheduling.TRAINING_NAMESPACE}}
+        self.namespace = self._manifest("Namespace", [ns])
+
+    def _queues(self) -> None:
+        docs = [
+            d
+            for p in self.spec.pools
+            for d in tj.kueue_manifests(
+                environment=self.spec.environment, pool=p.name, instance_type=p.instance_type, max_nodes=p.max_nodes
+            )
+        ]
+        self.queue_documents = docs
+        self.queues = self._manifest("Queues", docs)
+        self.queues.node.add_dependency(self.kueue_chart, self.namespace)
+
+    def _pools(self) -> None:
+        docs: list[dict[str, Any]] = []
+        if self.spec.lustre is not None:
+            docs += self._lustre(self.spec.lustre)
+        for i, p in enumerate(self.spec.pools):
+            docs.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ServiceAccount",
+                    "metadata": {"name": tj.service_account(p.name), "namespace": scheduling.TRAINING_NAMESPACE},
+                }
+            )
+            docs.append(tj.prejob_config_map(p.name))
+            role = pod_role(self, f"PoolRole{i}", f"{self.spec.environment}: training jobs of pool {p.name}")
+            # Datasets, artifacts and every checkpoint to read; writes only under s3://CHECKPOINTS/POOL/.
+            self._storage.grant_node_access(role, pool=p.name)
+            eks.CfnPodIdentityAssociation(
+                self,
+                f"PoolIdentity{i}",
+                cluster_name=self._cluster.cluster.cluster_name,
+                namespace=scheduling.TRAINING_NAMESPACE,
+                service_account=tj.service_account(p.name),
+                role_arn=role.role_arn,
+            )
+            self.pool_roles[p.name] = role
+            if p.block_end is not None and p.lead_minutes is not None:
+                self.signals[p.name] = tj.checkpoint_signal_cronjob(
+                    pool=p.name,
+                    environment=self.spec.environment,
+                    at=tj.signal_at(p.block_end, p.lead_minutes),
+                    image=signal_image(p.release),
+                )
+                docs.append(self.signals[p.name])
+        self.pool_documents = docs
+        self.pool_manifest = self._manifest("Pools", docs)
+        self.pool_manifest.node.add_dependency(self.namespace)
+
+    def _lustre(self, volume: LustreVolume) -> list[dict[str, Any]]:
+        """A second static volume of the same file system, bound to the claim in the training namespace (a claim
+        binds one volume, and the first one's claim lives in ``default``)."""
+        name = f"{self.spec.environment}-lustre-training"
+        pv = lustre.persistent_volume(
+            environment=self.spec.environment, file_system_id=volume.file_system_id, dns_name=volume.dns_name,
+            mount_name=volume.mount_name, size_gib=volume.size_gib,
+        )  # fmt: skip
+        pv["metadata"]["name"] = name
+        pvc = lustre.persistent_volume_claim(
+            environment=self.spec.environment, size_gib=volume.size_gib, namespace=scheduling.TRAINING_NAMESPACE
+        )
+        pvc["metadata"]["name"] = tj.lustre_claim(self.spec.environment)
+        pvc["spec"]["volumeName"] = name
+        return [pv, pvc]
+
+
+__all__ = ["TrainingJobs", "TrainingJobsSpec", "TrainingPool", "jobset_values", "kueue_values", "signal_image"]

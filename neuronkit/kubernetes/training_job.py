@@ -1,0 +1,577 @@
+"""A multi-node Neuron training job for one pool, as a JobSet admitted by Kueue (docs/training-on-eks.md).
+
+Data first, like the other renderers of this package: plain dicts, no CDK, validated in tests against the checked-in
+CRD schemas (``neuronkit/kubernetes/crds/``) and each pod template against the Kubernetes schema of the cluster.
+
+One JobSet has two replicated jobs:
+
+- ``check``: one pod per node running the job-wide collective (``prejob.py collective``: a small ``nccom-test``
+  all-reduce with ``--check`` across the job's nodes);
+- ``rank``: one pod per node, **created only once ``check`` is Complete** (``dependsOn``), each starting with the
+  per-node checks as an init container (``prejob.py node``) on its own node, then the launcher of the pool's launch
+  profile (PyTorch/XLA ``torchrun`` on trn1 and releases up to 2.29; TorchNeuron ``torchrun`` from 2.33 on trn2/trn3).
+
+Every pod asks for every Neuron device and EFA interface of the type (catalog counts), tolerates the Neuron taint and
+selects the pool's nodes (``scheduling.py``), mounts the environment's Lustre claim in ``neuronkit-training`` and runs
+under the pool's service account (pod identity: checkpoints under ``s3://CHECKPOINTS/POOL/``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuronkit import catalog, job_environment
+from neuronkit.catalog import releases
+from neuronkit.kubernetes import scheduling
+from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE
+
+EFA_DEVICE = "vpc.amazonaws.com/efa"
+LUSTRE_MOUNT = "/fsx"
+KIT_MOUNT = "/opt/neuronkit"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+CHECK_JOB = "check"
+RANK_JOB = "rank"
+_HERE = Path(__file__).parent
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+
+
+class JobError(ValueError):
+    """A job that cannot be rendered; the message names the setting and the fix (one line)."""
+
+
+def facts() -> dict[str, Any]:
+    out: dict[str, Any] = catalog.eks_facts()["training_jobs"]
+    return out
+
+
+# --- launch profiles -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchProfile:
+    """How ranks start on a family and release: the framework, the container and the processes per node."""
+
+    framework: str  # "pytorch-xla" | "torchneuron"
+    image: str
+    release: str
+    processes_per_node: int  # logical NeuronCores: physical cores / LNC
+
+
+TORCHNEURON_FROM = "2.33.0"  # TorchNeuron (native PyTorch) replaces PyTorch/XLA for Trn2/Trn3 (release matrix)
+
+
+def launch_profile(instance_type: str, release: str, *, image: str | None = None, lnc: int | None = None) -> LaunchProfile:
+    """The launch profile of a pool; refuses a release without PyTorch training on the family, and a TorchNeuron
+    release without a published training container when no ``image`` is named."""
+    family = releases.family_of(instance_type)
+    rel = releases.release(release)
+    status = releases.support(rel, family, "pytorch-training")
+    if status == "unsupported":
+        last = releases.last_supporting(family, "pytorch-training")
+        hint = f"pin the pool's neuron_sdk to {last.version}" if last else "use another family"
+        raise JobError(f"Neuron {release} has no PyTorch training on {family}; {hint}")
+    torchneuron = releases.version_key(release) >= releases.version_key(TORCHNEURON_FROM)
+    published = rel.container("training")
+    chosen = image or published
+    if chosen is None:
+        raise JobError(
+            f"Neuron {release} publishes no TorchNeuron training container for {family}; "
+            "name the image you built with --image REPOSITORY:TAG"
+        )
+    if chosen.endswith(":latest") or ":" not in chosen.rsplit("/", 1)[-1]:
+        raise JobError(f"--image {chosen}: name a pinned tag, never latest")
+    facts_ = catalog.get(instance_type)
+    lnc = lnc if lnc is not None else catalog.lnc_default(family)
+    per_node = facts_.neuron_cores // (lnc or 1)
+    return LaunchProfile(
+        framework="torchneuron" if torchneuron else "pytorch-xla", image=chosen, release=release, processes_per_node=per_node
+    )
+
+
+# --- the job ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job of a pool. ``command`` is the training script and its arguments after the launcher."""
+
+    name: str
+    environment: str
+    pool: str
+    instance_type: str
+    nodes: int
+    release: str
+    datasets_bucket: str
+    checkpoints_bucket: str
+    image: str | None = None
+    lnc: int | None = None
+    command: tuple[str, ...] = (f"{KIT_MOUNT}/checkpoint_contract.py",)
+    max_restarts: int = field(default_factory=lambda: int(facts()["defaults"]["max_restarts"]))
+    termination_grace_seconds: int = field(default_factory=lambda: int(facts()["defaults"]["termination_grace_seconds"]))
+    min_busbw_gbps: float | None = None  # unset by default: completion and correctness only
+    calibrate: bool = False
+    check_only: bool = False
+
+    def __post_init__(self) -> None:
+        if not _NAME_RE.match(self.name):
+            raise JobError(f"job name '{self.name}': 1-40 lower-case letters, digits and '-'; e.g. llama-pretrain")
+        if self.nodes < 1:
+            raise JobError(f"--nodes {self.nodes}: a job needs at least one node")
+        if not catalog.get(self.instance_type).is_neuron:
+            raise JobError(f"pool {self.pool}: {self.instance_type} has no Neuron devices; training jobs run on Trainium pools")
+        self.profile  # noqa: B018 -- refuse a family/release/image that cannot train now, with its fix
+
+    @property
+    def profile(self) -> LaunchProfile:
+        return launch_profile(self.instance_type, self.release, image=self.image, lnc=self.lnc)
+
+
+def service_account(pool: str) -> str:
+    """The pool's training service account (a pod identity association gives it the pool's checkpoint prefix)."""
+    return f"{pool}-training"
+
+
+def lustre_claim(environment: str) -> str:
+    """The environment's Lustre claim in the training namespace (its own static volume: a claim binds one volume)."""
+    return f"{environment}-lustre"
+
+
+def compile_cache_url(pool: str) -> str:
+    """The Neuron compile cache on Lustre, per pool: a restart (or the next job) finds its compiled graphs there."""
+    return f"{LUSTRE_MOUNT}/neuron-compile-cache/{pool}/"
+
+
+def checkpoint_request(pool: str) -> str:
+    """The sentinel file of the checkpoint contract (checkpoint_contract.py)."""
+    return f"{LUSTRE_MOUNT}/.neuronkit/checkpoint/{pool}"
+
+
+def calibration_file(pool: str) -> str:
+    return f"{LUSTRE_MOUNT}/.neuronkit/calibration/{pool}.json"
+
+
+def config_map_name(pool: str) -> str:
+    return f"{pool}-prejob"
+
+
+def rank_environment(spec: JobSpec) -> dict[str, str]:
+    """The ranks' variables: the ASG path's job environment (same functions) plus this job's rendezvous."""
+    profile = spec.profile
+    env = job_environment.job_environment(
+        environment=spec.environment,
+        pool=spec.pool,
+        instance_type=spec.instance_type,
+        datasets_bucket=spec.datasets_bucket,
+        checkpoints_bucket=spec.checkpoints_bucket,
+        compile_cache_url=compile_cache_url(spec.pool),
+        lnc=spec.lnc if spec.lnc is not None else catalog.lnc_default(releases.family_of(spec.instance_type)),
+    )
+    env.update(
+        {
+            "NNODES": str(spec.nodes),
+            "MASTER_ADDR": f"{spec.name}-{RANK_JOB}-0-0.{spec.name}",
+            "NEURONKIT_ROOT_COMM_PORT": str(job_environment.collective_ports().root_comm_port),
+            "NEURONKIT_NPROC_PER_NODE": str(profile.processes_per_node),
+            "NEURONKIT_FRAMEWORK": profile.framework,
+            "NEURONKIT_CHECKPOINT_REQUEST": checkpoint_request(spec.pool),
+            "NEURONKIT_CHECKPOINT_DIR": f"{LUSTRE_MOUNT}/checkpoints/{spec.pool}/{spec.name}/",
+        }
+    )
+    return env
+
+
+# The launcher: rank from the indexed Job, the root communicator on rank 0's address (the runtime wants an address,
+# the headless Service gives a name), then torchrun with MASTER_PORT apart from the root communicator's port.
+LAUNCHER = """set -euo pipefail
+export NODE_RANK="${JOB_COMPLETION_INDEX}"
+until MASTER_IP=$(getent hosts "${MASTER_ADDR}" | awk '{print $1; exit}') && [ -n "${MASTER_IP}" ]; do sleep 2; done
+export NEURON_RT_ROOT_COMM_ID="${MASTER_IP}:${NEURONKIT_ROOT_COMM_PORT}"
+mkdir -p "${NEURON_COMPILE_CACHE_URL}" "${NEURONKIT_CHECKPOINT_DIR}"
+echo "neuronkit: node ${NODE_RANK} of ${NNODES}, main node ${MASTER_ADDR}:${MASTER_PORT}, root communicator ${NEURON_RT_ROOT_COMM_ID}"
+exec torchrun --nnodes="${NNODES}" --node_rank="${NODE_RANK}" --nproc_per_node="${NEURONKIT_NPROC_PER_NODE}" \\
+  --master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" "$@"
+"""
+
+# The collective step: pod 0 gathers the job's pod addresses on Lustre, runs nccom-test over MPI (SSH between the
+# check pods with a key made for this run on Lustre), writes the result for its peers, which serve SSH until then.
+COLLECTIVE = """set -euo pipefail
+dir="/fsx/.neuronkit/prejob/${JOBSET_UID}/attempt-${JOBSET_RESTART_ATTEMPT}"
+mkdir -p "${dir}/hosts"
+if [ "${JOB_COMPLETION_INDEX}" = 0 ] && [ ! -f "${dir}/key.pub" ]; then
+  ssh-keygen -q -t ed25519 -N '' -f "${dir}/key.tmp" && mv "${dir}/key.tmp" "${dir}/key" && mv "${dir}/key.tmp.pub" "${dir}/key.pub"
+fi
+until [ -f "${dir}/key.pub" ]; do sleep 2; done
+mkdir -p /root/.ssh && chmod 700 /root/.ssh && cp "${dir}/key.pub" /root/.ssh/authorized_keys
+ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd -p 22
+hostname -i | awk '{print $1}' > "${dir}/hosts/${JOB_COMPLETION_INDEX}"
+if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
+  install -m 0600 "${dir}/key" /root/.ssh/id_ed25519
+  printf 'Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n' > /root/.ssh/config
+  until [ "$(find "${dir}/hosts" -type f | wc -l)" -ge "${NNODES}" ]; do sleep 2; done
+  for i in $(seq 0 $((NNODES - 1))); do cat "${dir}/hosts/${i}"; done > "${dir}/hostfile"
+  NEURON_RT_ROOT_COMM_ID="$(head -n1 "${dir}/hostfile"):${NEURONKIT_ROOT_COMM_PORT}"
+  export NEURON_RT_ROOT_COMM_ID
+  rc=0; python3 /opt/neuronkit/prejob.py collective --hosts-file "${dir}/hostfile" "$@" || rc=$?
+  echo "${rc}" > "${dir}/result"; exit "${rc}"
+fi
+until [ -f "${dir}/result" ]; do sleep 5; done
+exit "$(cat "${dir}/result")"
+"""
+
+
+def _resources(instance_type: str) -> dict[str, dict[str, Any]]:
+    """One rank pod per node: every device and EFA interface, the node's CPU and memory less the reserve."""
+    it = catalog.get(instance_type)
+    reserve = facts()["node_reserve"]
+    cpu = math.floor(it.vcpus * (1 - float(reserve["cpu_fraction"])))
+    memory_gib = math.floor(it.memory_mib / 1024 * (1 - float(reserve["memory_fraction"])))
+    want: dict[str, Any] = {"cpu": str(cpu), "memory": f"{memory_gib}Gi", NEURON_DEVICE: str(it.neuron_devices)}
+    if it.efa_supported:
+        want[EFA_DEVICE] = str(it.efa_max_interfaces)
+    limits = {k: v for k, v in want.items() if k in (NEURON_DEVICE, EFA_DEVICE)}
+    return {"requests": want, "limits": limits}
+
+
+def per_node_quota(instance_type: str) -> dict[str, str]:
+    """What one node of the pool gives a job (the ClusterQueue counts this per node)."""
+    return dict(_resources(instance_type)["requests"])
+
+
+def _env_list(env: dict[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(env.items())]
+    out.append({"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
+    return out
+
+
+def _jobset_fields() -> list[dict[str, Any]]:
+    """The JobSet's uid and restart attempt (labels the JobSet controller puts on its pods, v0.12.0
+    ``jobset.sigs.k8s.io/jobset-uid`` and ``restart-attempt``): one rendezvous directory per attempt."""
+    labels = {"JOBSET_UID": "jobset.sigs.k8s.io/jobset-uid", "JOBSET_RESTART_ATTEMPT": "jobset.sigs.k8s.io/restart-attempt"}
+    return [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{v}']"}}} for k, v in labels.items()]
+
+
+def _volumes(spec: JobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(spec.environment)}},
+        {"name": "kit", "configMap": {"name": config_map_name(spec.pool), "defaultMode": 0o555}},
+        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "lustre", "mountPath": LUSTRE_MOUNT},
+        {"name": "kit", "mountPath": KIT_MOUNT, "readOnly": True},
+        {"name": "shm", "mountPath": "/dev/shm"},
+    ]
+    return volumes, mounts
+
+
+def node_check_args(spec: JobSpec) -> list[str]:
+    it = catalog.get(spec.instance_type)
+    args = ["python3", f"{KIT_MOUNT}/prejob.py", "node", "--devices", str(it.neuron_devices)]
+    args += ["--cores", str(spec.profile.processes_per_node), "--driver-floor", releases.release(spec.release).driver]
+    if it.efa_supported:
+        args += ["--efa", str(it.efa_max_interfaces)]
+    return args + ["--lustre", LUSTRE_MOUNT]
+
+
+def collective_args(spec: JobSpec) -> list[str]:
+    args = ["--cores", str(spec.profile.processes_per_node)]
+    if spec.min_busbw_gbps is not None:
+        args += ["--min-busbw-gbps", f"{spec.min_busbw_gbps:g}"]
+    if spec.calibrate:
+        args += ["--calibrate", calibration_file(spec.pool)]
+    return args
+
+
+def _pod(spec: JobSpec, *, rank: bool) -> dict[str, Any]:
+    env = rank_environment(spec)
+    volumes, mounts = _volumes(spec)
+    resources = _resources(spec.instance_type)
+    image = spec.profile.image
+    term = "FallbackToLogsOnError"
+    if rank:
+        containers = [
+            {
+                "name": "train",
+                "image": image,
+                "command": ["bash", "-c", LAUNCHER, "launcher"],
+                "args": list(spec.command),
+                "env": _env_list(env),
+                "resources": resources,
+                "volumeMounts": mounts,
+                "terminationMessagePolicy": term,
+            }
+        ]
+        init = [
+            {
+                "name": "node-check",
+                "image": image,
+                "command": node_check_args(spec),
+                "env": _env_list(env),
+                "resources": resources,
+                "volumeMounts": mounts,
+                "terminationMessagePolicy": term,
+            }
+        ]
+    else:
+        containers = [
+            {
+                "name": "collective",
+                "image": image,
+                "command": ["bash", "-c", COLLECTIVE, "collective", *collective_args(spec)],
+                "env": _env_list(env) + _jobset_fields(),
+                "resources": resources,
+                "volumeMounts": mounts,
+                "terminationMessagePolicy": term,
+            }
+        ]
+        init = []
+    pod: dict[str, Any] = {
+        "metadata": {"labels": {scheduling.POOL_LABEL: spec.pool, "neuronkit.io/job": spec.name}},
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": service_account(spec.pool),
+            "nodeSelector": scheduling.pool_node_selector(spec.pool),
+            "tolerations": scheduling.accelerator_tolerations("neuron"),
+            "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+            "containers": containers,
+            "volumes": volumes,
+        },
+    }
+    if init:
+        pod["spec"]["initContainers"] = init
+    return pod
+
+
+def _job(spec: JobSpec, *, rank: bool) -> dict[str, Any]:
+    return {
+        "parallelism": spec.nodes,
+        "completions": spec.nodes,
+        "completionMode": "Indexed",
+        "backoffLimit": 0,  # a failed pod fails the Job; the JobSet's failurePolicy restarts the whole set
+        "template": _pod(spec, rank=rank),
+        # the collective never hangs a job: past its deadline the check Job fails (and with it the JobSet)
+        **({} if rank else {"activeDeadlineSeconds": int(facts()["defaults"]["check_deadline_seconds"])}),
+    }
+
+
+def render_jobset(spec: JobSpec) -> dict[str, Any]:
+    """The JobSet: ``check`` (the collective) then ``rank`` (dependsOn check Complete); ``check_only`` renders the
+    check step alone (``neuronkit job check``)."""
+    replicated: list[dict[str, Any]] = [{"name": CHECK_JOB, "replicas": 1, "template": {"spec": _job(spec, rank=False)}}]
+    if not spec.check_only:
+        replicated.append(
+            {
+                "name": RANK_JOB,
+                "replicas": 1,
+                "dependsOn": [{"name": CHECK_JOB, "status": "Complete"}],
+                "template": {"spec": _job(spec, rank=True)},
+            }
+        )
+    return {
+        "apiVersion": facts()["jobset"]["api_version"],
+        "kind": "JobSet",
+        "metadata": {
+            "name": spec.name,
+            "namespace": scheduling.TRAINING_NAMESPACE,
+            "labels": {QUEUE_LABEL: local_queue_name(spec.pool), scheduling.POOL_LABEL: spec.pool},
+        },
+        "spec": {
+            "suspend": True,  # Kueue unsuspends it once the whole job fits (gang admission)
+            "network": {"enableDNSHostnames": True, "subdomain": spec.name},
+            # A failed pod fails its Job; the JobSet recreates every Job (all ranks resume from the latest
+            # checkpoint), at most max_restarts times, then fails.
+            "failurePolicy": {
+                "maxRestarts": spec.max_restarts,
+                # A failed collective fails the job at once: a restart would land on the same unhealthy nodes.
+                "rules": [{"name": "pre-job-check-failed", "action": "FailJobSet", "targetReplicatedJobs": [CHECK_JOB]}],
+            },
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [CHECK_JOB if spec.check_only else RANK_JOB]},
+            "replicatedJobs": replicated,
+        },
+    }
+
+
+def prejob_config_map(pool: str) -> dict[str, Any]:
+    """The programs the pods run: the pre-job checks and the checkpoint contract's sample entrypoint."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": config_map_name(pool), "namespace": scheduling.TRAINING_NAMESPACE},
+        "data": {
+            "prejob.py": (_HERE / "prejob.py").read_text(),
+            "checkpoint_contract.py": (_HERE / "checkpoint_contract.py").read_text(),
+        },
+    }
+
+
+def render_job(spec: JobSpec) -> list[dict[str, Any]]:
+    """What ``neuronkit job render`` prints: the ConfigMap of the programs, then the JobSet."""
+    return [prejob_config_map(spec.pool), render_jobset(spec)]
+
+
+# --- Kueue: one flavor, cluster queue and local queue per pool -----------------------------------------------
+
+
+def local_queue_name(pool: str) -> str:
+    return pool
+
+
+def cluster_queue_name(environment: str, pool: str) -> str:
+    return f"{environment}-{pool}"
+
+
+PODSETS_PER_JOB = 2  # check and rank: Kueue reserves quota for both at admission, though they never run together
+
+
+def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_nodes: int) -> list[dict[str, Any]]:
+    """ResourceFlavor (the pool's node label and taint), ClusterQueue sized to the pool, LocalQueue in the namespace.
+
+    The quota is the pool at ``max_nodes`` times what one rank pod asks for, counted twice: Kueue reserves quota for
+    every replicated job of a JobSet at admission, and a kit job has two (the check step and the ranks) that never
+    hold nodes at the same time. A job is admitted only when all its pods fit (and, with waitForPodsReady, only
+    keeps its quota once they are all ready).
+    """
+    api = facts()["kueue"]["api_version"]
+    flavor = f"{environment}-{pool}"
+    per_node = per_node_quota(instance_type)
+    resources = [{"name": k, "nominalQuota": _times(v, max_nodes * PODSETS_PER_JOB)} for k, v in sorted(per_node.items())]
+    return [
+        {
+            "apiVersion": api,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": flavor},
+            "spec": {
+                "nodeLabels": scheduling.pool_node_selector(pool),
+                "nodeTaints": [{"key": scheduling.NEURON_TAINT.key, "effect": scheduling.NEURON_TAINT.effect}],
+                "tolerations": scheduling.accelerator_tolerations("neuron"),
+            },
+        },
+        {
+            "apiVersion": api,
+            "kind": "ClusterQueue",
+            "metadata": {"name": cluster_queue_name(environment, pool)},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": scheduling.TRAINING_NAMESPACE}},
+                "queueingStrategy": "StrictFIFO",
+                "resourceGroups": [{"coveredResources": sorted(per_node), "flavors": [{"name": flavor, "resources": resources}]}],
+            },
+        },
+        {
+            "apiVersion": api,
+            "kind": "LocalQueue",
+            "metadata": {"name": local_queue_name(pool), "namespace": scheduling.TRAINING_NAMESPACE},
+            "spec": {"clusterQueue": cluster_queue_name(environment, pool)},
+        },
+    ]
+
+
+def _times(quantity: str, n: int) -> str:
+    m = re.fullmatch(r"(\d+)(Gi)?", quantity)
+    if m is None:
+        raise ValueError(quantity)
+    return f"{int(m.group(1)) * n}{m.group(2) or ''}"
+
+
+# --- Capacity Block end: lead time, signal and admission -----------------------------------------------------
+
+
+def earliest_drain_minutes(block_kind: str, *, kit_drain_minutes: int | None = None) -> int:
+    """How long before a block's end its nodes start to go, for a kind of block (catalog ``block_drain_minutes``):
+    ``eks-node-group`` (EKS scales the group to zero 40 minutes before), ``instances`` (EC2 terminates from 30),
+    ``ultraserver`` (none published: EC2's 30 is used). ``kit_drain_minutes``: the kit's own scale-down,
+    ``capacity.drain_minutes`` before EC2's reclaim, when earlier."""
+    table = facts()["block_drain_minutes"]
+    if block_kind not in table:
+        raise JobError(f"block kind '{block_kind}': use one of {', '.join(table)}")
+    value = table[block_kind] if table[block_kind] is not None else table["instances"]
+    kit = table["instances"] + kit_drain_minutes if kit_drain_minutes is not None else 0
+    return max(int(value), kit)
+
+
+def lead_minutes(block_kind: str, checkpoint_budget_minutes: int, *, kit_drain_minutes: int | None = None) -> int:
+    """L = the earliest drain that applies + the pool's checkpoint budget B (B at least 1 minute)."""
+    if checkpoint_budget_minutes < 1:
+        raise JobError(f"checkpoint budget {checkpoint_budget_minutes} min: give the job at least 1 minute to checkpoint")
+    return earliest_drain_minutes(block_kind, kit_drain_minutes=kit_drain_minutes) + checkpoint_budget_minutes
+
+
+def signal_at(block_end: dt.datetime, lead: int) -> dt.datetime:
+    """When running jobs are asked to checkpoint: E - L."""
+    return block_end - dt.timedelta(minutes=lead)
+
+
+def admission_problem(deadline: dt.datetime, block_end: dt.datetime, lead: int) -> str | None:
+    """None when a job that must finish by ``deadline`` fits before E - L; otherwise the one-line reason."""
+    cutoff = signal_at(block_end, lead)
+    if deadline > cutoff:
+        return (
+            f"--deadline {deadline.isoformat()} is after {cutoff.isoformat()} (the block ends {block_end.isoformat()}, "
+            f"minus {lead} min to drain and checkpoint); end the job by then or use another pool"
+        )
+    return None
+
+
+def checkpoint_signal_cronjob(*, pool: str, environment: str, at: dt.datetime, image: str) -> dict[str, Any]:
+    """A CronJob that writes the checkpoint sentinel on Lustre at E - L (UTC). Writing a file needs no Kubernetes
+    rights: every rank of the pool sees it (checkpoint_contract.py). It runs on the pool's nodes, which already hold
+    the image."""
+    at = at.astimezone(dt.UTC)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": f"{pool}-checkpoint-signal", "namespace": scheduling.TRAINING_NAMESPACE},
+        "spec": {
+            "schedule": f"{at.minute} {at.hour} {at.day} {at.month} *",
+            "timeZone": "Etc/UTC",
+            "concurrencyPolicy": "Forbid",
+            "startingDeadlineSeconds": 300,
+            "jobTemplate": {
+                "spec": {
+                    "backoffLimit": 3,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "OnFailure",
+                            "nodeSelector": scheduling.pool_node_selector(pool),
+                            "tolerations": scheduling.accelerator_tolerations("neuron"),
+                            "containers": [
+                                {
+                                    "name": "signal",
+                                    "image": image,
+                                    "command": [
+                                        "sh",
+                                        "-c",
+                                        f'mkdir -p "$(dirname {checkpoint_request(pool)})" && date -u > {checkpoint_request(pool)}',
+                                    ],
+                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                                    "volumeMounts": [{"name": "lustre", "mountPath": LUSTRE_MOUNT}],
+                                }
+                            ],
+                            "volumes": [{"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(environment)}}],
+                        }
+                    },
+                }
+            },
+        },
+    }
+
+
+__all__ = [
+    "JobError",
+    "JobSpec",
+    "LaunchProfile",
+    "admission_problem",
+    "checkpoint_signal_cronjob",
+    "compile_cache_url",
+    "kueue_manifests",
+    "launch_profile",
+    "lead_minutes",
+    "per_node_quota",
+    "render_job",
+    "render_jobset",
+    "signal_at",
+]

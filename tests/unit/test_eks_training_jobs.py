@@ -1,0 +1,153 @@
+"""The TrainingJobs construct on a bare stack: JobSet and Kueue pinned through Helm on the system node group, queues,
+pod identity for the pool's checkpoints, the Lustre claim in the training namespace, the Capacity Block signal."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from neuronkit import catalog
+from neuronkit.constructs.eks import LustreVolume, TrainingJobs, TrainingJobsSpec, TrainingPool
+from neuronkit.constructs.eks.training_jobs import jobset_values, kueue_values
+from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes import scheduling
+from neuronkit.kubernetes import training_job as tj
+from tests.templates import bare_stack, resources, template
+from tests.unit.test_eks import _cluster
+from tests.unit.test_training_job import crd_validate
+
+PINS = catalog.eks_facts()["training_jobs"]
+K8S = str(catalog.eks_facts()["kubernetes"]["version"])
+CHARTS = Path(__file__).parents[1] / "fixtures" / "charts"
+END = dt.datetime(2027, 1, 18, 11, 30, tzinfo=dt.UTC)
+STORAGE = StorageAccess(
+    datasets_bucket="team-datasets-123456789012-us-east-2",
+    checkpoints_bucket="team-checkpoints-123456789012-us-east-2",
+    artifacts_bucket="team-artifacts-123456789012-us-east-2",
+)
+POOLS = [
+    TrainingPool(name="pretrain", instance_type="trn2.48xlarge", max_nodes=16, release="2.28.1", block_end=END, lead_minutes=60),
+    TrainingPool(name="finetune", instance_type="trn1.32xlarge", max_nodes=4, release="2.28.1"),
+]
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[TrainingJobs, dict[str, Any]]:
+    stack = bare_stack()
+    jobs = TrainingJobs(
+        stack,
+        "Jobs",
+        cluster=_cluster(stack),
+        spec=TrainingJobsSpec(
+            environment="team", pools=POOLS,
+            lustre=LustreVolume(file_system_id="fs-0123456789abcdef0", dns_name="fs.example", mount_name="abcdefgh", size_gib=4800),
+        ),
+        storage=STORAGE,
+    )  # fmt: skip
+    return jobs, template(stack)
+
+
+def _charts(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["Properties"]["Chart"]: r["Properties"] for r in resources(data, "Custom::AWSCDK-EKS-HelmChart").values()}
+
+
+def test_jobset_and_kueue_are_the_pinned_charts(built: Any) -> None:
+    _, data = built
+    charts = _charts(data)
+    assert set(charts) == {"jobset", "kueue"}
+    for key in ("jobset", "kueue"):
+        props = charts[key]
+        assert props["Version"] == str(PINS[key]["version"]) and props["Namespace"] == PINS[key]["namespace"]
+        assert props["Repository"] == f"{PINS[key]['repository']}/{key}" and props["Repository"].startswith("oci://")
+        values = json.loads(props["Values"]) if isinstance(props["Values"], str) else props["Values"]
+        assert json.dumps(values).count(str(PINS[key]["image"]).rsplit(":", 1)[1]) == 1
+
+
+def _paths(doc: Any, prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.add(prefix + k)
+            if k != "nodeSelector":  # a free-form map: its keys are labels, not chart keys
+                out |= _paths(v, prefix + k + ".")
+    return out
+
+
+@pytest.mark.parametrize(("name", "values"), [("jobset-0.12.0", jobset_values()), ("kueue-0.19.2", kueue_values())])
+def test_every_values_key_exists_in_the_pinned_chart_and_runs_on_the_system_nodes(name: str, values: dict[str, Any]) -> None:
+    fixture = yaml.safe_load((CHARTS / f"{name}.values.yaml").read_text())
+    assert str(fixture["chart_version"]) == name.split("-", 1)[1]
+    emitted = _paths(values)
+    assert emitted - _paths(fixture["values"]) == set()
+    selectors = [k for k in emitted if k.endswith("nodeSelector")]
+    assert selectors
+    for key in selectors:
+        node = values
+        for part in key.split("."):
+            node = node[part]
+        assert node == scheduling.system_node_selector()
+
+
+def test_kueue_admits_all_or_nothing_and_manages_jobsets() -> None:
+    config = yaml.safe_load(kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    ready = config["waitForPodsReady"]
+    assert ready["blockAdmission"] is True and ready["timeout"] == PINS["kueue"]["wait_for_pods_ready"]["timeout"]
+    assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+
+
+def test_queues_for_every_pool_validate_and_wait_for_kueue(built: Any) -> None:
+    jobs, data = built
+    kinds = [d["kind"] for d in jobs.queue_documents]
+    assert kinds == ["ResourceFlavor", "ClusterQueue", "LocalQueue"] * len(POOLS)
+    for d in jobs.queue_documents:
+        crd_validate(d)
+    queues = [r for k, r in resources(data, "Custom::AWSCDK-EKS-KubernetesResource").items() if "Queues" in k]
+    assert len(queues) == 1
+    deps = queues[0].get("DependsOn", [])
+    assert any("Kueue" in d for d in deps)
+
+
+def test_pool_manifests_validate_against_the_kubernetes_schema(built: Any) -> None:
+    jobs, _ = built
+    kinds = [d["kind"] for d in jobs.pool_documents]
+    assert kinds.count("ServiceAccount") == len(POOLS) and kinds.count("ConfigMap") == len(POOLS)
+    assert kinds.count("CronJob") == 1  # the Capacity Block pool only
+    for d in jobs.pool_documents:
+        kubernetes_validate.validate(d, K8S, strict=True)
+    pvc = next(d for d in jobs.pool_documents if d["kind"] == "PersistentVolumeClaim")
+    pv = next(d for d in jobs.pool_documents if d["kind"] == "PersistentVolume")
+    assert pvc["metadata"] == {**pvc["metadata"], "name": tj.lustre_claim("team"), "namespace": scheduling.TRAINING_NAMESPACE}
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"] != "team-lustre"
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+
+
+def test_the_block_pool_is_signalled_at_e_minus_l(built: Any) -> None:
+    jobs, _ = built
+    cron = jobs.signals["pretrain"]
+    assert cron["spec"]["schedule"] == "30 10 18 1 *"  # 11:30 - 60 min
+
+
+def test_each_pool_writes_checkpoints_under_its_prefix_by_pod_identity(built: Any) -> None:
+    _, data = built
+    assoc = sorted(
+        (r["Properties"]["Namespace"], r["Properties"]["ServiceAccount"])
+        for r in resources(data, "AWS::EKS::PodIdentityAssociation").values()
+    )
+    assert assoc == sorted((scheduling.TRAINING_NAMESPACE, tj.service_account(p.name)) for p in POOLS)
+    policies = json.dumps([r["Properties"]["PolicyDocument"] for r in resources(data, "AWS::IAM::Policy").values()])
+    for p in POOLS:
+        assert f"{STORAGE.checkpoints_bucket}/{p.name}/*" in policies
+
+
+def test_spec_refuses_what_cannot_work() -> None:
+    with pytest.raises(ValueError, match="no training pools"):
+        TrainingJobsSpec(environment="team", pools=[])
+    with pytest.raises(ValueError, match="together"):
+        TrainingPool(name="x", instance_type="trn2.48xlarge", max_nodes=1, release="2.28.1", block_end=END)

@@ -1,0 +1,92 @@
+"""`neuronkit job render | check POOL` on the EKS example: offline manifests, refusals as one line each."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from neuronkit import config
+from neuronkit.cli import main
+from neuronkit.kubernetes import training_job as tj
+from tests.conftest import ROOT
+
+EKS = ROOT / "examples" / "environments" / "eks.yaml"
+
+
+def _block() -> tuple[str, dt.datetime, int]:
+    env = config.load_environment(EKS)
+    pool = next(c for c in env.training if getattr(c.capacity, "type", "") == "capacity-block")
+    cap = pool.capacity
+    lead = tj.lead_minutes("eks-node-group", cap.checkpoint_budget_minutes, kit_drain_minutes=cap.drain_minutes)
+    return pool.name, cap.end, lead
+
+
+def test_render_prints_the_configmap_and_the_jobset_for_the_pool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pool, _, _ = _block()
+    out = tmp_path / "job.yaml"
+    assert (
+        main(["job", "render", pool, "--file", str(EKS), "--nodes", "2", "-o", str(out), "--command", "train.py", "--lr", "1e-4"])
+        == 0
+    )
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "JobSet"] and list(yaml.safe_load_all(out.read_text())) == docs
+    jobs = {r["name"]: r for r in docs[1]["spec"]["replicatedJobs"]}
+    assert jobs["rank"]["template"]["spec"]["parallelism"] == 2
+    assert jobs["rank"]["template"]["spec"]["template"]["spec"]["containers"][0]["args"] == ["train.py", "--lr", "1e-4"]
+
+
+def test_render_refuses_a_deadline_one_minute_past_e_minus_l(capsys: pytest.CaptureFixture[str]) -> None:
+    pool, end, lead = _block()
+    cutoff = end - dt.timedelta(minutes=lead)
+    late = (cutoff + dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    early = (cutoff - dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert main(["job", "render", pool, "--file", str(EKS), "--deadline", late]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--deadline {late[:-1]}+00:00 is after {cutoff.isoformat()}" in err
+    assert main(["job", "render", pool, "--file", str(EKS), "--deadline", early]) == 0
+    assert f"asked to checkpoint at {cutoff.isoformat()}" in capsys.readouterr().err
+
+
+def test_check_renders_the_collective_alone_and_prints_cordon_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    pool, _, _ = _block()
+    assert main(["job", "check", pool, "--file", str(EKS), "--calibrate", "--cordon"]) == 0
+    captured = capsys.readouterr()
+    jobset = list(yaml.safe_load_all(captured.out))[1]
+    assert [r["name"] for r in jobset["spec"]["replicatedJobs"]] == ["check"]
+    assert "kubectl cordon" in captured.err and f"jobset-name={pool}-check" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["job", "render", "nope"], "no training pool 'nope'"),
+        (["job", "render", "pretrain", "--nodes", "999"], "has at most"),
+        (["job", "render", "pretrain", "--deadline", "tomorrow"], "not a date and time"),
+        (["job", "render", "pretrain", "--image", "me/train:latest"], "never latest"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_fix(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--file", str(EKS)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_an_asg_file_is_refused_with_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    asg = next(f for f in config.environment_files() if config.load_environment(f).platform == "asg")
+    pool = config.load_environment(asg).training[0].name if config.load_environment(asg).training else "x"
+    assert main(["job", "render", pool, "--file", str(asg)]) == 2
+    assert "set platform: eks" in capsys.readouterr().err
+
+
+def test_a_checkpoint_budget_out_of_range_is_one_line_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = EKS.read_text().replace(
+        "      warn_hours_before_end: [24, 2]\n", "      warn_hours_before_end: [24, 2]\n      checkpoint_budget_minutes: 0\n"
+    )
+    bad = tmp_path / "eks.yaml"
+    bad.write_text(text)
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}: training[0].capacity.checkpoint_budget_minutes: 0 is out of range; use at least 1" in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aws_cdk import (
@@ -308,23 +308,14 @@ class InferenceFleet(Construct):
         self._lnc = spec.lnc if spec else None
         if spec is None:
             return {}
-        out = {}
-        for t in self.neuron_types + self.fallback_types:
-            override = spec.profiles.get(t) or serving.ProfileOverride()
-            if spec.lnc is not None and override.lnc is None:
-                override = replace(override, lnc=spec.lnc)
-            p = serving.profile(spec.model, t, spec.neuron_release, override)
-            image = spec.neuron_image if p.accelerator == "neuron" else spec.gpu_image
-            if image:
-                how = serving.invocation(image) if p.accelerator == "neuron" else None
-                p = replace(
-                    p,
-                    image=image,
-                    command=tuple(how["command"]) if how else p.command,
-                    env={**(how or {}).get("env", {}), **p.env},
-                )
-            out[t] = replace(p, env={**p.env, **self._keep_alive_env()})
-        return out
+        # The same function renders the EKS path's profiles (constructs/eks/serving.py).
+        return {
+            t: serving.fleet_profile(
+                spec.model, t, spec.neuron_release, spec.profiles.get(t), lnc=spec.lnc, neuron_image=spec.neuron_image,
+                gpu_image=spec.gpu_image, idle_timeout_seconds=self.idle_timeout_seconds,
+            )
+            for t in self.neuron_types + self.fallback_types
+        }  # fmt: skip
 
     def _idle_timeout(self, kind: str, seconds: int | None) -> int:
         """The balancer's idle timeout: the catalog's LLM default on an ALB (600 s), NLB's fixed 350 s."""
@@ -339,11 +330,6 @@ class InferenceFleet(Construct):
         if seconds is not None and not 1 <= seconds <= most:
             raise ValueError(f"idle_timeout_seconds: {seconds} is not between 1 and {most} (ALB's limit)")
         return seconds or int(facts["alb_idle_timeout_default_seconds"])
-
-    def _keep_alive_env(self) -> dict[str, str]:
-        """The server keeps idle connections open longer than the balancer does, so the balancer closes them first."""
-        facts = serving.facts()["load_balancer"]
-        return {facts["keep_alive_env"]: str(self.idle_timeout_seconds + int(facts["keep_alive_margin_seconds"]))}
 
     def _derived_grace_seconds(self) -> int:
         """The slowest type's boot (pull, download, load) with the catalog's safety factor; 900 s without a model."""
@@ -703,7 +689,7 @@ class InferenceFleet(Construct):
             "LNC": p.lnc or "",
             "MODEL_ID": self._model_id,
             "SERVE_IMAGE": self.image_uri(p.image),
-            "SERVE_COMMAND_ARGS": " ".join([*p.command, "/model", *p.arguments(self._model, spec_port)]) if self._model else "",
+            "SERVE_COMMAND_ARGS": " ".join(serving.server_command(p, self._model, spec_port)) if self._model else "",
             "SERVE_ENV": " ".join(f"{k}={v}" for k, v in sorted(p.env.items())),
             "CACHE_PREFIX": p.cache_key or "",
         }

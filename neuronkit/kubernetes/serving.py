@@ -46,7 +46,9 @@ class Timing:
 
 def timing(deregistration_delay_seconds: int | None = None) -> Timing:
     facts = eks_facts()
-    drain = deregistration_delay_seconds if deregistration_delay_seconds is not None else int(facts["deregistration_delay_seconds"])
+    drain = (
+        deregistration_delay_seconds if deregistration_delay_seconds is not None else int(facts["deregistration_delay_seconds"])
+    )
     prestop = drain + int(facts["prestop_margin_seconds"])
     return Timing(drain, prestop, prestop + int(facts["shutdown_seconds"]))
 
@@ -327,9 +329,7 @@ def _quote(arg: str) -> str:
     return arg if all(c.isalnum() or c in "-_./:=" for c in arg) else "'" + arg.replace("'", "'\\''") + "'"
 
 
-def fleet_manifests(
-    *, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload]
-) -> list[dict[str, Any]]:
+def fleet_manifests(*, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload]) -> list[dict[str, Any]]:
     """Every manifest of one fleet, in apply order: the Service and its binding exist before the pods (the controller
     injects readiness gates only into pods created after both, docs/deploy/pod_readiness_gate.md)."""
     out = [service_account(fleet), script_config_map(fleet), service(fleet, port),

@@ -199,7 +199,7 @@ def eks_pool_problems(
             why = (
                 _TRAINING_REFUSED["ami"]
                 if key in ("neuron_ami", "gpu_ami")
-                else f"an Auto Scaling path setting EKS serving does not use (docs/eks.md, 'Serving'); remove it"
+                else "an Auto Scaling path setting EKS serving does not use (docs/eks.md, 'Serving'); remove it"
             )
             out.append((f"inference[{i}].{key}", why))
     return out

@@ -132,8 +132,8 @@ class EksStack(NeuronkitStack):
         the Auto Scaling path's serving spec (docs/eks.md, "Serving")."""
         from neuronkit.config.inference import model_spec
         from neuronkit.constructs.inference_fleet import HealthCheckSpec, TlsSpec
-        from neuronkit.stacks.inference import serving_spec
         from neuronkit.stacks.base import bucket_names
+        from neuronkit.stacks.inference import serving_spec
 
         fleets = [f for f in config.inference if model_spec(f) is not None]
         self.load_balancer_controller: LoadBalancerController | None = None
@@ -177,7 +177,9 @@ class EksStack(NeuronkitStack):
         fleet = getattr(self, "serving", {}).get(pool)
         if fleet is None:
             return None
-        return LoadBalancerRef(kind="alb", full_name=fleet.load_balancer_full_name, target_group_full_name=fleet.target_group_full_name)
+        return LoadBalancerRef(
+            kind="alb", full_name=fleet.load_balancer_full_name, target_group_full_name=fleet.target_group_full_name
+        )
 
     def _script(
         self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None

@@ -258,7 +258,9 @@ class EksServingFleet(Construct):
         s = self.spec.serving
         bucket_arn = f"arn:{pseudo.PARTITION}:s3:::{self._bucket}"
         cache = f"{serving.facts()['compiled_cache']['prefix']}{s.model.slug}/"
-        self.pod_role = pod_role(self, "PodRole", f"{self.environment}-{self.spec.name}: serving pods (model and compiled artifacts)")
+        self.pod_role = pod_role(
+            self, "PodRole", f"{self.environment}-{self.spec.name}: serving pods (model and compiled artifacts)"
+        )
         self.pod_role.add_to_policy(
             iam.PolicyStatement(
                 sid="ListModel", actions=["s3:ListBucket"], resources=[bucket_arn],

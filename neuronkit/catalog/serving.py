@@ -346,9 +346,8 @@ def profile(
         "boot_seconds": boot_seconds(model, instance_type),
     }
     if kind == "gpu":
-        return ServingProfile(
-            accelerator="gpu", image=image or facts()["gpu_image"], command=tuple(facts()["gpu_command"]), **common
-        )  # type: ignore[arg-type]
+        gpu_image = image or str(facts()["gpu_image"])
+        return ServingProfile(accelerator="gpu", image=gpu_image, command=tuple(facts()["gpu_command"]), **common)  # type: ignore[arg-type]
     if release is None:
         raise ValueError(f"{instance_type}: no Neuron release to pick a vLLM container from")
     pinned = neuron_image(release, instance_type)

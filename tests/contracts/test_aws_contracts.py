@@ -473,8 +473,10 @@ def test_a_compile_group_is_one_signalled_node_that_can_leave_and_gates_its_flee
         if "neuronkit-precompile" in g["Metadata"]
     ]
     serving = {
-        f"{e.name}-inference" for e in environments().values() if any(f.model is not None and f.precompile for f in e.inference)
-    }
+        f"{e.name}-inference"
+        for e in environments().values()
+        if e.platform != "eks" and any(f.model is not None and f.precompile for f in e.inference)
+    }  # on EKS a compile Job per key does this (tests/unit/test_eks_serving.py)
     assert {s for s, _, _ in compiles} == serving >= {"dev-inference", "prod-inference"}  # both examples serve a model
     for stack, lid, group in compiles:
         props, template = group["Properties"], synth.templates[stack]
@@ -742,4 +744,4 @@ def test_serving_pods_drain_with_their_target_group_and_carry_readiness_gates(sy
         for _, _, r in _resources(synth, "Custom::AWSCDK-EKS-KubernetesResource")
         if isinstance(r["Properties"]["Manifest"], str) and '"Namespace"' in r["Properties"]["Manifest"]
     ]
-    assert namespaces and all(ns[0]["metadata"]["labels"] == lbc.readiness_gate_labels() for ns in namespaces)
+    assert namespaces and all(lbc.readiness_gate_labels().items() <= ns[0]["metadata"]["labels"].items() for ns in namespaces)

@@ -241,7 +241,14 @@ class EksServingFleet(Construct):
                 roles=[role],
                 statements=[
                     iam.PolicyStatement(
-                        actions=["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"], resources=[repositories]
+                        actions=[
+                            "ecr:BatchGetImage",
+                            "ecr:GetDownloadUrlForLayer",
+                            "ecr:BatchCheckLayerAvailability",
+                            "ecr:BatchImportUpstreamImage",
+                            "ecr:CreateRepository",
+                        ],
+                        resources=[repositories],
                     )
                 ],
             )

@@ -280,7 +280,8 @@ def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
 
 def compile_job_name(w: FleetWorkload) -> str:
     """``<fleet>-compile-<digest>``: a new key (or image) is a new Job; Jobs are immutable, so an unchanged one stays."""
-    digest = hashlib.sha256(json.dumps([w.profile.cache_key, w.image, w.instance_type]).encode()).hexdigest()[:10]
+    # The upstream image, never ``w.image``: its pull-through URI holds deploy-time tokens whose text varies per synth.
+    digest = hashlib.sha256(json.dumps([w.profile.cache_key, w.profile.image, w.instance_type]).encode()).hexdigest()[:10]
     return f"{w.fleet}-compile-{digest}"
 
 

@@ -291,6 +291,29 @@ def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[
             kubernetes_validate.validate(d, str(EKS["kubernetes"]["version"]), strict=True)
 
 
+def test_the_served_fleets_node_groups_hold_image_weights_and_compiled_artifacts(
+    eks_synth: tuple[Path, dict[str, Any]],
+) -> None:
+    """The cold-start budget's disk side: each served node group's root volume is its profile's (image, weights and,
+    on Neuron, the compiled artifacts), as on the Auto Scaling path."""
+    from neuronkit.catalog import serving
+    from neuronkit.config.inference import model_spec
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    env = load_environment(FILE)
+    chat = next(f for f in env.inference if f.name == "chat")
+    model = model_spec(chat)
+    assert model is not None
+    sizes = {
+        lid: r["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"]
+        for lid, r in res.items()
+        if r["Type"] == "AWS::EC2::LaunchTemplate" and "chat" in lid.lower()
+    }
+    want = {serving.root_volume_gib(model, t) for t in [*chat.neuron_types, *chat.fallback_types]}
+    assert len(sizes) == 2 and set(sizes.values()) == want
+
+
 def test_summary_cost_and_alarms_cover_the_served_fleet(eks_synth: tuple[Path, dict[str, Any]]) -> None:
     from neuronkit.reports.cost import fixed_costs
     from neuronkit.reports.summary import summarize

@@ -284,6 +284,8 @@ def test_a_new_key_gets_its_own_compile_job_and_pods_wait_for_it(
 
     other = replace(w, profile=replace(w.profile, cache_key=str(w.profile.cache_key).replace("seqs8", "seqs4")))
     assert ks.compile_job_name(other) != ks.compile_job_name(w)
+    # Where nodes pull from (a deploy-time URI) does not rename the Job: the name is stable from synth to synth.
+    assert ks.compile_job_name(replace(w, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/x/y:1")) == ks.compile_job_name(w)
     gpu = next(w for w in fleets["chat"].workloads if w.accelerator == "gpu")
     assert [c["name"] for c in ks.deployment(gpu)["spec"]["template"]["spec"]["initContainers"]] == ["fetch"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -204,8 +204,42 @@ def boot_seconds(model: ModelSpec, instance_type: str) -> int:
     return int(math.ceil(seconds * boot["safety_factor"] / 60) * 60)
 
 
-def neuron_image(release: releases.Release) -> str | None:
+def neuron_image(release: releases.Release, instance_type: str | None = None) -> str | None:
+    """The Neuron vLLM container of a release, for a type's family: the vLLM Neuron plugin image of the release where
+    the catalog lists one for the family's engine (Trn2/Trn3 on 2.31), else the release matrix's container."""
+    if instance_type is not None:
+        family = releases.family_of(instance_type)
+        for engine in facts()["engines"].values():
+            if family in engine["families"] and release.version in engine.get("plugin", {}):
+                return str(engine["plugin"][release.version])
     return release.container("vllm-serving")
+
+
+def engine_of(image: str) -> str:
+    """The serving engine of a Neuron vLLM image (``nxdi-vllm`` or ``vllm-neuron``), from its invocation; the image's
+    repository name when the catalog does not know it (a user's own image: its key then names it)."""
+    how = invocation(image)
+    if how is None or "engine" not in how:
+        return re.sub(r"[^a-z0-9.-]+", "-", image.rsplit("/", 1)[-1].split(":", 1)[0].lower())
+    return str(how["engine"])
+
+
+def family_engine(instance_type: str) -> str | None:
+    """The engine the catalog serves a Neuron family with (``nxdi-vllm`` for Inf2/Trn1, ``vllm-neuron`` for Trn2/Trn3)."""
+    family = releases.family_of(instance_type)
+    return next((name for name, e in facts()["engines"].items() if family in e["families"]), None)
+
+
+def engine_problem(instance_type: str, release: releases.Release) -> str | None:
+    """Why the family's engine cannot serve on this release (Inf2/Trn1 after the NxD Inference line ends), or None."""
+    name = family_engine(instance_type)
+    if name is None:
+        return None
+    last = facts()["engines"][name].get("last_release")
+    if last and releases.version_key(release.version) > releases.version_key(str(last)):
+        family = releases.family_of(instance_type)
+        return f"{name}, the {family} serving engine, ends with Neuron {last}; pin neuron_sdk: {last} for this fleet"
+    return None
 
 
 def vllm_version(image: str) -> str:
@@ -227,21 +261,72 @@ def cache_key(
     max_model_len: int,
     max_num_seqs: int,
     lnc: int | None = None,
+    image: str | None = None,
 ) -> str:
-    """The S3 prefix of a compiled model: model, Neuron SDK and compiler release, type, parallelism and (Trn2/Trn3)
-    the LNC setting, so that a change of any of them compiles first."""
+    """The S3 prefix of a compiled model: model, Neuron SDK and compiler release, serving engine and its vLLM version
+    (of ``image``, default the release's container for the type), type, parallelism and (Trn2/Trn3) the LNC setting,
+    so that a change of any of them compiles first."""
     prefix = facts()["compiled_cache"]["prefix"]
     logical = f"-lnc{lnc}" if lnc else ""
+    image = image or neuron_image(release, instance_type) or ""
+    engine = f"/{engine_of(image)}-{vllm_version(image)}" if image else ""
     return (
-        f"{prefix}{model.slug}/sdk{release.version}-neuronxcc{release.compiler}/{instance_type}/"
+        f"{prefix}{model.slug}/sdk{release.version}-neuronxcc{release.compiler}{engine}/{instance_type}/"
         f"tp{tp}{logical}-len{max_model_len}-seqs{max_num_seqs}/"
     )
 
 
-def profile(
-    model: ModelSpec, instance_type: str, release: releases.Release | None, override: ProfileOverride | None = None
+def compile_budget_seconds() -> int:
+    """How long a new compiled-artifact key may take to appear: the longest compile (the lock's timeout) plus the upload
+    of the artifacts. Serving pods wait this long for it before they fail (and are retried)."""
+    cache = facts()["compiled_cache"]
+    return int(cache["lock_timeout_seconds"]) + int(cache["publish_seconds"])
+
+
+def keep_alive_env(idle_timeout_seconds: int) -> dict[str, str]:
+    """The server keeps idle connections open longer than the balancer does, so the balancer closes them first."""
+    lb = facts()["load_balancer"]
+    return {lb["keep_alive_env"]: str(idle_timeout_seconds + int(lb["keep_alive_margin_seconds"]))}
+
+
+def server_command(profile: ServingProfile, model: ModelSpec, port: int) -> list[str]:
+    """The whole server command line of a type (the container's command, the weights at /model, vLLM's arguments): what
+    the Auto Scaling path's node runs and what the EKS Deployment's container runs."""
+    return [*profile.command, "/model", *profile.arguments(model, port)]
+
+
+def fleet_profile(
+    model: ModelSpec,
+    instance_type: str,
+    release: releases.Release | None,
+    override: ProfileOverride | None = None,
+    *,
+    lnc: int | None = None,
+    neuron_image: str | None = None,
+    gpu_image: str | None = None,
+    idle_timeout_seconds: int | None = None,
 ) -> ServingProfile:
-    """The serving profile of one type. Raises ValueError when the release has no vLLM container."""
+    """The profile of one type of a fleet, the same on both platforms (Auto Scaling and EKS): :func:`profile` with the
+    fleet's LNC, its image overrides (their own invocation and engine, hence their own key) and the server keep-alive
+    longer than the balancer's idle timeout."""
+    o = override or ProfileOverride()
+    if lnc is not None and o.lnc is None:
+        o = replace(o, lnc=lnc)
+    p = profile(model, instance_type, release, o, image=neuron_image if accelerator_of(instance_type) == "neuron" else gpu_image)
+    if idle_timeout_seconds is not None:
+        p = replace(p, env={**p.env, **keep_alive_env(idle_timeout_seconds)})
+    return p
+
+
+def profile(
+    model: ModelSpec,
+    instance_type: str,
+    release: releases.Release | None,
+    override: ProfileOverride | None = None,
+    image: str | None = None,
+) -> ServingProfile:
+    """The serving profile of one type (``image`` overrides the pinned container). Raises ValueError when the release
+    has no vLLM container."""
     o = override or ProfileOverride()
     kind = accelerator_of(instance_type)
     if kind is None:
@@ -261,15 +346,21 @@ def profile(
         "boot_seconds": boot_seconds(model, instance_type),
     }
     if kind == "gpu":
-        return ServingProfile(accelerator="gpu", image=facts()["gpu_image"], command=tuple(facts()["gpu_command"]), **common)  # type: ignore[arg-type]
+        gpu_image = image or str(facts()["gpu_image"])
+        return ServingProfile(accelerator="gpu", image=gpu_image, command=tuple(facts()["gpu_command"]), **common)  # type: ignore[arg-type]
     if release is None:
         raise ValueError(f"{instance_type}: no Neuron release to pick a vLLM container from")
-    image = neuron_image(release)
-    if image is None:
+    pinned = neuron_image(release, instance_type)
+    if pinned is None and image is None:
         raise ValueError(f"{instance_type}: Neuron {release.version} has no vLLM container in the release matrix")
+    image = image or pinned
+    assert image is not None
     how = invocation(image)
     if how is None:
-        raise ValueError(f"{instance_type}: the catalog does not say how to start {image}")
+        if pinned is None or invocation(pinned) is None:
+            raise ValueError(f"{instance_type}: the catalog does not say how to start {image}")
+        how = invocation(pinned)  # a user's own image of the pinned line: started as the pinned one
+        assert how is not None
     env = {**how["env"], facts()["compiled_artifacts_env"]: "/compiled"}
     if lnc is not None:
         env[catalog.trainium_facts()["lnc_env"]] = str(lnc)
@@ -279,7 +370,7 @@ def profile(
         command=tuple(how["command"]),
         env=env,
         lnc=lnc,
-        cache_key=cache_key(model, release, instance_type, tp, length, seqs, lnc),
+        cache_key=cache_key(model, release, instance_type, tp, length, seqs, lnc, image),
         **common,  # type: ignore[arg-type]
     )
 

@@ -160,7 +160,7 @@ _TRAINING_REFUSED: dict[str, str] = {
 }
 _INFERENCE_ALLOWED = {
     "name", "neuron_types", "fallback_types", "az_ids", "min_size", "max_size", "desired_size", "root_volume_gib",
-    "neuron_sdk", "workload",
+    "neuron_sdk", "workload", "model", "profiles", "images", "tls", "port", "health_check", "idle_timeout_seconds", "lnc",
 }  # fmt: skip
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",
@@ -194,11 +194,12 @@ def eks_pool_problems(
         if c.gpu_pool is not None and "ami" in c.gpu_pool.model_fields_set:
             out.append((f"training[{i}].gpu_pool.ami", _TRAINING_REFUSED["ami"]))
     for i, f in inference:
+        out.extend(eks_serving_problems(i, f))
         for key in sorted(f.model_fields_set - _INFERENCE_ALLOWED):
             why = (
                 _TRAINING_REFUSED["ami"]
                 if key in ("neuron_ami", "gpu_ami")
-                else f"serving on EKS (model server, load balancer, scaling) {_LATER}; remove it, the fleet is a node group"
+                else "an Auto Scaling path setting EKS serving does not use (docs/eks.md, 'Serving'); remove it"
             )
             out.append((f"inference[{i}].{key}", why))
     return out
@@ -217,3 +218,44 @@ def eks_monitoring_problems(day_night_set: bool) -> list[tuple[str, str]]:
     if not day_night_set:
         return []
     return [("monitoring.day_night", f"the day/night schedule of EKS node groups {_LATER}; remove it")]
+
+
+def eks_serving_problems(i: int, f: InferenceFleet) -> list[tuple[str, str]]:
+    """A model served on EKS runs whole-node pods of one profile per accelerator (docs/eks.md, "Serving"): one Neuron
+    type and at most one GPU fallback type, and no tensor-parallel override below the type's cores or GPUs."""
+    from neuronkit.catalog import serving
+
+    if f.model is None:
+        return []
+    out: list[tuple[str, str]] = []
+    loc = f"inference[{i}]"
+    if len(f.neuron_types) > 1:
+        out.append(
+            (
+                f"{loc}.neuron_types",
+                f"on EKS a fleet's Neuron Deployment runs whole-node pods of one profile; list one type (e.g. "
+                f"{f.neuron_types[0]}) or make one fleet per type",
+            )
+        )
+    if len(f.fallback_types) > 1:
+        out.append(
+            (
+                f"{loc}.fallback_types",
+                f"on EKS a fleet's GPU Deployment runs whole-node pods of one profile; list one type (e.g. "
+                f"{f.fallback_types[0]}) or make one fleet per type",
+            )
+        )
+    for t, o in f.profiles.items():
+        if o.tensor_parallel is None or serving.accelerator_of(t) is None:
+            continue
+        lnc = serving.lnc_of(t, f.lnc) if serving.accelerator_of(t) == "neuron" else None
+        whole = serving.accelerators(t, lnc)
+        if o.tensor_parallel < whole:
+            out.append(
+                (
+                    f"{loc}.profiles.{t}.tensor_parallel",
+                    f"{o.tensor_parallel} asks for part of a {t} node; EKS serving pods take the whole node "
+                    f"({whole}): remove tensor_parallel or set it to {whole}",
+                )
+            )
+    return out

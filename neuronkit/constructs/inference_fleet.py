@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aws_cdk import (
@@ -308,23 +308,14 @@ class InferenceFleet(Construct):
         self._lnc = spec.lnc if spec else None
         if spec is None:
             return {}
-        out = {}
-        for t in self.neuron_types + self.fallback_types:
-            override = spec.profiles.get(t) or serving.ProfileOverride()
-            if spec.lnc is not None and override.lnc is None:
-                override = replace(override, lnc=spec.lnc)
-            p = serving.profile(spec.model, t, spec.neuron_release, override)
-            image = spec.neuron_image if p.accelerator == "neuron" else spec.gpu_image
-            if image:
-                how = serving.invocation(image) if p.accelerator == "neuron" else None
-                p = replace(
-                    p,
-                    image=image,
-                    command=tuple(how["command"]) if how else p.command,
-                    env={**(how or {}).get("env", {}), **p.env},
-                )
-            out[t] = replace(p, env={**p.env, **self._keep_alive_env()})
-        return out
+        # The same function renders the EKS path's profiles (constructs/eks/serving.py).
+        return {
+            t: serving.fleet_profile(
+                spec.model, t, spec.neuron_release, spec.profiles.get(t), lnc=spec.lnc, neuron_image=spec.neuron_image,
+                gpu_image=spec.gpu_image, idle_timeout_seconds=self.idle_timeout_seconds,
+            )
+            for t in self.neuron_types + self.fallback_types
+        }  # fmt: skip
 
     def _idle_timeout(self, kind: str, seconds: int | None) -> int:
         """The balancer's idle timeout: the catalog's LLM default on an ALB (600 s), NLB's fixed 350 s."""
@@ -339,11 +330,6 @@ class InferenceFleet(Construct):
         if seconds is not None and not 1 <= seconds <= most:
             raise ValueError(f"idle_timeout_seconds: {seconds} is not between 1 and {most} (ALB's limit)")
         return seconds or int(facts["alb_idle_timeout_default_seconds"])
-
-    def _keep_alive_env(self) -> dict[str, str]:
-        """The server keeps idle connections open longer than the balancer does, so the balancer closes them first."""
-        facts = serving.facts()["load_balancer"]
-        return {facts["keep_alive_env"]: str(self.idle_timeout_seconds + int(facts["keep_alive_margin_seconds"]))}
 
     def _derived_grace_seconds(self) -> int:
         """The slowest type's boot (pull, download, load) with the catalog's safety factor; 900 s without a model."""
@@ -382,27 +368,7 @@ class InferenceFleet(Construct):
         self.security_group.add_egress_rule(values.any_ipv4(), values.tcp(80), "HTTP package mirrors (apt)")
 
     def _client_ingress(self, vpc: ec2.IVpc, cidr: str | None) -> None:
-        """Clients reach the listener from ``ingress_cidr``, by default the VPC's CIDR. A CIDR known only at deploy
-        (an ``ec2.Vpc``'s is a CloudFormation attribute) becomes a rule of its own resource, outside the group's
-        inline rules that cdk-nag's AwsSolutions-EC23 reads and cannot evaluate."""
-        cidr = cidr or vpc.vpc_cidr_block
-        if not Token.is_unresolved(cidr):
-            self.load_balancer_security_group.add_ingress_rule(
-                ec2.Peer.ipv4(cidr), ec2.Port.tcp(self.listener_port), "Clients in the VPC"
-            )
-            return
-        rule = ec2.CfnSecurityGroupIngress(
-            self,
-            "ClientIngress",
-            group_id=self.load_balancer_security_group.security_group_id,
-            ip_protocol="tcp",
-            from_port=self.listener_port,
-            to_port=self.listener_port,
-            cidr_ip=cidr,
-            description="Clients in the VPC",
-        )
-        # cdk-nag cannot evaluate a deploy-time CIDR ("Rule threw an error"); this one is the VPC's own block.
-        acknowledge(rule, "AwsSolutions-EC23", "ingress from the VPC's own CIDR block (a deploy-time attribute), never 0.0.0.0/0")
+        client_ingress(self, self.load_balancer_security_group, vpc, cidr, self.listener_port)
 
     # --- load balancer, listener and target group -----------------------------------------------------
     def _load_balancer(
@@ -421,43 +387,12 @@ class InferenceFleet(Construct):
         self.target_group: elbv2.ApplicationTargetGroup | elbv2.NetworkTargetGroup
         self.load_balancer: elbv2.ApplicationLoadBalancer | elbv2.NetworkLoadBalancer
         if kind == "alb":
-            alb = elbv2.ApplicationLoadBalancer(
-                self,
-                "LoadBalancer",
-                vpc=vpc,
-                internet_facing=False,
-                vpc_subnets=placement,
-                security_group=self.load_balancer_security_group,
-                drop_invalid_header_fields=True,
-                idle_timeout=durations.seconds(self.idle_timeout_seconds),
-            )
-            if access_logs_bucket is not None:
-                alb.log_access_logs(access_logs_bucket, prefix=f"elb/{self.group_name}")
-            atg = elbv2.ApplicationTargetGroup(
-                self,
-                "Targets",
-                vpc=vpc,
-                port=port,
-                protocol=elbv2.ApplicationProtocol.HTTP,
-                target_type=elbv2.TargetType.INSTANCE,
-                health_check=elbv2.HealthCheck(
-                    path=hc.path,
-                    port=health_port,
-                    protocol=elbv2.Protocol.HTTP,
-                    interval=durations.seconds(hc.interval_seconds),
-                    healthy_threshold_count=hc.healthy_threshold,
-                    unhealthy_threshold_count=hc.unhealthy_threshold,
-                ),
-            )
-            # open=False: the security group above admits the VPC only (the L2 default opens 0.0.0.0/0).
-            listener: elbv2.ApplicationListener | elbv2.NetworkListener = alb.add_listener(
-                "Listener",
-                port=self.listener_port,
-                protocol=elbv2.ApplicationProtocol.HTTPS if tls else elbv2.ApplicationProtocol.HTTP,
-                certificates=certificates,
-                default_target_groups=[atg],
-                open=False,
-            )
+            alb, atg, listener = application_load_balancer(
+                self, vpc=vpc, subnets=subnets, security_group=self.load_balancer_security_group,
+                idle_timeout_seconds=self.idle_timeout_seconds, port=port, listener_port=self.listener_port, tls=tls,
+                health_check=hc, target_type=elbv2.TargetType.INSTANCE, access_logs_bucket=access_logs_bucket,
+                log_prefix=f"elb/{self.group_name}",
+            )  # fmt: skip
             self.load_balancer, self.target_group = alb, atg
         else:
             nlb = elbv2.NetworkLoadBalancer(
@@ -501,11 +436,8 @@ class InferenceFleet(Construct):
                 default_target_groups=[ntg],
             )
             self.load_balancer, self.target_group = nlb, ntg
-        if tls:
-            # The catalog's TLS policy (TLS 1.3 and 1.2), set on the L1: the L2 enum names it differently.
-            cfn = listener.node.default_child
-            assert isinstance(cfn, elbv2.CfnListener)
-            cfn.add_property_override("SslPolicy", serving.facts()["tls_policy"])
+            if tls:
+                _tls_policy(listener)
         self.load_balancer_full_name = self.load_balancer.load_balancer_full_name
         self.target_group_full_name = self.target_group.target_group_full_name
         self.dns_name = self.load_balancer.load_balancer_dns_name
@@ -703,7 +635,7 @@ class InferenceFleet(Construct):
             "LNC": p.lnc or "",
             "MODEL_ID": self._model_id,
             "SERVE_IMAGE": self.image_uri(p.image),
-            "SERVE_COMMAND_ARGS": " ".join([*p.command, "/model", *p.arguments(self._model, spec_port)]) if self._model else "",
+            "SERVE_COMMAND_ARGS": " ".join(serving.server_command(p, self._model, spec_port)) if self._model else "",
             "SERVE_ENV": " ".join(f"{k}={v}" for k, v in sorted(p.env.items())),
             "CACHE_PREFIX": p.cache_key or "",
         }
@@ -1016,3 +948,97 @@ def _query(
 def _version_of(lt: AcceleratorLaunchTemplate) -> autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty:
     template_id, version = lt.id_and_latest_version
     return autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(launch_template_id=template_id, version=version)
+
+
+def client_ingress(scope: Construct, group: ec2.SecurityGroup, vpc: ec2.IVpc, cidr: str | None, port: int) -> None:
+    """Clients reach the listener from ``cidr``, by default the VPC's CIDR. A CIDR known only at deploy (an ``ec2.Vpc``'s
+    is a CloudFormation attribute) becomes a rule of its own resource, outside the group's inline rules that cdk-nag's
+    AwsSolutions-EC23 reads and cannot evaluate. Shared by the Auto Scaling and the EKS serving paths."""
+    cidr = cidr or vpc.vpc_cidr_block
+    if not Token.is_unresolved(cidr):
+        group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), "Clients in the VPC")
+        return
+    rule = ec2.CfnSecurityGroupIngress(
+        scope,
+        "ClientIngress",
+        group_id=group.security_group_id,
+        ip_protocol="tcp",
+        from_port=port,
+        to_port=port,
+        cidr_ip=cidr,
+        description="Clients in the VPC",
+    )
+    # cdk-nag cannot evaluate a deploy-time CIDR ("Rule threw an error"); this one is the VPC's own block.
+    acknowledge(rule, "AwsSolutions-EC23", "ingress from the VPC's own CIDR block (a deploy-time attribute), never 0.0.0.0/0")
+
+
+def application_load_balancer(
+    scope: Construct,
+    *,
+    vpc: ec2.IVpc,
+    subnets: Sequence[ec2.ISubnet],
+    security_group: ec2.ISecurityGroup,
+    idle_timeout_seconds: int,
+    port: int,
+    listener_port: int,
+    tls: TlsSpec | None,
+    health_check: HealthCheckSpec,
+    target_type: elbv2.TargetType,
+    access_logs_bucket: s3.IBucket | None,
+    log_prefix: str,
+    deregistration_delay_seconds: int | None = None,
+) -> tuple[elbv2.ApplicationLoadBalancer, elbv2.ApplicationTargetGroup, elbv2.ApplicationListener]:
+    """A fleet's internal ALB, its one target group (instance targets on the Auto Scaling path, IP targets on EKS) and
+    its listener: invalid headers dropped, the fleet's idle timeout, access logs, HTTPS with the catalog's TLS policy
+    when ``tls`` names a certificate. Shared by the Auto Scaling and the EKS serving paths."""
+    hc = health_check
+    alb = elbv2.ApplicationLoadBalancer(
+        scope,
+        "LoadBalancer",
+        vpc=vpc,
+        internet_facing=False,
+        vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)),
+        security_group=security_group,
+        drop_invalid_header_fields=True,
+        idle_timeout=durations.seconds(idle_timeout_seconds),
+    )
+    if access_logs_bucket is not None:
+        alb.log_access_logs(access_logs_bucket, prefix=log_prefix)
+    atg = elbv2.ApplicationTargetGroup(
+        scope,
+        "Targets",
+        vpc=vpc,
+        port=port,
+        protocol=elbv2.ApplicationProtocol.HTTP,
+        target_type=target_type,
+        deregistration_delay=durations.seconds(deregistration_delay_seconds)
+        if deregistration_delay_seconds is not None
+        else None,
+        health_check=elbv2.HealthCheck(
+            path=hc.path,
+            port=str(hc.port or port),
+            protocol=elbv2.Protocol.HTTP,
+            interval=durations.seconds(hc.interval_seconds),
+            healthy_threshold_count=hc.healthy_threshold,
+            unhealthy_threshold_count=hc.unhealthy_threshold,
+        ),
+    )
+    # open=False: the security group admits the VPC only (the L2 default opens 0.0.0.0/0).
+    listener = alb.add_listener(
+        "Listener",
+        port=listener_port,
+        protocol=elbv2.ApplicationProtocol.HTTPS if tls else elbv2.ApplicationProtocol.HTTP,
+        certificates=[elbv2.ListenerCertificate.from_arn(tls.certificate_arn)] if tls else None,
+        default_target_groups=[atg],
+        open=False,
+    )
+    if tls:
+        _tls_policy(listener)
+    return alb, atg, listener
+
+
+def _tls_policy(listener: elbv2.ApplicationListener | elbv2.NetworkListener) -> None:
+    """The catalog's TLS policy (TLS 1.3 and 1.2), set on the L1: the L2 enum names it differently."""
+    cfn = listener.node.default_child
+    assert isinstance(cfn, elbv2.CfnListener)
+    cfn.add_property_override("SslPolicy", serving.facts()["tls_policy"])

@@ -16,6 +16,7 @@ CLUSTER = "AWS::EKS::Cluster"
 NODEGROUP = "AWS::EKS::Nodegroup"
 ADDON = "AWS::EKS::Addon"
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
+MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 
 
 class _Stack(Protocol):
@@ -46,6 +47,17 @@ class Component:
     notes: str = ""
 
 
+@dataclass(frozen=True)
+class ServingView:
+    """One serving Deployment as applied: its replicas at deploy, image, tensor parallelism and compiled-artifact key."""
+
+    deployment: str
+    replicas: Any
+    image: str
+    tensor_parallel: str
+    cache_key: str
+
+
 @dataclass
 class ClusterView:
     stack: str
@@ -54,6 +66,7 @@ class ClusterView:
     endpoint: str
     node_groups: list[NodeGroupView] = field(default_factory=list)
     components: list[Component] = field(default_factory=list)
+    serving: list[ServingView] = field(default_factory=list)
 
 
 def _text(value: Any) -> str:
@@ -105,7 +118,39 @@ def clusters(stacks: Iterable[_Stack]) -> list[ClusterView]:
         for _, addon in stack.resources(ADDON):
             p = addon.get("Properties") or {}
             view.components.append(Component("EKS add-on", _text(p.get("AddonName")), _text(p.get("AddonVersion")), "EKS"))
+        for _, manifest in stack.resources(MANIFEST):
+            view.serving.extend(_serving_views((manifest.get("Properties") or {}).get("Manifest")))
         out.append(view)
+    return out
+
+
+def _serving_views(manifest: Any) -> list[ServingView]:
+    """The serving Deployments of an applied manifest (a JSON string, or a join of strings and deploy-time values)."""
+    if isinstance(manifest, dict) and "Fn::Join" in manifest:
+        sep, parts = manifest["Fn::Join"]
+        manifest = sep.join(p if isinstance(p, str) else "(set at deploy)" for p in parts)
+    try:
+        docs = json.loads(manifest) if isinstance(manifest, str) else []
+    except json.JSONDecodeError:
+        return []
+    out = []
+    for d in docs if isinstance(docs, list) else []:
+        if not isinstance(d, dict) or d.get("kind") != "Deployment":
+            continue
+        pod = d.get("spec", {}).get("template", {}).get("spec", {})
+        server = next((c for c in pod.get("containers", []) if c.get("name") == "server"), None)
+        if server is None:
+            continue
+        line = [*server.get("command", []), *server.get("args", [])]
+        tp = line[line.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in line else "?"
+        env = {e.get("name"): e.get("value") for c in pod.get("initContainers", []) for e in c.get("env", [])}
+        out.append(
+            ServingView(
+                deployment=str(d.get("metadata", {}).get("name")), replicas=d.get("spec", {}).get("replicas"),
+                image=str(server.get("image", "")).rsplit("/", 1)[-1], tensor_parallel=str(tp),
+                cache_key=str(env.get("CACHE_PREFIX") or "–"),
+            )
+        )  # fmt: skip
     return out
 
 
@@ -149,7 +194,13 @@ def markdown(views: Sequence[ClusterView]) -> list[str]:
             ["kind", "name", "version (pinned)", "from", "runs"],
             [[c.kind, c.name, c.version, c.source, c.notes] for c in sorted(v.components, key=lambda c: (c.kind, c.name))],
         )
+        if v.serving:
+            out.append("")
+            out += _table(
+                ["serving Deployment", "replicas at deploy", "image", "TP", "compiled-artifact key"],
+                [[x.deployment, str(x.replicas), x.image, x.tensor_parallel, x.cache_key] for x in v.serving],
+            )
     return out
 
 
-__all__ = ["ClusterView", "Component", "NodeGroupView", "clusters", "markdown", "version_change"]
+__all__ = ["ClusterView", "Component", "NodeGroupView", "ServingView", "clusters", "markdown", "version_change"]

@@ -153,7 +153,10 @@ def _fleet_serving(env: Any) -> dict[str, _Serving]:
                 max_num_seqs=o.max_num_seqs if o else None,
             )
             try:
-                p = serving.profile(model, t, rel.release if rel else None, override)
+                p = serving.fleet_profile(
+                    model, t, rel.release if rel else None, override, lnc=f.lnc, neuron_image=f.images.neuron,
+                    gpu_image=f.images.gpu,
+                )  # fmt: skip
             except ValueError as err:
                 profiles[t] = {"profile": str(err)}
                 continue

@@ -536,7 +536,9 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
                                  f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
     if getattr(env, "platform", "asg") == "eks":
         out.append(eks_control_plane_cost(env.name, hours))
-    for f in env.inference if getattr(env, "platform", "asg") != "eks" else ():  # EKS fleets are node groups only
+    eks = getattr(env, "platform", "asg") == "eks"
+    # On EKS a fleet has its ALB when it serves a model (docs/eks.md, "Serving"); without one it is a node group only.
+    for f in (f for f in env.inference if not eks or f.model is not None):
         rate = sp["load_balancer_hour"][f.load_balancer]["usd"]
         out.append(FixedCost(env.name, f"{f.load_balancer.upper()} of {f.name}", rate * hours,
                              f"${rate}/hour{where}; LCUs/NLCUs not included"))  # fmt: skip

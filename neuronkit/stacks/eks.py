@@ -16,6 +16,9 @@ from neuronkit.constructs.budget import CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.eks import (
     ClusterSpec,
+    EksServingFleet,
+    EksServingSpec,
+    LoadBalancerController,
     LustreVolume,
     NeuronEksCluster,
     NeuronNodeGroup,
@@ -69,6 +72,7 @@ class EksStack(NeuronkitStack):
             self._inference(config, fleet)
         self.workloads = self._workloads(config, storage)
         self.training_jobs = self._training_jobs(config)
+        self.serving = self._serving(config, network, storage)
         self.monitoring = self._monitoring(config, storage)
 
     def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
@@ -93,6 +97,7 @@ class EksStack(NeuronkitStack):
                     gpu_types=() if neuron else tuple(spec.instance_types), prepaid=name in blocks,
                     # A training node group running but idle (NeuronCore or GPU utilization) alarms as on the ASG path.
                     idle_alarm=role in ("training", "training-gpu"), idle_scale_down=False,
+                    load_balancer=self._load_balancer_ref(name),
                 )
             )  # fmt: skip
         return environment_monitoring(self, config, storage, self.alarms_topic.topic, pools)
@@ -162,6 +167,60 @@ class EksStack(NeuronkitStack):
             jobs.pool_manifest.node.add_dependency(self.workloads.lustre_manifest)  # the FSx CSI driver first
         return jobs
 
+    def _serving(self, config: Environment, network: NetworkStack, storage: StorageStack) -> dict[str, EksServingFleet]:
+        """Fleets with a model: the load balancer controller once, then per fleet its ALB, pod role and manifests, from
+        the Auto Scaling path's serving spec (docs/eks.md, "Serving")."""
+        from neuronkit.config.inference import model_spec
+        from neuronkit.constructs.inference_fleet import HealthCheckSpec, TlsSpec
+        from neuronkit.stacks.base import bucket_names
+        from neuronkit.stacks.inference import serving_spec
+
+        fleets = [f for f in config.inference if model_spec(f) is not None]
+        self.load_balancer_controller: LoadBalancerController | None = None
+        out: dict[str, EksServingFleet] = {}
+        if not fleets:
+            return out
+        self.load_balancer_controller = LoadBalancerController(
+            self, "LoadBalancerController", cluster=self.cluster, environment=config.name
+        )
+        for f in fleets:
+            spec = serving_spec(config, f, f.name)
+            assert spec is not None
+            gpu = f.fallback_types[0] if f.fallback_types else None
+            roles = [g.role for n, g in self.node_groups.items() if n in (f.name, eks_fallback_pool_name(f.name))]
+            out[f.name] = EksServingFleet(
+                self,
+                f"Serving-{f.name}",
+                environment=config.name,
+                cluster=self.cluster,
+                controller=self.load_balancer_controller,
+                spec=EksServingSpec(
+                    name=f.name, serving=spec, neuron_type=f.neuron_types[0], neuron_pool=f.name, gpu_type=gpu,
+                    gpu_pool=eks_fallback_pool_name(f.name) if gpu else None,
+                    replicas=f.desired_size if f.desired_size is not None else f.min_size, port=f.port,
+                    health_check=HealthCheckSpec(**f.health_check.model_dump()),
+                    tls=TlsSpec(certificate_arn=f.tls.certificate_arn, port=f.tls.port) if f.tls else None,
+                    idle_timeout_seconds=f.idle_timeout_seconds,
+                ),
+                vpc=network.network.vpc,
+                subnets=[self._subnets[a] for a in f.az_ids],
+                artifacts_bucket=bucket_names(config)["artifacts"],
+                node_roles=roles,
+                ingress_cidr=config.network.cidr,
+                access_logs_bucket=storage.storage.access_logs,
+            )  # fmt: skip
+        return out
+
+    def _load_balancer_ref(self, pool: str) -> Any:
+        from neuronkit.constructs.monitoring import LoadBalancerRef
+
+        fleet = getattr(self, "serving", {}).get(pool)
+        if fleet is None:
+            return None
+        return LoadBalancerRef(
+            kind="alb", full_name=fleet.load_balancer_full_name, target_group_full_name=fleet.target_group_full_name
+        )
+
     def _script(
         self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None
     ) -> Callable[[Mapping[str, str | int] | None], str]:
@@ -213,13 +272,14 @@ class EksStack(NeuronkitStack):
     def _inference(self, config: Environment, f: FleetConfig) -> None:
         spec = NodeGroupSpec(
             name=f.name, instance_types=list(f.neuron_types), min_size=f.min_size, max_size=f.max_size,
-            desired_size=f.desired_size, root_volume_gib=f.root_volume_gib, efa=False, max_pods=self._max_pods(config),
+            desired_size=f.desired_size, root_volume_gib=f.root_volume_gib or _served_root_volume(f, f.neuron_types),
+            efa=False, max_pods=self._max_pods(config),
         )  # fmt: skip
         self._group(config, spec, list(f.az_ids), "inference")
         if f.fallback_types:
             fallback = NodeGroupSpec(
                 name=eks_fallback_pool_name(f.name), instance_types=list(f.fallback_types), min_size=0, max_size=f.max_size,
-                efa=False, max_pods=self._max_pods(config),
+                efa=False, max_pods=self._max_pods(config), root_volume_gib=_served_root_volume(f, f.fallback_types),
             )  # fmt: skip
             self._group(config, fallback, list(f.az_ids), "inference")
 
@@ -227,6 +287,17 @@ class EksStack(NeuronkitStack):
     def _max_pods(config: Environment) -> int:
         assert config.eks is not None
         return config.eks.max_pods_per_node
+
+
+def _served_root_volume(f: FleetConfig, types: list[str]) -> int | None:
+    """With a model, the root volume its profile needs (image, weights, compiled artifacts), as on the Auto Scaling path."""
+    from neuronkit.catalog import serving
+    from neuronkit.config.inference import model_spec
+
+    model = model_spec(f)
+    if model is None or not types:
+        return None
+    return max(serving.root_volume_gib(model, t) for t in types)
 
 
 __all__ = ["EksStack"]

@@ -207,3 +207,7 @@ def _serving(config: Environment, f: FleetConfig, name: str) -> ServingSpec | No
         precompile=f.precompile,
         lnc=f.lnc,
     )
+
+
+# The EKS stack serves the same spec (stacks/eks.py, _serving).
+serving_spec = _serving

@@ -83,7 +83,7 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
-    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "jobset", "kueue", "neuron-helm-chart"]  # part 4: jobs
+    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "aws-load-balancer-controller", "jobset", "kueue", "neuron-helm-chart"]
     assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
     assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
     values = json.loads(charts["neuron-helm-chart"]["Values"])
@@ -256,3 +256,99 @@ def test_the_example_installs_the_pinned_job_api_and_admission(eks_synth: tuple[
     assert "CronJob" in pools
     assoc = [r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::PodIdentityAssociation"]
     assert {a["Namespace"] for a in assoc} >= {scheduling.TRAINING_NAMESPACE}
+
+
+_DEPLOY_TIME = {"AWS::AccountId": "333333333333", "AWS::Region": "us-east-2", "AWS::URLSuffix": "amazonaws.com"}
+
+
+def _deploy_time_value(part: dict[str, Any]) -> str:
+    """A plausible deploy-time value for a join's non-string part: pseudo parameters, the target group's ARN, or the
+    storage stack's file system id (the Lustre volume)."""
+    import json
+
+    if part.get("Ref") in _DEPLOY_TIME:
+        return _DEPLOY_TIME[part["Ref"]]
+    if "Targets" in json.dumps(part):
+        return "arn:aws:elasticloadbalancing:us-east-2:333333333333:targetgroup/eks-chat/0123456789abcdef"
+    return "fs-0123456789abcdef0"
+
+
+def _rendered_manifests(res: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every applied manifest document, with deploy-time values filled in."""
+    import json
+
+    docs: list[dict[str, Any]] = []
+    for r in res.values():
+        if r["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
+            continue
+        m = r["Properties"]["Manifest"]
+        if isinstance(m, dict):
+            m = "".join(p if isinstance(p, str) else _deploy_time_value(p) for p in m["Fn::Join"][1])
+        docs.extend(json.loads(m))
+    return docs
+
+
+def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Issue 38: an internal ALB with an IP target group, the pinned load balancer controller, the fleet's Service,
+    one TargetGroupBinding and both Deployments; every manifest validates against Kubernetes and the checked-in CRD."""
+    import jsonschema
+    import kubernetes_validate
+
+    from neuronkit.kubernetes import load_balancer_controller as lbc
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    albs = [r for r in res.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"]
+    assert len(albs) == 1 and albs[0]["Properties"]["Scheme"] == "internal"
+    groups = [r for r in res.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"]
+    assert [g["Properties"]["TargetType"] for g in groups] == ["ip"]
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    assert charts["aws-load-balancer-controller"]["Version"] == str(EKS["load_balancer_controller"]["version"])
+    docs = _rendered_manifests(res)
+    kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert ("Deployment", "chat-neuron") in kinds and ("Deployment", "chat-gpu") in kinds
+    assert [k for k in kinds if k[0] in ("Service", "TargetGroupBinding")] == [
+        ("Service", "chat"),
+        ("TargetGroupBinding", "chat"),
+    ]
+    for d in docs:
+        if d["kind"] == "TargetGroupBinding":
+            jsonschema.validate(d, lbc.target_group_binding_schema())
+        else:
+            kubernetes_validate.validate(d, str(EKS["kubernetes"]["version"]), strict=True)
+
+
+def test_the_served_fleets_node_groups_hold_image_weights_and_compiled_artifacts(
+    eks_synth: tuple[Path, dict[str, Any]],
+) -> None:
+    """The cold-start budget's disk side: each served node group's root volume is its profile's (image, weights and,
+    on Neuron, the compiled artifacts), as on the Auto Scaling path."""
+    from neuronkit.catalog import serving
+    from neuronkit.config.inference import model_spec
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    env = load_environment(FILE)
+    chat = next(f for f in env.inference if f.name == "chat")
+    model = model_spec(chat)
+    assert model is not None
+    sizes = {
+        lid: r["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"]
+        for lid, r in res.items()
+        if r["Type"] == "AWS::EC2::LaunchTemplate" and "chat" in lid.lower()
+    }
+    want = {serving.root_volume_gib(model, t) for t in [*chat.neuron_types, *chat.fallback_types]}
+    assert len(sizes) == 2 and set(sizes.values()) == want
+
+
+def test_summary_cost_and_alarms_cover_the_served_fleet(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.reports.cost import fixed_costs
+    from neuronkit.reports.summary import summarize
+
+    outdir, templates = eks_synth
+    section = summarize(outdir)
+    assert "| chat-neuron | 1 |" in section and "| chat-gpu | 0 |" in section and "nxdi-vllm" in section
+    assert "ALB of chat" in {c.item for c in fixed_costs(load_environment(FILE))}
+    res = templates["eks-eks"]["Resources"]
+    alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert {"eks-chat-p99-latency", "eks-chat-5xx-rate"} <= alarms

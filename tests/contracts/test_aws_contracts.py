@@ -473,8 +473,10 @@ def test_a_compile_group_is_one_signalled_node_that_can_leave_and_gates_its_flee
         if "neuronkit-precompile" in g["Metadata"]
     ]
     serving = {
-        f"{e.name}-inference" for e in environments().values() if any(f.model is not None and f.precompile for f in e.inference)
-    }
+        f"{e.name}-inference"
+        for e in environments().values()
+        if e.platform != "eks" and any(f.model is not None and f.precompile for f in e.inference)
+    }  # on EKS a compile Job per key does this (tests/unit/test_eks_serving.py)
     assert {s for s, _, _ in compiles} == serving >= {"dev-inference", "prod-inference"}  # both examples serve a model
     for stack, lid, group in compiles:
         props, template = group["Properties"], synth.templates[stack]
@@ -728,3 +730,58 @@ def test_the_pilot_load_job_finds_each_sides_limit_and_its_saturation(pilot_infe
         pairing = pilot_serving.gpu_pairing(env["NEURON_IMAGE"])
         assert pairing is not None and pairing.get("gpu_image"), "the example's Neuron image has a paired GPU image"
         assert env["GPU_VLLM"] == pairing["upstream_vllm"] == env["NEURON_VLLM"] and env["GPU_IMAGE"] == pairing["gpu_image"]
+
+
+def _served_manifests(synth: Synth) -> Iterator[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    """Every applied manifest holding a TargetGroupBinding, parsed with deploy-time parts as their intrinsics'
+    JSON (a placeholder string each); with the template it came from."""
+    for stack, _, r in _resources(synth, "Custom::AWSCDK-EKS-KubernetesResource"):
+        m = r["Properties"]["Manifest"]
+        parts = m["Fn::Join"][1] if isinstance(m, dict) else [m]
+        text = "".join(p if isinstance(p, str) else "INTRINSIC" + json.dumps(p).replace('"', "'") for p in parts)
+        if "TargetGroupBinding" in text:
+            yield stack, synth.templates[stack], json.loads(text)
+
+
+def test_serving_pods_drain_with_their_target_group_and_carry_readiness_gates(synth: Synth) -> None:
+    """AWS Load Balancer Controller, docs/deploy/pod_readiness_gate.md (v3.5.0): "you need to apply the label
+    `elbv2.k8s.aws/pod-readiness-gate-inject: enabled` to the pod namespace. However, note that this only works with
+    `target-type: ip`"; TargetGroupBinding guide: "TargetGroupBinding CR supports TargetGroups of either `instance` or
+    `ip` TargetType" (the binding's targetType must be its group's). Elastic Load Balancing API reference,
+    DeregisterTargets (https://docs.aws.amazon.com/elasticloadbalancing/latest/APIReference/API_DeregisterTargets.html):
+    "The load balancer stops sending requests to targets that are deregistering, but uses connection draining to ensure
+    that in-flight traffic completes on the existing connections": a pod's preStop sleeps at least the deregistration
+    delay, so it serves until the balancer has drained it, and its
+    termination grace period is longer than the preStop (Kubernetes kills the container when the grace ends)."""
+    from neuronkit.kubernetes import load_balancer_controller as lbc
+
+    found = 0
+    for stack, template, docs in _served_manifests(synth):
+        groups = {lid: r for lid, r in template["Resources"].items() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
+        for binding in (d for d in docs if d["kind"] == "TargetGroupBinding"):
+            found += 1
+            arn = binding["spec"]["targetGroupARN"]
+            group = next(g for lid, g in groups.items() if lid in arn)
+            assert binding["spec"]["targetType"] == group["Properties"]["TargetType"] == "ip", stack
+            drain = int(
+                {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}[
+                    "deregistration_delay.timeout_seconds"
+                ]
+            )
+            service = next(
+                d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == binding["spec"]["serviceRef"]["name"]
+            )
+            pods = [d for d in docs if d["kind"] == "Deployment"]
+            assert pods, stack
+            for d in pods:
+                spec = d["spec"]["template"]["spec"]
+                assert service["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+                prestop = spec["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
+                assert prestop >= drain and spec["terminationGracePeriodSeconds"] > prestop, (stack, d["metadata"]["name"])
+    assert found, "no served fleet on EKS in the project (tests/fixtures/user_environments/team.yaml serves one)"
+    namespaces = [
+        json.loads(r["Properties"]["Manifest"])
+        for _, _, r in _resources(synth, "Custom::AWSCDK-EKS-KubernetesResource")
+        if isinstance(r["Properties"]["Manifest"], str) and '"Namespace"' in r["Properties"]["Manifest"]
+    ]
+    assert namespaces and all(lbc.readiness_gate_labels().items() <= ns[0]["metadata"]["labels"].items() for ns in namespaces)

@@ -30,7 +30,7 @@ EKS_SKIPPED_COVERED_BY = {
     "AWS::EKS::PodIdentityAssociation": "tests/unit/test_eks_workloads.py",
     "Custom::AWS": "tests/unit/test_eks.py::test_every_node_group_turns_on_its_groups_metrics_for_the_dashboard",
     "Custom::AWSCDK-EKS-HelmChart": "tests/compliance/test_eks_example.py::test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volume",
-    "Custom::AWSCDK-EKS-KubernetesResource": "tests/unit/test_eks_workloads.py",
+    "Custom::AWSCDK-EKS-KubernetesResource": "tests/unit/test_eks_workloads.py, tests/unit/test_eks_serving.py",
 }
 
 
@@ -135,3 +135,17 @@ def test_the_alarm_topic_dashboard_and_node_log_groups_exist(deployed: tuple[str
     logs = session.client("logs").describe_log_groups(logGroupNamePrefix=f"/neuronkit/{name}/")["logGroups"]
     boot = {g["logGroupName"]: g for g in logs}[f"/neuronkit/{name}/{env.training[0].name}/boot"] if env.training else None
     assert boot is None or boot["retentionInDays"] == env.monitoring.log_retention_days
+
+
+def test_served_fleets_get_their_internal_alb_and_ip_target_group(deployed: tuple[str, Any, set[str]]) -> None:
+    """A fleet with a model is served behind its own internal ALB whose one target group takes IP targets (the
+    fleet's pods, registered by the TargetGroupBinding); a fleet without one is a node group only."""
+    name, session, _ = deployed
+    env = ENVIRONMENTS[name]
+    served = [f for f in env.inference if f.model is not None]
+    elb = session.client("elbv2")
+    balancers = elb.describe_load_balancers()["LoadBalancers"]
+    assert len(balancers) == len(served) and all(b["Scheme"] == "internal" for b in balancers)
+    groups = elb.describe_target_groups()["TargetGroups"]
+    assert len(groups) == len(served) and all(g["TargetType"] == "ip" for g in groups)
+    assert sorted(g["Port"] for g in groups) == sorted(f.port for f in served)

@@ -68,7 +68,7 @@ def test_the_example_is_valid_and_the_default_platform_stays_asg() -> None:
         ),
         ({"training.0.compile_cache": "s3"}, "training[0].compile_cache: an S3 compile cache needs a pod role"),
         ({"training.0.capacity.fallback": "gpu-pool"}, "training[0].capacity.fallback: a Capacity Block's fallback on EKS"),
-        ({"inference.0.load_balancer": "nlb"}, "inference[0].load_balancer: serving on EKS"),
+        ({"inference.0.load_balancer": "nlb"}, "inference[0].load_balancer: an Auto Scaling path setting EKS serving"),
         ({"inference.0.gpu_ami": {"family": "gpu-base-oss-ubuntu-24.04"}}, "inference[0].gpu_ami: EKS node groups boot"),
         ({"eks.kubernetes_version": "1.20"}, "eks.kubernetes_version: '1.20' is not a version the catalog pins"),
         ({"eks.admins": []}, "eks.admins: name at least one IAM role ARN"),

@@ -224,7 +224,7 @@ def test_the_smoke_pod_asks_for_one_neuron_device() -> None:
     assert limits == {"aws.amazon.com/neuron": 1} and pod["spec"]["containers"][0]["command"] == ["neuron-ls"]
 
 
-def test_cost_of_an_eks_environment_has_the_control_plane_and_no_load_balancer() -> None:
+def test_cost_of_an_eks_environment_has_the_control_plane_and_an_alb_per_served_fleet() -> None:
     from neuronkit.reports.cost import environment_report, fixed_costs
 
     data = yaml.safe_load(EXAMPLE.read_text())
@@ -234,7 +234,11 @@ def test_cost_of_an_eks_environment_has_the_control_plane_and_no_load_balancer()
     hours = 730
     plane = items["EKS control plane"]
     assert plane.monthly == pytest.approx(EKS["extended_support"]["standard_usd_per_cluster_hour"] * hours, rel=0.01)
-    assert not [i for i in items if "ALB" in i or "NLB" in i]  # EKS fleets are node groups, no load balancer yet
+    # A fleet with a model is served behind its ALB (docs/eks.md, "Serving"); without one it is a node group only.
+    served = {f"ALB of {f.name}" for f in env.inference if f.model is not None}
+    assert served and {i for i in items if "ALB" in i or "NLB" in i} == served
+    bare = parse_environment({**data, "inference": [{**data["inference"][0], "model": None}]}, "eks.yaml")
+    assert not [f.item for f in fixed_costs(bare) if "ALB" in f.item]
     text = environment_report([env], "text")
     for pool in ("pretrain", "chat"):
         assert pool in text

@@ -432,7 +432,8 @@ def test_each_type_serves_its_own_profile_from_a_pinned_image(prod: dict[str, An
         assert f"--max-model-len {length} " in text
         if it.is_neuron:
             key = (
-                f"compiled/meta-llama-llama-3.1-70b-instruct/sdk2.28.1-neuronxcc{release.compiler}/{t}/tp{tp}-len{length}-seqs8/"
+                f"compiled/meta-llama-llama-3.1-70b-instruct/sdk2.28.1-neuronxcc{release.compiler}/"
+                f"{serving.engine_of(image)}-{serving.vllm_version(image)}/{t}/tp{tp}-len{length}-seqs8/"
             )
             assert f"CACHE_PREFIX='{key}'" in text
             assert "VLLM_NEURON_FRAMEWORK=neuronx-distributed-inference" in text

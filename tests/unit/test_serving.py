@@ -85,7 +85,8 @@ def test_overrides_change_one_types_profile_and_its_cache_key() -> None:
 def test_cache_key_names_model_release_compiler_type_and_parallelism() -> None:
     p = serving.profile(LLAMA_70B, "inf2.48xlarge", R2281)
     assert p.cache_key == (
-        f"compiled/meta-llama-llama-3.1-70b-instruct/sdk2.28.1-neuronxcc{R2281.compiler}/inf2.48xlarge/"
+        f"compiled/meta-llama-llama-3.1-70b-instruct/sdk2.28.1-neuronxcc{R2281.compiler}/"
+        f"{serving.engine_of(p.image)}-{serving.vllm_version(p.image)}/inf2.48xlarge/"
         f"tp{catalog.get('inf2.48xlarge').neuron_cores}-len4096-seqs8/"
     )
     # A new release (compiler) never loads stale artifacts: the key changes.
@@ -229,3 +230,32 @@ def test_a_grace_period_shorter_than_the_boot_warns() -> None:
     data["inference"][0]["health_check_grace_seconds"] = 300
     env = parse_environment(data, "prod.yaml")
     assert any("health_check_grace_seconds: 300 s is shorter than" in w for w in env.warnings)
+
+
+def test_the_engine_follows_family_and_release_and_the_key_names_it() -> None:
+    """inf2/trn1 run the NxD Inference-based vLLM (frozen at 2.31), trn2/trn3 the vLLM Neuron plugin from 2.31: a trn2
+    fleet on 2.31.1 gets the plugin image the catalog lists for that release, an inf2 fleet the release's container."""
+    r231 = releases.release("2.31.1")
+    engines = serving.facts()["engines"]
+    inf2 = serving.profile(TINY, "inf2.xlarge", r231)
+    trn2 = serving.profile(LLAMA_8B, "trn2.48xlarge", r231)
+    assert inf2.image == r231.container("vllm-serving") and serving.engine_of(inf2.image) == "nxdi-vllm"
+    assert trn2.image == engines["vllm-neuron"]["plugin"]["2.31.1"] and serving.engine_of(trn2.image) == "vllm-neuron"
+    assert "/vllm-neuron-" in str(trn2.cache_key) and "/nxdi-vllm-" in str(inf2.cache_key)
+    # The same trn2 fleet before 2.31 ran the NxD Inference line: another engine, another key.
+    old = serving.profile(LLAMA_8B, "trn2.48xlarge", R2281)
+    assert serving.engine_of(old.image) == "nxdi-vllm" and old.cache_key != trn2.cache_key
+    # inf2 past its engine's last release is refused with the pin to use.
+    problem = serving.engine_problem("inf2.xlarge", releases.release("2.33.0"))
+    assert problem is not None and engines["nxdi-vllm"]["last_release"] in problem
+    assert serving.engine_problem("trn2.48xlarge", releases.release("2.33.0")) is None
+
+
+def test_a_change_of_engine_alone_changes_the_key() -> None:
+    """Same model, release, type and parallelism: only the image (engine and version) differs, and so does the key."""
+    r231 = releases.release("2.31.1")
+    plugin = serving.profile(LLAMA_8B, "trn2.48xlarge", r231)
+    nxdi = serving.profile(LLAMA_8B, "trn2.48xlarge", r231, image=str(r231.container("vllm-serving")))
+    assert (plugin.tensor_parallel, plugin.lnc, plugin.max_model_len) == (nxdi.tensor_parallel, nxdi.lnc, nxdi.max_model_len)
+    assert serving.engine_of(plugin.image) != serving.engine_of(nxdi.image)
+    assert plugin.cache_key != nxdi.cache_key

@@ -2,10 +2,12 @@
 
 from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
 from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
+from neuronkit.constructs.eks.serving import EksServingFleet, EksServingSpec, LoadBalancerController
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.eks.workloads import LustreVolume, NeuronWorkloads, WorkloadsSpec
 
 __all__ = [
-    "ClusterSpec", "LustreVolume", "NeuronEksCluster", "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec",
-    "WorkloadsSpec", "eks_boot_script", "node_user_data", "TrainingJobs", "TrainingJobsSpec", "TrainingPool",
+    "ClusterSpec", "EksServingFleet", "EksServingSpec", "LoadBalancerController", "LustreVolume", "NeuronEksCluster",
+    "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec", "WorkloadsSpec", "eks_boot_script", "node_user_data",
+    "TrainingJobs", "TrainingJobsSpec", "TrainingPool",
 ]  # fmt: skip

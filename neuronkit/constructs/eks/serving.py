@@ -1,0 +1,325 @@
+"""Serving on EKS: a fleet's model behind a CloudFormation-owned internal ALB, from the Auto Scaling path's profile.
+
+:class:`LoadBalancerController` installs the AWS Load Balancer Controller once per cluster (pinned chart, on the
+system node group, its documented policy by pod identity) and the serving namespace labelled for readiness gates.
+:class:`EksServingFleet` is one fleet: the ALB, listener and IP target group of the Auto Scaling path's helpers
+(``inference_fleet.application_load_balancer``), an ECR pull-through cache the nodes pull through, the pods' role by
+pod identity (the model prefix read, the model's compiled-artifact cache read/write; nodes get no S3 rights for it),
+and the manifests of :mod:`neuronkit.kubernetes.serving` (Service, TargetGroupBinding, Deployments, PDBs, compile
+Jobs). docs/eks.md ("Serving") explains the choices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from neuronkit.catalog import serving
+from neuronkit.constructs import pseudo, values
+from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
+from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.workloads import pod_role
+from neuronkit.constructs.inference_fleet import (
+    HealthCheckSpec,
+    ServingSpec,
+    TlsSpec,
+    application_load_balancer,
+    client_ingress,
+)  # fmt: skip
+from neuronkit.kubernetes import load_balancer_controller as lbc
+from neuronkit.kubernetes import scheduling
+from neuronkit.kubernetes import serving as manifests
+
+
+class LoadBalancerController(Construct):
+    """The AWS Load Balancer Controller chart (``chart``, pinned in catalog/eks.yaml), its pod identity ``role`` with
+    the controller's documented policy, and the serving namespace manifest (``namespace``), labelled so that the
+    controller injects target-health readiness gates into serving pods."""
+
+    def __init__(self, scope: Construct, id: str, *, cluster: NeuronEksCluster, environment: str) -> None:
+        super().__init__(scope, id)
+        facts = lbc.chart_facts()
+        self.version = str(facts["version"])
+        self.role = pod_role(self, "Role", f"{environment}: AWS Load Balancer Controller {facts['app_version']}")
+        document = lbc.iam_policy_document()
+        policy = iam.Policy(self, "Policy", document=iam.PolicyDocument.from_json(document["policy"]), roles=[self.role])
+        acknowledge_each(policy, _policy_reasons(document["policy"]))
+        association = eks.CfnPodIdentityAssociation(
+            self,
+            "PodIdentity",
+            cluster_name=cluster.cluster.cluster_name,
+            namespace=str(facts["namespace"]),
+            service_account=str(facts["service_account"]),
+            role_arn=self.role.role_arn,
+        )
+        self.chart = eks.HelmChart(
+            self,
+            "Chart",
+            cluster=cluster.cluster,
+            repository=str(facts["repository"]),
+            chart=str(facts["chart"]),
+            version=self.version,
+            release="aws-load-balancer-controller",
+            namespace=str(facts["namespace"]),
+            values=lbc.values(cluster_name=cluster.spec.name, region=pseudo.REGION, vpc_id=cluster.cluster.vpc.vpc_id),
+        )
+        self.chart.node.add_dependency(association)
+        self.chart.node.add_dependency(policy)
+        self.namespace = eks.KubernetesManifest(
+            self, "Namespace", cluster=cluster.cluster, manifest=[manifests.namespace()], removal_policy=RemovalPolicy.DESTROY
+        )
+
+
+def _policy_reasons(policy: Mapping[str, Any]) -> dict[str, str]:
+    """cdk-nag IAM5 findings of the controller's documented policy, each with its reason."""
+    reasons: dict[str, str] = {}
+    for statement in policy["Statement"]:
+        resources = statement.get("Resource", [])
+        for r in [resources] if isinstance(resources, str) else resources:
+            if "*" in r:
+                reasons[f"AwsSolutions-IAM5[Resource::{r}]"] = (
+                    "the AWS Load Balancer Controller's documented policy (kubernetes-sigs/aws-load-balancer-controller "
+                    "docs/install/iam_policy.json at the pinned appVersion), unchanged; its writes are conditioned on the "
+                    "controller's elbv2.k8s.aws/cluster tags"
+                )
+        actions = statement.get("Action", [])
+        for a in [actions] if isinstance(actions, str) else actions:
+            if a.endswith("*"):
+                reasons[f"AwsSolutions-IAM5[Action::{a}]"] = "the controller's documented policy, unchanged"
+    return reasons
+
+
+@dataclass(frozen=True)
+class EksServingSpec:
+    """One fleet on EKS: ``serving`` (the model, release, overrides and images: the Auto Scaling path's ServingSpec),
+    the Neuron type and node group (``neuron_type``, ``neuron_pool``), the GPU fallback (``gpu_type``, ``gpu_pool``,
+    or None), ``replicas`` of the Neuron Deployment (the GPU one starts at zero), the port, health check, TLS and idle
+    timeout (default the catalog's ALB default, 600 s)."""
+
+    name: str
+    serving: ServingSpec
+    neuron_type: str
+    neuron_pool: str
+    gpu_type: str | None = None
+    gpu_pool: str | None = None
+    replicas: int = 1
+    port: int = 8080
+    health_check: HealthCheckSpec = field(default_factory=HealthCheckSpec)
+    tls: TlsSpec | None = None
+    idle_timeout_seconds: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.gpu_type is None) != (self.gpu_pool is None):
+            raise ValueError(f"{self.name}: give gpu_type and gpu_pool together (the GPU fallback Deployment)")
+        if self.health_check.port is not None and self.health_check.port != self.port:
+            raise ValueError(f"{self.name}: health_check.port differs from port; serve both on one port")
+
+
+class EksServingFleet(Construct):
+    """One fleet's model on EKS behind an internal ALB (see the module docstring).
+
+    Public attributes: ``load_balancer`` (elbv2.ApplicationLoadBalancer), ``target_group`` (elbv2.ApplicationTargetGroup,
+    IP targets), ``listener_port``, ``load_balancer_security_group``, ``namespace`` (neuronkit-serving),
+    ``neuron_deployment`` and ``gpu_deployment`` (names; ``gpu_deployment`` None without a GPU type), ``service``
+    (name), ``pod_role`` (iam.Role, by pod identity), ``profiles`` (instance type -> ServingProfile), ``workloads``
+    (FleetWorkload per Deployment), ``documents`` (the manifests), ``manifest`` (eks.KubernetesManifest),
+    ``timing`` (preStop and grace from the target group's deregistration delay), ``image_cache``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: str,
+        cluster: NeuronEksCluster,
+        controller: LoadBalancerController,
+        spec: EksServingSpec,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        artifacts_bucket: str,
+        node_roles: Sequence[iam.IRole] = (),
+        ingress_cidr: str | None = None,
+        access_logs_bucket: s3.IBucket | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.spec = spec
+        self.environment = environment
+        self.namespace = scheduling.SERVING_NAMESPACE
+        self.service = scheduling.service_name(spec.name)
+        self.neuron_deployment = scheduling.neuron_deployment_name(spec.name)
+        self.gpu_deployment = scheduling.gpu_deployment_name(spec.name) if spec.gpu_type else None
+        self._bucket = artifacts_bucket
+        self._profiles()
+        self.timing = manifests.timing()
+        self._security_groups(vpc, cluster, ingress_cidr)
+        self._load_balancer(vpc, subnets, access_logs_bucket)
+        self._image_cache(node_roles)
+        self._pod_role(cluster)
+        self._manifests(cluster, controller)
+
+    def _profiles(self) -> None:
+        s, spec = self.spec.serving, self.spec
+        facts = serving.facts()["load_balancer"]
+        self.idle_timeout_seconds = spec.idle_timeout_seconds or int(facts["alb_idle_timeout_default_seconds"])
+        types = [spec.neuron_type, *([spec.gpu_type] if spec.gpu_type else [])]
+        # The Auto Scaling path's function, with the same inputs: same arguments, environment and key.
+        self.profiles = {
+            t: serving.fleet_profile(
+                s.model, t, s.neuron_release, s.profiles.get(t), lnc=s.lnc, neuron_image=s.neuron_image,
+                gpu_image=s.gpu_image, idle_timeout_seconds=self.idle_timeout_seconds,
+            )
+            for t in types
+        }  # fmt: skip
+
+    def _security_groups(self, vpc: ec2.IVpc, cluster: NeuronEksCluster, cidr: str | None) -> None:
+        """Clients -> the balancer -> pods on the serving port. Pods take node addresses (VPC CNI), so the rule goes on
+        the cluster security group, which every node's primary interface carries."""
+        port = self.spec.port
+        self.listener_port = self.spec.tls.port if self.spec.tls else port
+        self.load_balancer_security_group = ec2.SecurityGroup(
+            self, "LoadBalancerSecurityGroup", vpc=vpc, description=f"{self.environment}-{self.spec.name} load balancer",
+            allow_all_outbound=False,
+        )  # fmt: skip
+        client_ingress(self, self.load_balancer_security_group, vpc, cidr, self.listener_port)
+        pods = ec2.SecurityGroup.from_security_group_id(self, "ClusterSecurityGroup", cluster.cluster_security_group_id)
+        self.load_balancer_security_group.add_egress_rule(pods, values.tcp(port), "Requests and health checks to the pods")
+        ec2.CfnSecurityGroupIngress(
+            self,
+            "PodIngress",
+            group_id=cluster.cluster_security_group_id,
+            ip_protocol="tcp",
+            from_port=port,
+            to_port=port,
+            source_security_group_id=self.load_balancer_security_group.security_group_id,
+            description=f"{self.spec.name}: requests and health checks from its load balancer",
+        )
+
+    def _load_balancer(self, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet], logs: s3.IBucket | None) -> None:
+        alb, tg, _ = application_load_balancer(
+            self, vpc=vpc, subnets=subnets, security_group=self.load_balancer_security_group,
+            idle_timeout_seconds=self.idle_timeout_seconds, port=self.spec.port, listener_port=self.listener_port,
+            tls=self.spec.tls, health_check=self.spec.health_check, target_type=elbv2.TargetType.IP,
+            access_logs_bucket=logs, log_prefix=f"elb/{self.environment}-{self.spec.name}",
+            deregistration_delay_seconds=self.timing.deregistration_delay_seconds,
+        )  # fmt: skip
+        self.load_balancer: elbv2.ApplicationLoadBalancer = alb
+        self.target_group: elbv2.ApplicationTargetGroup = tg
+        self.load_balancer_full_name = alb.load_balancer_full_name
+        self.target_group_full_name = tg.target_group_full_name
+        self.dns_name = alb.load_balancer_dns_name
+
+    def _image_cache(self, node_roles: Sequence[iam.IRole]) -> None:
+        """Nodes (kubelet) pull the serving and helper images through an ECR pull-through cache of ECR Public, or from
+        the file's own registry; the first pull through the rule creates the repository."""
+        s = self.spec.serving
+        self.image_cache: ecr.CfnPullThroughCacheRule | None = None
+        if s.registry is not None:
+            self._registry, _, self._registry_prefix = s.registry.partition("/")
+            return
+        self._registry_prefix = f"{self.environment}-{self.spec.name}"[:30].strip("-")
+        self._registry = f"{pseudo.ACCOUNT_ID}.dkr.ecr.{pseudo.REGION}.{pseudo.URL_SUFFIX}"
+        self.image_cache = ecr.CfnPullThroughCacheRule(
+            self, "ImageCache", ecr_repository_prefix=self._registry_prefix,
+            upstream_registry_url=serving.facts()["registry"]["upstream"],
+        )  # fmt: skip
+        repositories = f"arn:{pseudo.PARTITION}:ecr:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:repository/{self._registry_prefix}/*"
+        for i, role in enumerate(node_roles):
+            policy = iam.Policy(
+                self,
+                f"PullThroughCache{i}",
+                roles=[role],
+                statements=[
+                    iam.PolicyStatement(
+                        actions=[
+                            "ecr:BatchGetImage",
+                            "ecr:GetDownloadUrlForLayer",
+                            "ecr:BatchCheckLayerAvailability",
+                            "ecr:BatchImportUpstreamImage",
+                            "ecr:CreateRepository",
+                        ],
+                        resources=[repositories],
+                    )
+                ],
+            )
+            acknowledge(policy, iam5(repositories), "the serving images' repositories under the fleet's cache prefix only")
+
+    def image_uri(self, image: str) -> str:
+        if self.image_cache is not None:
+            return serving.pull_through_uri(image, self._registry, self._registry_prefix)
+        return f"{self._registry}/{self._registry_prefix + '/' if self._registry_prefix else ''}{image.split('/', 1)[1]}"
+
+    def _pod_role(self, cluster: NeuronEksCluster) -> None:
+        """The serving and compile pods' role: list and read the model's prefix, read and write its compiled-artifact
+        cache (the compile Job publishes there). Nothing else of the bucket; the nodes get none of it."""
+        s = self.spec.serving
+        bucket_arn = f"arn:{pseudo.PARTITION}:s3:::{self._bucket}"
+        cache = f"{serving.facts()['compiled_cache']['prefix']}{s.model.slug}/"
+        self.pod_role = pod_role(
+            self, "PodRole", f"{self.environment}-{self.spec.name}: serving pods (model and compiled artifacts)"
+        )
+        self.pod_role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ListModel", actions=["s3:ListBucket"], resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{s.model.s3_prefix}*", f"{cache}*"]}},
+            )
+        )  # fmt: skip
+        model, compiled = f"{bucket_arn}/{s.model.s3_prefix}*", f"{bucket_arn}/{cache}*"
+        self.pod_role.add_to_policy(iam.PolicyStatement(sid="ReadModel", actions=["s3:GetObject"], resources=[model]))
+        self.pod_role.add_to_policy(
+            iam.PolicyStatement(sid="CompiledModelCache", actions=["s3:GetObject", "s3:PutObject"], resources=[compiled])
+        )
+        acknowledge_each(
+            self.pod_role,
+            {
+                iam5(model): "read the fleet's model weights under this prefix only",
+                iam5(compiled): "the compiled artifacts of this fleet's model, keyed by release, engine, type and parallelism",
+            },
+        )
+        self.pod_identity = eks.CfnPodIdentityAssociation(
+            self,
+            "PodIdentity",
+            cluster_name=cluster.cluster.cluster_name,
+            namespace=self.namespace,
+            service_account=manifests.service_account_name(self.spec.name),
+            role_arn=self.pod_role.role_arn,
+        )
+
+    def _workload(self, t: str, pool: str, replicas: int) -> manifests.FleetWorkload:
+        p = self.profiles[t]
+        return manifests.FleetWorkload(
+            fleet=self.spec.name, pool=pool, instance_type=t, profile=p, model=self.spec.serving.model,
+            image=self.image_uri(p.image), artifacts_image=self.image_uri(str(manifests.eks_facts()["artifacts_image"])),
+            bucket=self._bucket, port=self.spec.port, health_path=self.spec.health_check.path, replicas=replicas,
+            timing=self.timing, region=Stack.of(self).region,
+        )  # fmt: skip
+
+    def _manifests(self, cluster: NeuronEksCluster, controller: LoadBalancerController) -> None:
+        spec = self.spec
+        self.workloads = [self._workload(spec.neuron_type, spec.neuron_pool, spec.replicas)]
+        if spec.gpu_type and spec.gpu_pool:
+            self.workloads.append(self._workload(spec.gpu_type, spec.gpu_pool, 0))
+        self.documents = manifests.fleet_manifests(
+            fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads
+        )
+        self.manifest = eks.KubernetesManifest(
+            self, "Manifests", cluster=cluster.cluster, manifest=self.documents, removal_policy=RemovalPolicy.DESTROY
+        )
+        # The controller (its webhook and the TargetGroupBinding CRD) and the labelled namespace come first, and the
+        # pods' role before the pods.
+        self.manifest.node.add_dependency(controller.chart)
+        self.manifest.node.add_dependency(controller.namespace)
+        self.manifest.node.add_dependency(self.pod_identity)
+
+
+__all__ = ["EksServingFleet", "EksServingSpec", "LoadBalancerController"]

@@ -1,0 +1,349 @@
+"""A fleet's serving workload on EKS as Kubernetes manifests, from the same serving profile as the Auto Scaling path.
+
+Per fleet (names from :mod:`neuronkit.kubernetes.scheduling`): a ServiceAccount (its pod identity role reads the
+weights and the compiled-model cache), a ConfigMap holding ``neuronkit-artifacts`` (the S3 side of a pod), one
+Service selecting both Deployments, one TargetGroupBinding (IP targets) into the CloudFormation-owned target group,
+the Neuron Deployment ``<fleet>-neuron`` and, with fallback types, the GPU Deployment ``<fleet>-gpu`` at zero
+replicas, a PodDisruptionBudget each, and per Neuron compiled-artifact key a compile Job. docs/eks.md ("Serving")
+explains the choices; :func:`timing` ties the preStop delay and grace period to the target group's deregistration.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from neuronkit import catalog
+from neuronkit.catalog import serving
+from neuronkit.kubernetes import load_balancer_controller, scheduling
+from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE
+
+SCRIPT = Path(__file__).parent / "scripts" / "neuronkit-artifacts"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+ACCELERATOR_LABEL = "neuronkit.io/accelerator"
+_SCRIPT_DIR = "/opt/neuronkit"
+
+
+def eks_facts() -> dict[str, Any]:
+    facts: dict[str, Any] = serving.facts()["eks"]
+    return facts
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a serving pod leaves: the target group drains it for ``deregistration_delay_seconds``; its preStop hook
+    sleeps ``prestop_seconds`` (at least the drain, so the balancer stops sending first); the termination grace
+    ``termination_grace_seconds`` covers the preStop and the server's shutdown."""
+
+    deregistration_delay_seconds: int
+    prestop_seconds: int
+    termination_grace_seconds: int
+
+
+def timing(deregistration_delay_seconds: int | None = None) -> Timing:
+    facts = eks_facts()
+    drain = (
+        deregistration_delay_seconds if deregistration_delay_seconds is not None else int(facts["deregistration_delay_seconds"])
+    )
+    prestop = drain + int(facts["prestop_margin_seconds"])
+    return Timing(drain, prestop, prestop + int(facts["shutdown_seconds"]))
+
+
+@dataclass(frozen=True)
+class FleetWorkload:
+    """What one Deployment of a fleet runs: ``profile`` of ``instance_type`` (whole nodes of that type in node group
+    ``pool``), its image and the artifacts helper image as nodes pull them (through the fleet's cache), the artifacts
+    bucket, the serving port and health path, the replicas it starts with and the pod role's service account."""
+
+    fleet: str
+    pool: str
+    instance_type: str
+    profile: serving.ServingProfile
+    model: serving.ModelSpec
+    image: str
+    artifacts_image: str
+    bucket: str
+    port: int = 8080
+    health_path: str = "/health"
+    replicas: int = 1
+    timing: Timing = timing()
+    region: str = ""
+
+    @property
+    def accelerator(self) -> Literal["neuron", "gpu"]:
+        return self.profile.accelerator
+
+    @property
+    def name(self) -> str:
+        return (
+            scheduling.neuron_deployment_name(self.fleet)
+            if self.accelerator == "neuron"
+            else scheduling.gpu_deployment_name(self.fleet)
+        )
+
+
+def service_account_name(fleet: str) -> str:
+    return f"{fleet}-serving"
+
+
+def labels(w: FleetWorkload) -> dict[str, str]:
+    return {**scheduling.fleet_labels(w.fleet), ACCELERATOR_LABEL: w.accelerator}
+
+
+def namespace() -> dict[str, Any]:
+    """The serving namespace, labelled so the controller injects target-health readiness gates into its pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": scheduling.SERVING_NAMESPACE, "labels": load_balancer_controller.readiness_gate_labels()},
+    }
+
+
+def service_account(fleet: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": service_account_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": scheduling.fleet_labels(fleet)},
+    }  # fmt: skip
+
+
+def script_config_map(fleet: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{fleet}-artifacts", "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": scheduling.fleet_labels(fleet)},
+        "data": {SCRIPT.name: SCRIPT.read_text()},
+    }  # fmt: skip
+
+
+def service(fleet: str, port: int) -> dict[str, Any]:
+    """One Service over both Deployments' pods: one TargetGroupBinding registers them all (two bindings on one target
+    group deregister each other's pods, aws-load-balancer-controller#2757)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": scheduling.service_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": scheduling.fleet_labels(fleet)},
+        "spec": {"type": "ClusterIP", "selector": scheduling.fleet_labels(fleet),
+                 "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}]},
+    }  # fmt: skip
+
+
+def target_group_binding(fleet: str, target_group_arn: str, port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "elbv2.k8s.aws/v1beta1",
+        "kind": "TargetGroupBinding",
+        "metadata": {"name": scheduling.service_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": scheduling.fleet_labels(fleet)},
+        "spec": {"serviceRef": {"name": scheduling.service_name(fleet), "port": port}, "targetGroupARN": target_group_arn,
+                 "targetType": "ip"},
+    }  # fmt: skip
+
+
+def device_limits(w: FleetWorkload) -> dict[str, str]:
+    """Whole-node pods: every Neuron device (or GPU) of the type, so one pod holds one node."""
+    it = catalog.get(w.instance_type)
+    if w.accelerator == "neuron":
+        return {NEURON_DEVICE: str(it.neuron_devices)}
+    return {scheduling.GPU_DEVICE: str(it.gpus)}
+
+
+def startup_failures(w: FleetWorkload) -> int:
+    """The startup probe's failure threshold: the profile's boot budget (image pull, weights, load) in probe periods."""
+    return int(math.ceil(w.profile.boot_seconds / int(eks_facts()["probe_period_seconds"])))
+
+
+def _env(w: FleetWorkload, extra: dict[str, str] | None = None) -> list[dict[str, str]]:
+    env = {
+        "ARTIFACTS_BUCKET": w.bucket,
+        "MODEL_PREFIX": w.model.s3_prefix,
+        "CACHE_PREFIX": w.profile.cache_key or "",
+        "WAIT_SECONDS": str(serving.compile_budget_seconds()),
+        "POLL_SECONDS": str(serving.facts()["compiled_cache"]["wait_poll_seconds"]),
+        **({"AWS_REGION": w.region} if w.region else {}),
+        **(extra or {}),
+    }
+    return [{"name": k, "value": v} for k, v in sorted(env.items())]
+
+
+def _helper(w: FleetWorkload, name: str, command: str) -> dict[str, Any]:
+    """A container of the artifacts helper image running ``neuronkit-artifacts <command>`` (``command`` may be a shell
+    line using it)."""
+    return {
+        "name": name,
+        "image": w.artifacts_image,
+        "command": ["/bin/sh", "-c", command],
+        "env": _env(w),
+        "volumeMounts": _mounts(w, script=True),
+    }
+
+
+def _mounts(w: FleetWorkload, *, script: bool = False) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": "model", "mountPath": "/model"}]
+    if w.accelerator == "neuron":
+        out.append({"name": "compiled", "mountPath": "/compiled"})
+    if script:
+        out.append({"name": "scripts", "mountPath": _SCRIPT_DIR, "readOnly": True})
+    else:
+        out.append({"name": "shm", "mountPath": "/dev/shm"})
+    return out
+
+
+def _volumes(w: FleetWorkload) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"name": "model", "emptyDir": {}},
+        {"name": "shm", "emptyDir": {"medium": "Memory"}},
+        {"name": "scripts", "configMap": {"name": f"{w.fleet}-artifacts"}},
+    ]
+    if w.accelerator == "neuron":
+        out.append({"name": "compiled", "emptyDir": {}})
+    return out
+
+
+def _server(w: FleetWorkload, *, probes: bool) -> dict[str, Any]:
+    """The server container: the profile's command line and environment, the type's devices, probes and preStop."""
+    line = serving.server_command(w.profile, w.model, w.port)
+    # A command starting with an option continues the image's entrypoint (the GPU image): pass it as args.
+    start = {"args": line} if line[0].startswith("-") else {"command": line}
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": w.image,
+        **start,
+        "env": [{"name": k, "value": v} for k, v in sorted(w.profile.env.items())],
+        "ports": [{"name": "http", "containerPort": w.port, "protocol": "TCP"}],
+        "resources": {"limits": device_limits(w), "requests": device_limits(w)},
+        "volumeMounts": _mounts(w),
+    }
+    if w.accelerator == "neuron":
+        container["securityContext"] = {"capabilities": {"add": list(serving.facts()["neuron_capabilities"])}}
+    if probes:
+        facts = eks_facts()
+        period = int(facts["probe_period_seconds"])
+        check = {"httpGet": {"path": w.health_path, "port": w.port}, "periodSeconds": period}
+        container["startupProbe"] = {**check, "failureThreshold": startup_failures(w)}
+        container["readinessProbe"] = {**check, "failureThreshold": int(facts["readiness_failures"])}
+        container["livenessProbe"] = {**check, "failureThreshold": int(facts["liveness_failures"])}
+        container["lifecycle"] = {"preStop": {"sleep": {"seconds": w.timing.prestop_seconds}}}
+    return container
+
+
+def _pod_spec(w: FleetWorkload) -> dict[str, Any]:
+    return {
+        "serviceAccountName": service_account_name(w.fleet),
+        "nodeSelector": {**scheduling.pool_node_selector(w.pool), INSTANCE_TYPE_LABEL: w.instance_type},
+        "tolerations": scheduling.accelerator_tolerations(w.accelerator),
+        "volumes": _volumes(w),
+    }
+
+
+def deployment(w: FleetWorkload) -> dict[str, Any]:
+    """The fleet's Deployment of one accelerator: whole-node pods that wait for the compiled-artifact key (Neuron),
+    fetch weights and artifacts, then serve; ``maxUnavailable: 0`` keeps old pods serving until new ones are Ready."""
+    init = [_helper(w, "wait-for-artifacts", f"{_SCRIPT_DIR}/{SCRIPT.name} wait")] if w.profile.cache_key else []
+    init.append(_helper(w, "fetch", f"{_SCRIPT_DIR}/{SCRIPT.name} fetch"))
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
+        "spec": {
+            "replicas": w.replicas,
+            "selector": {"matchLabels": labels(w)},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels(w)},
+                "spec": {
+                    **_pod_spec(w),
+                    "terminationGracePeriodSeconds": w.timing.termination_grace_seconds,
+                    "initContainers": init,
+                    "containers": [_server(w, probes=True)],
+                },
+            },
+        },
+    }
+
+
+def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
+    """Node drains take one serving pod of the Deployment at a time."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels(w)}},
+    }
+
+
+def compile_job_name(w: FleetWorkload) -> str:
+    """``<fleet>-compile-<digest>``: a new key (or image) is a new Job; Jobs are immutable, so an unchanged one stays."""
+    # The upstream image, never ``w.image``: its pull-through URI holds deploy-time tokens whose text varies per synth.
+    digest = hashlib.sha256(json.dumps([w.profile.cache_key, w.profile.image, w.instance_type]).encode()).hexdigest()[:10]
+    return f"{w.fleet}-compile-{digest}"
+
+
+def compile_job(w: FleetWorkload) -> dict[str, Any]:
+    """The Job that writes a new compiled-artifact key: skip when the key is complete; else fetch the weights, start the
+    server until it answers its health check (vLLM compiles into /compiled on start), then publish and mark complete."""
+    assert w.profile.cache_key, "GPU profiles compile nothing"
+    script = f"{_SCRIPT_DIR}/{SCRIPT.name}"
+    line = " ".join(_quote(a) for a in serving.server_command(w.profile, w.model, w.port))
+    health = f"http://127.0.0.1:{w.port}{w.health_path}"
+    compile_line = (
+        "test -f /compiled/.neuronkit-skip && exit 0; "
+        f"{line} & pid=$!; "
+        f"until python3 -c 'import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=5)' {health} 2>/dev/null; "
+        'do kill -0 "$pid" || exit 1; sleep 10; done; kill "$pid"; wait "$pid" || true'
+    )
+    compiler = {**_server(w, probes=False), "name": "compile", "command": ["/bin/sh", "-c", compile_line]}
+    compiler.pop("args", None)
+    compiler.pop("ports", None)
+    deadline = w.profile.boot_seconds + serving.compile_budget_seconds()
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": compile_job_name(w), "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": {**scheduling.fleet_labels(w.fleet), "neuronkit.io/role": "compile"}},
+        "spec": {
+            "backoffLimit": 1,
+            "activeDeadlineSeconds": deadline,
+            "template": {
+                "metadata": {"labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"}},
+                "spec": {
+                    **_pod_spec(w),
+                    "restartPolicy": "Never",
+                    "initContainers": [
+                        _helper(w, "fetch", f"if {script} compiled; then touch /compiled/.neuronkit-skip; else {script} fetch; fi"),
+                        compiler,
+                    ],
+                    "containers": [_helper(w, "publish", f"{script} publish")],
+                },
+            },
+        },
+    }  # fmt: skip
+
+
+def _quote(arg: str) -> str:
+    return arg if all(c.isalnum() or c in "-_./:=" for c in arg) else "'" + arg.replace("'", "'\\''") + "'"
+
+
+def fleet_manifests(*, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload]) -> list[dict[str, Any]]:
+    """Every manifest of one fleet, in apply order: the Service and its binding exist before the pods (the controller
+    injects readiness gates only into pods created after both, docs/deploy/pod_readiness_gate.md)."""
+    out = [service_account(fleet), script_config_map(fleet), service(fleet, port),
+           target_group_binding(fleet, target_group_arn, port)]  # fmt: skip
+    for w in workloads:
+        if w.profile.cache_key:
+            out.append(compile_job(w))
+        out.extend([deployment(w), pod_disruption_budget(w)])
+    return out
+
+
+__all__ = [
+    "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
+    "namespace", "pod_disruption_budget", "service", "service_account", "service_account_name", "startup_failures",
+    "target_group_binding", "timing",
+]  # fmt: skip

@@ -2,9 +2,10 @@
 
 from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
 from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
+from neuronkit.constructs.eks.spill import GpuSpill, SpillSpec
 from neuronkit.constructs.eks.workloads import LustreVolume, NeuronWorkloads, WorkloadsSpec
 
 __all__ = [
-    "ClusterSpec", "LustreVolume", "NeuronEksCluster", "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec",
+    "ClusterSpec", "GpuSpill", "SpillSpec", "LustreVolume", "NeuronEksCluster", "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec",
     "WorkloadsSpec", "eks_boot_script", "node_user_data",
 ]  # fmt: skip

@@ -82,6 +82,12 @@ class Eks(Strict):
         default_factory=EksNeuron,
         description="The Neuron Helm chart's device plugin or DRA driver, and node recovery (docs/eks.md).",
     )
+    node_autoscaler: bool = Field(
+        default=True,
+        description="Cluster Autoscaler (pinned per Kubernetes minor in the catalog) adds and removes nodes of the node "
+        "groups between min_size and max_size as pods need them; false keeps each group at its desired size. It cannot "
+        "drive eks.neuron.dra (validate refuses both together).",
+    )
 
     @property
     def version(self) -> str:
@@ -149,6 +155,27 @@ def eks_neuron_problems(eks: Eks | None, neuron_releases: list[str]) -> list[tup
     return [("eks.neuron.dra", f"the Neuron DRA driver {why}; or remove eks.neuron.dra") for why in reasons]
 
 
+def eks_autoscaling_problems(kubernetes_version: str, *, dra: bool, node_autoscaler: bool = True) -> list[tuple[str, str]]:
+    """The node autoscaler: a catalog pin of the cluster's minor, and no Neuron DRA it cannot drive."""
+    if not node_autoscaler:
+        return []
+    from neuronkit.kubernetes import autoscaler
+
+    out = [
+        ("eks.kubernetes_version", f"{why}; use a version the catalog pins, or set eks.node_autoscaler: false")
+        for why in autoscaler.version_problems(kubernetes_version)
+    ]
+    if dra and not autoscaler.drives_dra():
+        out.append(
+            (
+                "eks.neuron.dra",
+                "Cluster Autoscaler cannot add nodes for pods that claim Neuron devices through DRA (it models an empty "
+                "node group from tags, without ResourceSlices); set eks.node_autoscaler: false or remove eks.neuron.dra",
+            )
+        )
+    return out
+
+
 _LATER = "comes with the Kubernetes workloads (docs/eks.md, 'Not yet on EKS')"
 # Training keys EKS does not honour, with the reason; checked only when the file sets them.
 _TRAINING_REFUSED: dict[str, str] = {
@@ -160,7 +187,7 @@ _TRAINING_REFUSED: dict[str, str] = {
 }
 _INFERENCE_ALLOWED = {
     "name", "neuron_types", "fallback_types", "az_ids", "min_size", "max_size", "desired_size", "root_volume_gib",
-    "neuron_sdk", "workload",
+    "neuron_sdk", "workload", "spill_after_minutes", "return_after_minutes",
 }  # fmt: skip
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",

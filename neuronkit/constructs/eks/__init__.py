@@ -1,11 +1,13 @@
 """Amazon EKS constructs (platform: eks): the cluster and the managed node groups that are the kit's pools."""
 
+from neuronkit.constructs.eks.autoscaling import AutoscalingSpec, ClusterAutoscaling, FleetScaling
 from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
 from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
 from neuronkit.constructs.eks.spill import GpuSpill, SpillSpec
 from neuronkit.constructs.eks.workloads import LustreVolume, NeuronWorkloads, WorkloadsSpec
 
 __all__ = [
-    "ClusterSpec", "GpuSpill", "SpillSpec", "LustreVolume", "NeuronEksCluster", "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec",
-    "WorkloadsSpec", "eks_boot_script", "node_user_data",
+    "AutoscalingSpec", "ClusterAutoscaling", "ClusterSpec", "FleetScaling", "GpuSpill", "LustreVolume", "NeuronEksCluster",
+    "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec", "SpillSpec", "WorkloadsSpec", "eks_boot_script",
+    "node_user_data",
 ]  # fmt: skip

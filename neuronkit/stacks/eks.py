@@ -6,14 +6,18 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from aws_cdk import Tags
 from constructs import Construct
 
+from neuronkit import catalog
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
 from neuronkit.constructs.budget import CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.eks import (
+    AutoscalingSpec,
+    ClusterAutoscaling,
     ClusterSpec,
     LustreVolume,
     NeuronEksCluster,
@@ -25,6 +29,7 @@ from neuronkit.constructs.eks import (
 )  # fmt: skip
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes.autoscaler import node_group_template_tags
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
@@ -65,6 +70,7 @@ class EksStack(NeuronkitStack):
         for fleet in config.inference:
             self._inference(config, fleet)
         self.workloads = self._workloads(config, storage)
+        self.autoscaling = self._autoscaling(config)
         self.monitoring = self._monitoring(config, storage)
 
     def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
@@ -121,6 +127,21 @@ class EksStack(NeuronkitStack):
             ),
         )
         return workloads
+
+    def _autoscaling(self, config: Environment) -> ClusterAutoscaling | None:
+        """Cluster Autoscaler (eks.node_autoscaler) and, with inference fleets, the KEDA operator; node groups that may
+        sit empty tell the autoscaler the Neuron devices a node would offer (per fleet: ScaledObject and GPU spill,
+        docs/eks.md "Scaling on demand")."""
+        assert config.eks is not None
+        spec = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, keda=bool(config.inference))
+        if not (spec.node_autoscaler or spec.keda):
+            return None
+        if spec.node_autoscaler:
+            for group in self.node_groups.values():
+                devices = catalog.get(group.spec.instance_types[0]).neuron_devices if group.spec.image == "neuron" else 0
+                for key, value in node_group_template_tags(neuron_devices=devices).items():
+                    Tags.of(group.nodegroup).add(key, value, include_resource_types=["AWS::EKS::Nodegroup"])
+        return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=spec)
 
     def _script(
         self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None

@@ -83,7 +83,8 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
-    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "neuron-helm-chart"]
+    # Part 3b adds Cluster Autoscaler and KEDA (test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda).
+    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "cluster-autoscaler", "keda", "neuron-helm-chart"]
     assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
     assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
     values = json.loads(charts["neuron-helm-chart"]["Values"])
@@ -225,3 +226,26 @@ def test_reports_read_the_node_groups_as_the_files_pools(eks_synth: tuple[Path, 
     assert ("pretrain", "training") == synthesized[2][:2] and synthesized[2][7] == 188160 and synthesized[2][8] == 336
     text = summarize(outdir)
     assert "4 compute pool(s)" in text and "| eks-eks | pretrain | training | trn2.48xlarge | 0/0/16 |" in text
+
+
+def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Cluster Autoscaler at the pin of the cluster's minor and the KEDA operator (the example serves a fleet), each on
+    the system node group with its pod identity; the empty-able Neuron group tells the autoscaler its devices."""
+    from neuronkit.kubernetes import autoscaler
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    version = str(EKS["kubernetes"]["version"])
+    assert charts["cluster-autoscaler"]["Version"] == autoscaler.pin(version)["chart_version"]
+    assert charts["keda"]["Version"] == EKS["keda"]["version"]
+    links = {
+        (r["Properties"]["Namespace"], r["Properties"]["ServiceAccount"])
+        for r in res.values()
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation"
+    }
+    assert {("kube-system", "cluster-autoscaler"), ("keda", "keda-operator")} <= links
+    groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
+    key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
+    assert groups["eks-chat"]["Tags"][key] == str(catalog.get("inf2.48xlarge").neuron_devices)
+    assert key not in groups["eks-chat-gpu"]["Tags"]

@@ -232,7 +232,7 @@ def test_the_roles_have_the_documented_least_policies(scaling_template: dict[str
     assert sorted(ca["Discover"]["Action"]) == sorted(EKS["node_autoscaler"]["read_actions"])
     write = ca["ScaleOwnGroups"]
     assert sorted(write["Action"]) == ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"]
-    assert write["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/team": "owned"}}
+    assert write["Condition"] == {"Null": {"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/team": "false"}}
 
 
 def test_the_fleet_scaled_object_names_its_own_target_group_and_waits_for_keda(scaling_template: dict[str, Any]) -> None:

@@ -76,7 +76,9 @@ class ClusterAutoscaling(Construct):
                 sid="ScaleOwnGroups",
                 actions=list(f["write_actions"]),
                 resources=[f"arn:{pseudo.PARTITION}:autoscaling:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:autoScalingGroup:*"],
-                conditions={"StringEquals": {f"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/{name}": "owned"}},
+                # EKS tags its managed node groups' Auto Scaling groups for the autoscaler (k8s.io/cluster-autoscaler/
+                # <cluster>): only groups carrying this cluster's tag, whatever its value.
+                conditions={"Null": {f"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/{name}": "false"}},
             )
         )
         acknowledge_each(
@@ -86,7 +88,7 @@ class ClusterAutoscaling(Construct):
                 "permissions (its AWS README's policy)",
                 "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:"
                 "autoScalingGroup:*]": "EKS names the node groups' Auto Scaling groups; SetDesiredCapacity and "
-                "TerminateInstanceInAutoScalingGroup are limited to groups tagged k8s.io/cluster-autoscaler/<cluster>: owned",
+                "TerminateInstanceInAutoScalingGroup are limited to groups tagged k8s.io/cluster-autoscaler/<cluster>",
             },
         )
         version = self._cluster.spec.version

@@ -65,10 +65,11 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     assert len(unmodelled["AWS::EKS::AccessEntry"]) == 3  # admin, viewer and the kubectl handler's role
     addons = [k for k in EKS["addons"] if k != "source"] + ["aws-fsx-csi-driver"]  # the example has Lustre
     assert len(unmodelled["AWS::EKS::Addon"]) == len(addons) == 5
-    # Part 2: the two Helm charts, the Lustre volume manifest and the two pod identity associations are named too.
-    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2
+    # Part 2: the two Helm charts, the Lustre volume manifest and the two pod identity associations are named too;
+    # part 3b adds Cluster Autoscaler's and KEDA's charts and pod identity associations.
+    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 4
     assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 1
-    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2
+    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 4
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
     # it) and the group metrics turned on for it (the dashboard's nodes in service).
     names = [r for r in unmodelled["Custom::AWS"] if "AutoScalingGroupName" in r]

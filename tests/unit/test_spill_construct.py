@@ -14,7 +14,7 @@ from aws_cdk import aws_sns as sns
 from neuronkit import catalog
 from neuronkit.constructs.eks import GpuSpill, SpillSpec
 from neuronkit.kubernetes import spill as rbac
-from tests.templates import bare_stack, one, resources, template
+from tests.templates import bare_stack, resources, template
 from tests.unit.test_eks import _cluster
 
 K8S = str(catalog.eks_facts()["kubernetes"]["version"])
@@ -119,8 +119,12 @@ def test_the_rbac_manifest_is_least_and_valid(spill_template: dict[str, Any]) ->
     assert all(d["kind"] != "ClusterRole" for d in rbac.manifests("chat"))  # nothing cluster-scoped
 
 
-def test_a_lasting_fallback_alarms_on_the_topic(spill_template: dict[str, Any]) -> None:
-    alarm = one(spill_template, "AWS::CloudWatch::Alarm")["Properties"]
+def test_a_lasting_fallback_and_a_failing_run_alarm_on_the_topic(spill_template: dict[str, Any]) -> None:
+    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources(spill_template, "AWS::CloudWatch::Alarm").values()}
+    assert sorted(alarms) == ["team-chat-gpu-spill", "team-chat-spill-errors"]
+    errors = alarms["team-chat-spill-errors"]
+    assert errors["MetricName"] == "Errors" and errors["Threshold"] == 0 and len(errors["AlarmActions"]) == 1
+    alarm = alarms["team-chat-gpu-spill"]
     assert alarm["AlarmName"] == "team-chat-gpu-spill" and alarm["MetricName"] == "GpuReplicas"
     assert alarm["Statistic"] == "Minimum" and alarm["Period"] == 3600 and alarm["EvaluationPeriods"] == 6
     assert alarm["ComparisonOperator"] == "GreaterThanThreshold" and alarm["Threshold"] == 0

@@ -77,7 +77,7 @@ class GpuSpill(Construct):
     ``autoscaling:DescribeScalingActivities``. Its memory is an SSM parameter of its own (``memory``).
 
     Public attributes: ``function``, ``rule``, ``log_group``, ``memory``, ``security_group``, ``access_entry``,
-    ``rbac_manifest``, ``fallback_alarm``; :meth:`metric` and :meth:`widget` for the environment's dashboard.
+    ``rbac_manifest``, ``fallback_alarm``, ``errors_alarm``; :meth:`metric` and :meth:`widget` for the environment's dashboard.
     """
 
     def __init__(
@@ -243,8 +243,21 @@ class GpuSpill(Construct):
             ),
         )
         Tags.of(self.fallback_alarm).add("neuronkit:pool", self.spec.fleet)
+        # A scheduled function fails silently unless its Errors metric is watched (Lambda metrics).
+        self.errors_alarm = cloudwatch.Alarm(
+            self,
+            "ErrorsAlarm",
+            alarm_name=f"{self.spec.environment}-{self.spec.fleet}-spill-errors",
+            metric=self.function.metric_errors(period=durations.minutes(5), statistic="Sum"),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"The {self.spec.fleet} spill function failed in the last 5 minutes; read its log group.",
+        )
         if topic is not None:
-            self.fallback_alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            for alarm in (self.fallback_alarm, self.errors_alarm):
+                alarm.add_alarm_action(cw_actions.SnsAction(topic))
 
     def metric(self, name: str, *, period_minutes: int = 5, labelled: bool = True) -> cloudwatch.Metric:
         """One of ``GpuReplicas``, ``NeuronShortfall``, ``NeuronReady`` of this fleet (maximum over the period)."""

@@ -33,6 +33,7 @@ import logging
 import os
 import ssl
 import tempfile
+import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict, dataclass, replace

@@ -270,3 +270,33 @@ def test_the_eks_token_is_a_presigned_get_caller_identity_for_the_cluster(creden
 
 def test_the_handler_ignores_other_events() -> None:
     assert spill.handler({"source": "aws.s3"})["action"] == "ignored"
+
+
+def test_the_lambda_entry_point_spills_through_the_fake_api_and_remembers_in_ssm(
+    credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """handler() as Lambda runs it: settings from the environment, the token from the role's credentials, the memory
+    parameter in SSM (moto), the Kubernetes API a local server; EventBridge's event time is the run's clock."""
+    from moto import mock_aws
+
+    with mock_aws(), FakeApi(_routes("pods-short.json")) as api:
+        ssm = boto3.client("ssm", region_name="us-east-1")
+        ssm.put_parameter(Name="/neuronkit/team/chat/spill", Value="{}", Type="String")
+        env = {
+            "CLUSTER_NAME": "team", "CLUSTER_ENDPOINT": api.endpoint, "CLUSTER_CA": "", "AWS_REGION": "us-east-1",
+            "FLEET_NAMESPACE": NS, "NEURON_DEPLOYMENT": "chat-neuron", "GPU_DEPLOYMENT": "chat-gpu",
+            "ENVIRONMENT": "team", "POOL": "chat", "METRICS_NAMESPACE": "Neuronkit",
+            "MEMORY_PARAMETER": "/neuronkit/team/chat/spill", "SPILL_AFTER_MINUTES": "5", "RETURN_AFTER_MINUTES": "30",
+            "MAX_GPU_REPLICAS": "4", "NEURON_GROUPS": "",
+        }  # fmt: skip
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        event = {"source": "aws.events", "detail-type": "Scheduled Event", "time": "2026-11-26T10:02:00Z"}
+        first = spill.handler(event)
+        assert first["action"] == "wait" and not [r for r in api.requests if r["method"] == "PATCH"]
+        remembered = json.loads(ssm.get_parameter(Name="/neuronkit/team/chat/spill")["Parameter"]["Value"])
+        assert remembered["trouble_since"] == "2026-11-26T10:00:00Z"
+        second = spill.handler({**event, "time": "2026-11-26T10:05:00Z"})
+    assert second["action"] == "spill" and second["GpuReplicas"] == 2
+    [patch] = [r for r in api.requests if r["method"] == "PATCH"]
+    assert patch["path"] == f"{DEPLOYMENTS}/chat-gpu/scale" and json.loads(patch["body"]) == {"spec": {"replicas": 2}}

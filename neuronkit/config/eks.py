@@ -84,9 +84,10 @@ class Eks(Strict):
     )
     node_autoscaler: bool = Field(
         default=True,
-        description="Cluster Autoscaler (pinned per Kubernetes minor in the catalog) adds and removes nodes of the node "
-        "groups between min_size and max_size as pods need them; false keeps each group at its desired size. It cannot "
-        "drive eks.neuron.dra (validate refuses both together).",
+        description="Cluster Autoscaler (pinned per Kubernetes minor in the catalog) adds and removes nodes of the "
+        "inference fleets' node groups between min_size and max_size as serving pods need them (training node groups "
+        "keep their sizes); false keeps every group at its desired size. It cannot drive eks.neuron.dra (validate "
+        "refuses both together when there are fleets).",
     )
 
     @property
@@ -155,9 +156,12 @@ def eks_neuron_problems(eks: Eks | None, neuron_releases: list[str]) -> list[tup
     return [("eks.neuron.dra", f"the Neuron DRA driver {why}; or remove eks.neuron.dra") for why in reasons]
 
 
-def eks_autoscaling_problems(kubernetes_version: str, *, dra: bool, node_autoscaler: bool = True) -> list[tuple[str, str]]:
-    """The node autoscaler: a catalog pin of the cluster's minor, and no Neuron DRA it cannot drive."""
-    if not node_autoscaler:
+def eks_autoscaling_problems(
+    kubernetes_version: str, *, dra: bool, node_autoscaler: bool = True, fleets: bool = True
+) -> list[tuple[str, str]]:
+    """The node autoscaler (installed for inference fleets): a catalog pin of the cluster's minor, and no Neuron DRA it
+    cannot drive."""
+    if not node_autoscaler or not fleets:
         return []
     from neuronkit.kubernetes import autoscaler
 

@@ -99,7 +99,9 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
         versions = sorted({r.release.version for r in releases.values() if r.release is not None})
         problems += eks_neuron_problems(env.eks, versions)
         if env.eks is not None:
-            problems += eks_autoscaling_problems(env.eks.version, dra=env.eks.neuron.dra, node_autoscaler=env.eks.node_autoscaler)
+            problems += eks_autoscaling_problems(
+                env.eks.version, dra=env.eks.neuron.dra, node_autoscaler=env.eks.node_autoscaler, fleets=bool(env.inference)
+            )
     return problems
 
 

@@ -8,7 +8,7 @@ by the tags EKS puts on their Auto Scaling groups, and never removes a node unde
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neuronkit import catalog
@@ -68,14 +68,23 @@ def node_group_template_tags(*, neuron_devices: int = 0, gpus: int = 0) -> dict[
     return tags
 
 
-def values(*, cluster_name: str, region: str, kubernetes_version: str) -> dict[str, Any]:
-    """The chart's values: auto-discovery of this cluster's groups, the pinned image, the system node group, the
-    service account of the pod identity association, and no scale-down of nodes with kube-system pods' local data."""
+def values(
+    *, cluster_name: str, region: str, kubernetes_version: str, groups: Sequence[tuple[str, int, int]] = ()
+) -> dict[str, Any]:
+    """The chart's values: the pinned image, the system node group, the service account of the pod identity
+    association, and which Auto Scaling groups it scales: ``groups`` (name, min, max) only (the chart's
+    ``autoscalingGroups``, ``--nodes=min:max:name``), or without them every group EKS tags for this cluster
+    (auto-discovery)."""
     f = facts()
+    scope: dict[str, Any] = (
+        {"autoscalingGroups": [{"name": n, "minSize": lo, "maxSize": hi} for n, lo, hi in groups]}
+        if groups
+        else {"autoDiscovery": {"clusterName": cluster_name}}
+    )
     return {
         "cloudProvider": "aws",
         "awsRegion": region,
-        "autoDiscovery": {"clusterName": cluster_name},
+        **scope,
         "image": {"repository": str(f["image"]), "tag": str(pin(kubernetes_version)["image_tag"])},
         "rbac": {"serviceAccount": {"create": True, "name": str(f["service_account"])}},
         "nodeSelector": system_node_selector(),

@@ -24,6 +24,7 @@ from neuronkit.constructs.eks import (
     NeuronNodeGroup,
     NeuronWorkloads,
     NodeGroupSpec,
+    ScaledGroup,
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
@@ -129,18 +130,23 @@ class EksStack(NeuronkitStack):
         return workloads
 
     def _autoscaling(self, config: Environment) -> ClusterAutoscaling | None:
-        """Cluster Autoscaler (eks.node_autoscaler) and, with inference fleets, the KEDA operator; node groups that may
-        sit empty tell the autoscaler the Neuron devices a node would offer (per fleet: ScaledObject and GPU spill,
-        docs/eks.md "Scaling on demand")."""
+        """With inference fleets: Cluster Autoscaler (eks.node_autoscaler) on the fleets' node groups only, whose empty
+        Neuron groups tell it the devices a node would offer, and the KEDA operator (per fleet: ScaledObject and GPU
+        spill, docs/eks.md "Scaling on demand"). Training node groups keep their sizes."""
         assert config.eks is not None
-        spec = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, keda=bool(config.inference))
-        if not (spec.node_autoscaler or spec.keda):
+        fleets = {f.name for f in config.inference} | {eks_fallback_pool_name(f.name) for f in config.inference}
+        serving = [g for name, g in self.node_groups.items() if name in fleets]
+        if not serving:
             return None
-        if spec.node_autoscaler:
-            for group in self.node_groups.values():
-                devices = catalog.get(group.spec.instance_types[0]).neuron_devices if group.spec.image == "neuron" else 0
+        groups: list[ScaledGroup] = []
+        if config.eks.node_autoscaler:
+            for group in serving:
+                spec = group.spec
+                devices = catalog.get(spec.instance_types[0]).neuron_devices if spec.image == "neuron" else 0
                 for key, value in node_group_template_tags(neuron_devices=devices).items():
                     Tags.of(group.nodegroup).add(key, value, include_resource_types=["AWS::EKS::Nodegroup"])
+                groups.append(ScaledGroup(name=group.auto_scaling_group_name, min_size=spec.min_size, max_size=spec.max_size))
+        spec = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
         return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=spec)
 
     def _script(

@@ -231,6 +231,8 @@ def test_reports_read_the_node_groups_as_the_files_pools(eks_synth: tuple[Path, 
 def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_synth: tuple[Path, dict[str, Any]]) -> None:
     """Cluster Autoscaler at the pin of the cluster's minor and the KEDA operator (the example serves a fleet), each on
     the system node group with its pod identity; the empty-able Neuron group tells the autoscaler its devices."""
+    import json
+
     from neuronkit.kubernetes import autoscaler
 
     _, templates = eks_synth
@@ -245,6 +247,13 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
         if r["Type"] == "AWS::EKS::PodIdentityAssociation"
     }
     assert {("kube-system", "cluster-autoscaler"), ("keda", "keda-operator")} <= links
+    # It resizes the fleet's two node groups only (chat, chat-gpu); the training groups keep their sizes.
+    parts = charts["cluster-autoscaler"]["Values"]["Fn::Join"][1]
+    rendered = "".join(p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts)
+    scaled = json.loads(rendered)["autoscalingGroups"]
+    assert len(scaled) == 2 and all(g["name"].startswith("<NodeGroupchat") for g in scaled), scaled
+    fleet = load_environment(FILE).inference[0]
+    assert sorted((g["minSize"], g["maxSize"]) for g in scaled) == [(0, fleet.max_size), (fleet.min_size, fleet.max_size)]
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
     key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
     assert groups["eks-chat"]["Tags"][key] == str(catalog.get("inf2.48xlarge").neuron_devices)

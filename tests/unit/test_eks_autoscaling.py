@@ -16,7 +16,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
 from neuronkit import catalog
-from neuronkit.constructs.eks import AutoscalingSpec, ClusterAutoscaling, FleetScaling
+from neuronkit.constructs.eks import AutoscalingSpec, ClusterAutoscaling, FleetScaling, ScaledGroup
 from neuronkit.kubernetes import autoscaler, keda
 from neuronkit.kubernetes.scheduling import system_node_selector
 from tests.templates import bare_stack, resources, template
@@ -255,3 +255,34 @@ def test_a_cluster_version_without_an_autoscaler_pin_stops_synth(monkeypatch: py
     stack = bare_stack()
     with pytest.raises(ValueError, match="node_autoscaler: the catalog pins no Cluster Autoscaler"):
         ClusterAutoscaling(stack, "A", cluster=_cluster(stack), spec=AutoscalingSpec(environment="team"))
+
+
+def test_named_groups_are_the_only_ones_the_autoscaler_resizes_or_may_change() -> None:
+    """The autoscaler README's "Minimal IAM Permissions Policy": --nodes=min:max:name per group and writes on those
+    groups' ARNs only (the kit passes its inference fleets' node groups; training groups keep their sizes)."""
+    stack = bare_stack()
+    cluster = _cluster(stack)
+    spec = AutoscalingSpec(
+        environment="team", keda=False,
+        groups=[ScaledGroup(name="eks-chat-1a2b", min_size=1, max_size=4), ScaledGroup(name="eks-chat-gpu-3c4d", min_size=0, max_size=4)],
+    )  # fmt: skip
+    built = ClusterAutoscaling(stack, "Autoscaling", cluster=cluster, spec=spec)
+    assert built.keda_chart is None
+    data = template(stack)
+    ca = _policy(data, "AutoscalingAutoscalerRole")["ScaleOwnGroups"]
+    assert "Condition" not in ca
+    names = [json.dumps(r) for r in ca["Resource"]]
+    assert (
+        len(names) == 2
+        and "autoScalingGroupName/eks-chat-1a2b" in names[0]
+        and "autoScalingGroupName/eks-chat-gpu-3c4d" in names[1]
+    )
+    values = autoscaler.values(
+        cluster_name="team", region="us-east-1", kubernetes_version="1.35", groups=[("eks-chat-1a2b", 1, 4)]
+    )
+    assert (
+        values["autoscalingGroups"] == [{"name": "eks-chat-1a2b", "minSize": 1, "maxSize": 4}] and "autoDiscovery" not in values
+    )
+    assert _unknown(values, {**_fixture("cluster-autoscaler-9.59.0.values.yaml")["values"], "extraArgs": {}}) == set()
+    with pytest.raises(ValueError, match="sizes"):
+        ScaledGroup(name="g", min_size=3, max_size=2)

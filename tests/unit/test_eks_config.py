@@ -172,3 +172,5 @@ def test_a_cluster_without_the_node_autoscaler_needs_no_pin(here: Path) -> None:
     assert problems({"eks.node_autoscaler": False, "eks.neuron": {"dra": True}}, tmp=here) == []
     found = problems({"eks.neuron": {"dra": True}}, tmp=here)
     assert [line for line in found if "eks.neuron.dra" in line and "Cluster Autoscaler" in line], found
+    # Without inference fleets the kit installs no autoscaler (training node groups keep their sizes): DRA is fine.
+    assert problems({"eks.neuron": {"dra": True}}, drop=("inference",), tmp=here) == []

@@ -1,6 +1,6 @@
 """Amazon EKS constructs (platform: eks): the cluster and the managed node groups that are the kit's pools."""
 
-from neuronkit.constructs.eks.autoscaling import AutoscalingSpec, ClusterAutoscaling, FleetScaling
+from neuronkit.constructs.eks.autoscaling import AutoscalingSpec, ClusterAutoscaling, FleetScaling, ScaledGroup
 from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
 from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
 from neuronkit.constructs.eks.spill import GpuSpill, SpillSpec
@@ -8,6 +8,6 @@ from neuronkit.constructs.eks.workloads import LustreVolume, NeuronWorkloads, Wo
 
 __all__ = [
     "AutoscalingSpec", "ClusterAutoscaling", "ClusterSpec", "FleetScaling", "GpuSpill", "LustreVolume", "NeuronEksCluster",
-    "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec", "SpillSpec", "WorkloadsSpec", "eks_boot_script",
+    "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec", "ScaledGroup", "SpillSpec", "WorkloadsSpec", "eks_boot_script",
     "node_user_data",
 ]  # fmt: skip

@@ -25,23 +25,42 @@ from neuronkit.kubernetes import autoscaler, keda
 
 
 @dataclass(frozen=True)
+class ScaledGroup:
+    """An Auto Scaling group Cluster Autoscaler may resize (a node group's, named by EKS: a token is fine), between
+    ``min_size`` and ``max_size``."""
+
+    name: str
+    min_size: int
+    max_size: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_size <= self.max_size or self.max_size < 1:
+            raise ValueError(
+                f"{self.name}: sizes min {self.min_size}, max {self.max_size} must satisfy 0 <= min <= max, max >= 1"
+            )
+
+
+@dataclass(frozen=True)
 class AutoscalingSpec:
     """``environment`` names the roles; ``node_autoscaler`` installs Cluster Autoscaler (default on), ``keda`` the KEDA
-    operator (default on). The Kubernetes version is the cluster's (its spec): the autoscaler's pin follows it."""
+    operator (default on). ``groups``: the only groups the autoscaler resizes, and its role may change (the kit passes
+    its inference fleets' node groups); empty, it discovers every group EKS tags for the cluster and its role may
+    change any of them. The Kubernetes version is the cluster's (its spec): the autoscaler's pin follows it."""
 
     environment: str
     node_autoscaler: bool = True
     keda: bool = True
+    groups: Sequence[ScaledGroup] = ()
 
 
 class ClusterAutoscaling(Construct):
     """Cluster Autoscaler (``autoscaler_chart``, role ``autoscaler_role``) and the KEDA operator (``keda_chart``, role
     ``keda_role``), each on the system node group with a pod identity association.
 
-    Cluster Autoscaler discovers the node groups by the tags EKS puts on their Auto Scaling groups
-    (``k8s.io/cluster-autoscaler/enabled`` and ``k8s.io/cluster-autoscaler/<cluster>``); its role reads what the
-    autoscaler's "Full Cluster Autoscaler Features Policy" reads and changes only groups tagged with this cluster's
-    name. KEDA's operator role may call ``cloudwatch:GetMetricData`` and nothing else. ``chart_versions`` (chart ->
+    Cluster Autoscaler resizes the groups of ``spec.groups`` only (its role may change those and no other), or,
+    without them, discovers the node groups by the tags EKS puts on their Auto Scaling groups
+    (``k8s.io/cluster-autoscaler/enabled`` and ``k8s.io/cluster-autoscaler/<cluster>``) and may change only groups
+    tagged with this cluster's name; it reads what the autoscaler's AWS README lists. KEDA's operator role may call ``cloudwatch:GetMetricData`` and nothing else. ``chart_versions`` (chart ->
     pinned version) feeds the reports.
     """
 
@@ -71,26 +90,35 @@ class ClusterAutoscaling(Construct):
         name = self._cluster.spec.name
         self.autoscaler_role = pod_role(self, "AutoscalerRole", f"{self.spec.environment}: Cluster Autoscaler")
         self.autoscaler_role.add_to_policy(iam.PolicyStatement(sid="Discover", actions=list(f["read_actions"]), resources=["*"]))
-        self.autoscaler_role.add_to_policy(
-            iam.PolicyStatement(
+        prefix = f"arn:{pseudo.PARTITION}:autoscaling:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:autoScalingGroup:*"
+        groups = list(self.spec.groups)
+        reasons = {
+            "AwsSolutions-IAM5[Resource::*]": "the describe calls Cluster Autoscaler makes have no resource-level "
+            "permissions (its AWS README's policy)"
+        }
+        if groups:
+            # The autoscaler's "Minimal IAM Permissions Policy": writes on the named groups only.
+            arns = [f"{prefix}:autoScalingGroupName/{g.name}" for g in groups]
+            statement = iam.PolicyStatement(sid="ScaleOwnGroups", actions=list(f["write_actions"]), resources=arns)
+            for arn in arns:
+                reasons[f"AwsSolutions-IAM5[Resource::{arn}]"] = "a node group's own Auto Scaling group; the * is its id"
+        else:
+            # EKS tags its managed node groups' Auto Scaling groups for the autoscaler (k8s.io/cluster-autoscaler/
+            # <cluster>): only groups carrying this cluster's tag, whatever its value.
+            statement = iam.PolicyStatement(
                 sid="ScaleOwnGroups",
                 actions=list(f["write_actions"]),
-                resources=[f"arn:{pseudo.PARTITION}:autoscaling:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:autoScalingGroup:*"],
-                # EKS tags its managed node groups' Auto Scaling groups for the autoscaler (k8s.io/cluster-autoscaler/
-                # <cluster>): only groups carrying this cluster's tag, whatever its value.
+                resources=[prefix],
                 conditions={"Null": {f"autoscaling:ResourceTag/k8s.io/cluster-autoscaler/{name}": "false"}},
             )
-        )
-        acknowledge_each(
-            self.autoscaler_role,
-            {
-                "AwsSolutions-IAM5[Resource::*]": "the describe calls Cluster Autoscaler makes have no resource-level "
-                "permissions (its AWS README's policy)",
-                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:"
-                "autoScalingGroup:*]": "EKS names the node groups' Auto Scaling groups; SetDesiredCapacity and "
-                "TerminateInstanceInAutoScalingGroup are limited to groups tagged k8s.io/cluster-autoscaler/<cluster>",
-            },
-        )
+            reasons[
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:autoscaling:<AWS::Region>:<AWS::AccountId>:autoScalingGroup:*]"
+            ] = (
+                "EKS names the node groups' Auto Scaling groups; SetDesiredCapacity and "
+                "TerminateInstanceInAutoScalingGroup are limited to groups tagged k8s.io/cluster-autoscaler/<cluster>"
+            )
+        self.autoscaler_role.add_to_policy(statement)
+        acknowledge_each(self.autoscaler_role, reasons)
         version = self._cluster.spec.version
         chart_version = str(autoscaler.pin(version)["chart_version"])
         chart = eks.HelmChart(
@@ -102,7 +130,12 @@ class ClusterAutoscaling(Construct):
             version=chart_version,
             release="cluster-autoscaler",
             namespace=str(f["namespace"]),
-            values=autoscaler.values(cluster_name=name, region=Stack.of(self).region, kubernetes_version=version),
+            values=autoscaler.values(
+                cluster_name=name,
+                region=Stack.of(self).region,
+                kubernetes_version=version,
+                groups=[(g.name, g.min_size, g.max_size) for g in groups],
+            ),
         )
         chart.node.add_dependency(
             self._pod_identity("AutoscalerPodIdentity", str(f["namespace"]), str(f["service_account"]), self.autoscaler_role)
@@ -177,4 +210,4 @@ class FleetScaling(Construct):
             self.manifest.node.add_dependency(construct)
 
 
-__all__ = ["AutoscalingSpec", "ClusterAutoscaling", "FleetScaling"]
+__all__ = ["AutoscalingSpec", "ClusterAutoscaling", "FleetScaling", "ScaledGroup"]

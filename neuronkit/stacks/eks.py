@@ -141,13 +141,15 @@ class EksStack(NeuronkitStack):
         groups: list[ScaledGroup] = []
         if config.eks.node_autoscaler:
             for group in serving:
-                spec = group.spec
-                devices = catalog.get(spec.instance_types[0]).neuron_devices if spec.image == "neuron" else 0
+                node_spec = group.spec
+                devices = catalog.get(node_spec.instance_types[0]).neuron_devices if node_spec.image == "neuron" else 0
                 for key, value in node_group_template_tags(neuron_devices=devices).items():
                     Tags.of(group.nodegroup).add(key, value, include_resource_types=["AWS::EKS::Nodegroup"])
-                groups.append(ScaledGroup(name=group.auto_scaling_group_name, min_size=spec.min_size, max_size=spec.max_size))
-        spec = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
-        return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=spec)
+                groups.append(
+                    ScaledGroup(name=group.auto_scaling_group_name, min_size=node_spec.min_size, max_size=node_spec.max_size)
+                )
+        scaling = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
+        return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=scaling)
 
     def _script(
         self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None

@@ -82,6 +82,13 @@ class Eks(Strict):
         default_factory=EksNeuron,
         description="The Neuron Helm chart's device plugin or DRA driver, and node recovery (docs/eks.md).",
     )
+    node_autoscaler: bool = Field(
+        default=True,
+        description="Cluster Autoscaler (pinned per Kubernetes minor in the catalog) adds and removes nodes of the "
+        "inference fleets' node groups between min_size and max_size as serving pods need them (training node groups "
+        "keep their sizes); false keeps every group at its desired size. It cannot drive eks.neuron.dra (validate "
+        "refuses both together when there are fleets).",
+    )
 
     @property
     def version(self) -> str:
@@ -149,6 +156,30 @@ def eks_neuron_problems(eks: Eks | None, neuron_releases: list[str]) -> list[tup
     return [("eks.neuron.dra", f"the Neuron DRA driver {why}; or remove eks.neuron.dra") for why in reasons]
 
 
+def eks_autoscaling_problems(
+    kubernetes_version: str, *, dra: bool, node_autoscaler: bool = True, fleets: bool = True
+) -> list[tuple[str, str]]:
+    """The node autoscaler (installed for inference fleets): a catalog pin of the cluster's minor, and no Neuron DRA it
+    cannot drive."""
+    if not node_autoscaler or not fleets:
+        return []
+    from neuronkit.kubernetes import autoscaler
+
+    out = [
+        ("eks.kubernetes_version", f"{why}; use a version the catalog pins, or set eks.node_autoscaler: false")
+        for why in autoscaler.version_problems(kubernetes_version)
+    ]
+    if dra and not autoscaler.drives_dra():
+        out.append(
+            (
+                "eks.neuron.dra",
+                "Cluster Autoscaler cannot add nodes for pods that claim Neuron devices through DRA (it models an empty "
+                "node group from tags, without ResourceSlices); set eks.node_autoscaler: false or remove eks.neuron.dra",
+            )
+        )
+    return out
+
+
 _LATER = "comes with the Kubernetes workloads (docs/eks.md, 'Not yet on EKS')"
 # Training keys EKS does not honour, with the reason; checked only when the file sets them.
 _TRAINING_REFUSED: dict[str, str] = {
@@ -161,6 +192,7 @@ _TRAINING_REFUSED: dict[str, str] = {
 _INFERENCE_ALLOWED = {
     "name", "neuron_types", "fallback_types", "az_ids", "min_size", "max_size", "desired_size", "root_volume_gib",
     "neuron_sdk", "workload", "model", "profiles", "images", "tls", "port", "health_check", "idle_timeout_seconds", "lnc",
+    "spill_after_minutes", "return_after_minutes",
 }  # fmt: skip
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",

@@ -12,6 +12,7 @@ from neuronkit.config import addressing
 from neuronkit.config.base import ACCOUNT_RE, NAME_RE, REGION_RE, Strict, _foreign_az, _raise_all
 from neuronkit.config.eks import (
     Eks,
+    eks_autoscaling_problems,
     eks_monitoring_problems,
     eks_neuron_problems,
     eks_pool_problems,
@@ -104,6 +105,10 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
         releases = _pool_releases(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[0]
         versions = sorted({r.release.version for r in releases.values() if r.release is not None})
         problems += eks_neuron_problems(env.eks, versions)
+        if env.eks is not None:
+            problems += eks_autoscaling_problems(
+                env.eks.version, dra=env.eks.neuron.dra, node_autoscaler=env.eks.node_autoscaler, fleets=bool(env.inference)
+            )
     return problems
 
 

@@ -155,6 +155,25 @@ class InferenceFleet(Strict):
     workload: Workload = Field(
         default="vllm-serving", description="What the fleet serves with (checked against the release matrix)."
     )
+    spill_after_minutes: int = Field(
+        default=5,
+        ge=0,
+        le=60,
+        description="platform: eks: minutes Neuron pods stay unschedulable (or since a Neuron launch failed for "
+        "capacity) before the GPU Deployment takes the shortfall; 0 spills at once, as the Auto Scaling group does.",
+    )
+    return_after_minutes: int | None = Field(
+        default=None,
+        ge=5,
+        le=1440,
+        description="platform: eks: minutes the Neuron shortfall must stay lower before the GPU replicas come down to "
+        "it (zero once every Neuron replica is Ready); defaults to rebalance_minutes, as the rebalancer.",
+    )
+
+    @property
+    def return_after(self) -> int:
+        """Minutes before spilled GPU replicas come back down (return_after_minutes, else rebalance_minutes)."""
+        return self.return_after_minutes if self.return_after_minutes is not None else self.rebalance_minutes
 
 
 def _inference_problems(
@@ -171,6 +190,13 @@ def _inference_problems(
         def add(key: str, msg: str, loc: str = loc) -> None:
             out.append((f"{loc}.{key}" if key else loc, msg))
 
+        if platform != "eks":
+            for key in sorted(f.model_fields_set & {"spill_after_minutes", "return_after_minutes"}):
+                add(
+                    key,
+                    "only used with platform: eks (the Auto Scaling group falls back at once and the rebalancer "
+                    "returns every rebalance_minutes); remove it",
+                )
         if f.name in names:
             add("name", f"'{f.name}' is already the name of inference[{names[f.name]}]; give each fleet its own name")
         names.setdefault(f.name, i)

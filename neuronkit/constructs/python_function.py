@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -26,12 +27,16 @@ def python_function(
     retry_attempts: int,
     timeout_seconds: int = 60,
     memory_mib: int = 256,
+    vpc: ec2.IVpc | None = None,
+    vpc_subnets: ec2.SubnetSelection | None = None,
+    security_groups: Sequence[ec2.ISecurityGroup] = (),
 ) -> lambda_.Function:
     """A ``handler.handler`` function from ``code_dir`` on the current Python runtime.
 
     The L2 makes the function depend on its role, which the role's GetAtt already implies (cfn-lint
     W3005); only the dependency on the role's policy, which nothing else orders, is kept (the L2 has no
-    option for it).
+    option for it). With ``vpc`` the function runs in ``vpc_subnets`` with ``security_groups`` (aws-cdk-lib then
+    gives the role AWSLambdaVPCAccessExecutionRole for its network interfaces).
     """
     function = lambda_.Function(
         scope,
@@ -46,6 +51,9 @@ def python_function(
         description=description,
         retry_attempts=retry_attempts,
         environment=dict(environment),
+        vpc=vpc,
+        vpc_subnets=vpc_subnets,
+        security_groups=list(security_groups) or None,
     )
     cfn_function = function.node.default_child
     policy = role.node.try_find_child("DefaultPolicy")

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from neuronkit import catalog
 from neuronkit.catalog import serving
-from neuronkit.kubernetes import load_balancer_controller, scheduling
+from neuronkit.kubernetes import autoscaler, load_balancer_controller, scheduling
 from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE
 
 SCRIPT = Path(__file__).parent / "scripts" / "neuronkit-artifacts"
@@ -57,7 +57,9 @@ def timing(deregistration_delay_seconds: int | None = None) -> Timing:
 class FleetWorkload:
     """What one Deployment of a fleet runs: ``profile`` of ``instance_type`` (whole nodes of that type in node group
     ``pool``), its image and the artifacts helper image as nodes pull them (through the fleet's cache), the artifacts
-    bucket, the serving port and health path, the replicas it starts with and the pod role's service account."""
+    bucket, the serving port and health path, the replicas it starts with (None: a scaler owns ``spec.replicas``, so a
+    re-applied manifest never resets it; KEDA on the Neuron Deployment, docs/eks.md "Scaling on demand") and the pod
+    role's service account."""
 
     fleet: str
     pool: str
@@ -69,7 +71,7 @@ class FleetWorkload:
     bucket: str
     port: int = 8080
     health_path: str = "/health"
-    replicas: int = 1
+    replicas: int | None = 1
     timing: Timing = timing()
     region: str = ""
 
@@ -247,16 +249,18 @@ def deployment(w: FleetWorkload) -> dict[str, Any]:
     fetch weights and artifacts, then serve; ``maxUnavailable: 0`` keeps old pods serving until new ones are Ready."""
     init = [_helper(w, "wait-for-artifacts", f"{_SCRIPT_DIR}/{SCRIPT.name} wait")] if w.profile.cache_key else []
     init.append(_helper(w, "fetch", f"{_SCRIPT_DIR}/{SCRIPT.name} fetch"))
+    replicas = {} if w.replicas is None else {"replicas": w.replicas}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
         "spec": {
-            "replicas": w.replicas,
+            **replicas,
             "selector": {"matchLabels": labels(w)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": labels(w)},
+                # Cluster Autoscaler never removes a node under a loading or serving pod (docs/eks.md).
+                "metadata": {"labels": labels(w), "annotations": autoscaler.serving_pod_annotations()},
                 "spec": {
                     **_pod_spec(w),
                     "terminationGracePeriodSeconds": w.timing.termination_grace_seconds,

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from aws_cdk import Tags
 from constructs import Construct
 
 from neuronkit import catalog
@@ -15,21 +16,28 @@ from neuronkit.config import TrainingCluster as ClusterConfig
 from neuronkit.constructs.budget import CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.eks import (
+    AutoscalingSpec,
+    ClusterAutoscaling,
     ClusterSpec,
     EksServingFleet,
     EksServingSpec,
+    FleetScaling,
+    GpuSpill,
     LoadBalancerController,
     LustreVolume,
     NeuronEksCluster,
     NeuronNodeGroup,
     NeuronWorkloads,
     NodeGroupSpec,
+    ScaledGroup,
+    SpillSpec,
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes.autoscaler import node_group_template_tags
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
 from neuronkit.kubernetes.training_job import lead_minutes
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
@@ -73,7 +81,9 @@ class EksStack(NeuronkitStack):
         self.workloads = self._workloads(config, storage)
         self.training_jobs = self._training_jobs(config)
         self.serving = self._serving(config, network, storage)
+        self.autoscaling = self._autoscaling(config)
         self.monitoring = self._monitoring(config, storage)
+        self.spill = self._fleet_scaling(config)  # after monitoring: its alarms go to the topic, its graph on the dashboard
 
     def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
         """The dashboard and alarms of the Auto Scaling path, over the node groups' Auto Scaling groups (named by EKS,
@@ -197,7 +207,9 @@ class EksStack(NeuronkitStack):
                 spec=EksServingSpec(
                     name=f.name, serving=spec, neuron_type=f.neuron_types[0], neuron_pool=f.name, gpu_type=gpu,
                     gpu_pool=eks_fallback_pool_name(f.name) if gpu else None,
-                    replicas=f.desired_size if f.desired_size is not None else f.min_size, port=f.port,
+                    # KEDA owns the Neuron replicas when the cluster scales on demand (docs/eks.md, "Scaling on demand").
+                    replicas=None if self._keda_scales(config) else (f.desired_size if f.desired_size is not None else f.min_size),
+                    port=f.port,
                     health_check=HealthCheckSpec(**f.health_check.model_dump()),
                     tls=TlsSpec(certificate_arn=f.tls.certificate_arn, port=f.tls.port) if f.tls else None,
                     idle_timeout_seconds=f.idle_timeout_seconds,
@@ -220,6 +232,65 @@ class EksStack(NeuronkitStack):
         return LoadBalancerRef(
             kind="alb", full_name=fleet.load_balancer_full_name, target_group_full_name=fleet.target_group_full_name
         )
+
+    @staticmethod
+    def _keda_scales(config: Environment) -> bool:
+        """Served fleets scale on their target group's requests through KEDA (installed with any inference fleet)."""
+        return bool(config.inference)
+
+    def _fleet_scaling(self, config: Environment) -> dict[str, GpuSpill]:
+        """Per served fleet: KEDA scales the Neuron Deployment on the ALB's requests, and (with fallback types) the GPU
+        spill controller gives the GPU Deployment the Neuron shortfall (docs/eks.md, "Scaling on demand and GPU spill")."""
+        spills: dict[str, GpuSpill] = {}
+        if self.autoscaling is None or self.autoscaling.keda_chart is None:
+            return spills
+        for f in config.inference:
+            served = self.serving.get(f.name)
+            if served is None:
+                continue
+            FleetScaling(
+                self, f"Scaling-{f.name}", cluster=self.cluster.cluster, fleet=f.name, target_group=served.target_group,
+                load_balancer=served.load_balancer, requests_per_replica_per_minute=f.requests_per_target,
+                min_replicas=f.min_size, max_replicas=f.max_size, after=[self.autoscaling.keda_chart, served.manifest],
+            )  # fmt: skip
+            gpu = self.node_groups.get(eks_fallback_pool_name(f.name))
+            if gpu is None or served.gpu_deployment is None:
+                continue
+            spill = GpuSpill(
+                self, f"Spill-{f.name}", cluster=self.cluster.cluster, subnets=[self._subnets[a] for a in f.az_ids],
+                spec=SpillSpec(
+                    environment=config.name, fleet=f.name, max_gpu_replicas=gpu.spec.max_size,
+                    spill_after_minutes=f.spill_after_minutes, return_after_minutes=f.return_after,
+                    fallback_hours=config.monitoring.alarms.fallback_hours, metrics_namespace=config.monitoring.namespace,
+                ),
+                neuron_group_names=[self.node_groups[f.name].auto_scaling_group_name], alarm_topic=self.alarms_topic.topic,
+            )  # fmt: skip
+            spill.node.add_dependency(served.manifest)
+            self.monitoring.dashboard.add_widgets(spill.widget())
+            spills[f.name] = spill
+        return spills
+
+    def _autoscaling(self, config: Environment) -> ClusterAutoscaling | None:
+        """With inference fleets: Cluster Autoscaler (eks.node_autoscaler) on the fleets' node groups only, whose empty
+        Neuron groups tell it the devices a node would offer, and the KEDA operator (per fleet: ScaledObject and GPU
+        spill, docs/eks.md "Scaling on demand"). Training node groups keep their sizes."""
+        assert config.eks is not None
+        fleets = {f.name for f in config.inference} | {eks_fallback_pool_name(f.name) for f in config.inference}
+        serving = [g for name, g in self.node_groups.items() if name in fleets]
+        if not serving:
+            return None
+        groups: list[ScaledGroup] = []
+        if config.eks.node_autoscaler:
+            for group in serving:
+                node_spec = group.spec
+                devices = catalog.get(node_spec.instance_types[0]).neuron_devices if node_spec.image == "neuron" else 0
+                for key, value in node_group_template_tags(neuron_devices=devices).items():
+                    Tags.of(group.nodegroup).add(key, value, include_resource_types=["AWS::EKS::Nodegroup"])
+                groups.append(
+                    ScaledGroup(name=group.auto_scaling_group_name, min_size=node_spec.min_size, max_size=node_spec.max_size)
+                )
+        scaling = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
+        return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=scaling)
 
     def _script(
         self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None

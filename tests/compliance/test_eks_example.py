@@ -83,7 +83,10 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
-    assert sorted(charts) == ["aws-efa-k8s-device-plugin", "aws-load-balancer-controller", "jobset", "kueue", "neuron-helm-chart"]
+    assert sorted(charts) == [
+        "aws-efa-k8s-device-plugin", "aws-load-balancer-controller", "cluster-autoscaler", "jobset", "keda", "kueue",
+        "neuron-helm-chart",
+    ]  # fmt: skip
     assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
     assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
     values = json.loads(charts["neuron-helm-chart"]["Values"])
@@ -352,3 +355,35 @@ def test_summary_cost_and_alarms_cover_the_served_fleet(eks_synth: tuple[Path, d
     res = templates["eks-eks"]["Resources"]
     alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
     assert {"eks-chat-p99-latency", "eks-chat-5xx-rate"} <= alarms
+
+
+def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Cluster Autoscaler at the pin of the cluster's minor and the KEDA operator (the example serves a fleet), each on
+    the system node group with its pod identity; the empty-able Neuron group tells the autoscaler its devices."""
+    import json
+
+    from neuronkit.kubernetes import autoscaler
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    version = str(EKS["kubernetes"]["version"])
+    assert charts["cluster-autoscaler"]["Version"] == autoscaler.pin(version)["chart_version"]
+    assert charts["keda"]["Version"] == EKS["keda"]["version"]
+    links = {
+        (r["Properties"]["Namespace"], r["Properties"]["ServiceAccount"])
+        for r in res.values()
+        if r["Type"] == "AWS::EKS::PodIdentityAssociation"
+    }
+    assert {("kube-system", "cluster-autoscaler"), ("keda", "keda-operator")} <= links
+    # It resizes the fleet's two node groups only (chat, chat-gpu); the training groups keep their sizes.
+    parts = charts["cluster-autoscaler"]["Values"]["Fn::Join"][1]
+    rendered = "".join(p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts)
+    scaled = json.loads(rendered)["autoscalingGroups"]
+    assert len(scaled) == 2 and all(g["name"].startswith("<NodeGroupchat") for g in scaled), scaled
+    fleet = load_environment(FILE).inference[0]
+    assert sorted((g["minSize"], g["maxSize"]) for g in scaled) == [(0, fleet.max_size), (fleet.min_size, fleet.max_size)]
+    groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
+    key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
+    assert groups["eks-chat"]["Tags"][key] == str(catalog.get("inf2.48xlarge").neuron_devices)
+    assert key not in groups["eks-chat-gpu"]["Tags"]

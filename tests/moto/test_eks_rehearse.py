@@ -67,11 +67,12 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     assert len(unmodelled["AWS::EKS::Addon"]) == len(addons) == 5
     # Part 2: the two Helm charts, the Lustre volume manifest and the two pod identity associations are named too.
     # Part 3 (serving `chat`) adds the load balancer controller chart, the serving namespace and the fleet's
-    # manifests, and the pod identity of the controller and of the fleet's pods; part 4 adds JobSet and Kueue, the
-    # training namespace, queues and pool manifests, and the pool's pod role.
-    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2
-    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 1 + 2 + 3
-    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 1
+    # manifests, and the pod identity of the controller and of the fleet's pods; part 3b Cluster Autoscaler's and
+    # KEDA's charts and pod identity associations, and per served fleet its ScaledObject and the spill controller's
+    # Role; part 4 JobSet and Kueue, the training namespace, queues and pool manifests, and the pool's pod role.
+    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 1 + 2 + 2 + 3
+    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
     # it) and the group metrics turned on for it (the dashboard's nodes in service).
     names = [r for r in unmodelled["Custom::AWS"] if "AutoScalingGroupName" in r]

@@ -142,3 +142,35 @@ def test_an_eks_environment_has_no_image_lookup_to_pin() -> None:
     assert image_lookups(env) == [] and unpinned_warnings(env, {}, "--file eks.yaml") == []
     asg = load_environment(ROOT / "environments" / "prod.yaml").model_copy(update={"training": env.training[:0]})
     assert image_lookups(asg) != []  # the Auto Scaling path still looks its fleets' images up
+
+
+def test_spill_settings_are_eks_keys_with_the_rebalancers_default(here: Path) -> None:
+    assert problems({"inference.0.spill_after_minutes": 0, "inference.0.return_after_minutes": 45}, tmp=here) == []
+    env = load_environment(ROOT / "examples" / "environments" / "eks.yaml")
+    fleet = env.inference[0]
+    # return_after defaults to the rebalancer's period, as the Auto Scaling path returns every rebalance_minutes.
+    assert fleet.spill_after_minutes == 5 and fleet.return_after == fleet.rebalance_minutes == 30
+    found = problems({"inference.0.spill_after_minutes": 61}, tmp=here)
+    assert any(line.startswith(f"{WHERE}: inference[0].spill_after_minutes") for line in found), found
+
+
+def test_spill_settings_are_refused_on_the_auto_scaling_path(here: Path) -> None:
+    data = yaml.safe_load((ROOT / "environments" / "prod.yaml").read_text())
+    data["inference"][0]["spill_after_minutes"] = 2
+    (here / "environments").mkdir()
+    (here / "environments" / "prod.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ConfigError) as err:
+        load_environment(Path("environments") / "prod.yaml")
+    lines = [p for p in err.value.problems if "spill_after_minutes" in p]
+    assert lines == [
+        "environments/prod.yaml: inference[0].spill_after_minutes: only used with platform: eks (the Auto Scaling group "
+        "falls back at once and the rebalancer returns every rebalance_minutes); remove it"
+    ]
+
+
+def test_a_cluster_without_the_node_autoscaler_needs_no_pin(here: Path) -> None:
+    assert problems({"eks.node_autoscaler": False, "eks.neuron": {"dra": True}}, tmp=here) == []
+    found = problems({"eks.neuron": {"dra": True}}, tmp=here)
+    assert [line for line in found if "eks.neuron.dra" in line and "Cluster Autoscaler" in line], found
+    # Without inference fleets the kit installs no autoscaler (training node groups keep their sizes): DRA is fine.
+    assert problems({"eks.neuron": {"dra": True}}, drop=("inference",), tmp=here) == []

@@ -1,13 +1,16 @@
 """Amazon EKS constructs (platform: eks): the cluster and the managed node groups that are the kit's pools."""
 
+from neuronkit.constructs.eks.autoscaling import AutoscalingSpec, ClusterAutoscaling, FleetScaling, ScaledGroup
 from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
 from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
 from neuronkit.constructs.eks.serving import EksServingFleet, EksServingSpec, LoadBalancerController
+from neuronkit.constructs.eks.spill import GpuSpill, SpillSpec
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.eks.workloads import LustreVolume, NeuronWorkloads, WorkloadsSpec
 
 __all__ = [
-    "ClusterSpec", "EksServingFleet", "EksServingSpec", "LoadBalancerController", "LustreVolume", "NeuronEksCluster",
-    "NeuronNodeGroup", "NeuronWorkloads", "NodeGroupSpec", "WorkloadsSpec", "eks_boot_script", "node_user_data",
-    "TrainingJobs", "TrainingJobsSpec", "TrainingPool",
+    "AutoscalingSpec", "ClusterAutoscaling", "ClusterSpec", "EksServingFleet", "EksServingSpec", "FleetScaling",
+    "GpuSpill", "LoadBalancerController", "LustreVolume", "NeuronEksCluster", "NeuronNodeGroup", "NeuronWorkloads",
+    "NodeGroupSpec", "ScaledGroup", "SpillSpec", "TrainingJobs", "TrainingJobsSpec", "TrainingPool", "WorkloadsSpec",
+    "eks_boot_script", "node_user_data",
 ]  # fmt: skip

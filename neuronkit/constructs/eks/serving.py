@@ -103,7 +103,8 @@ def _policy_reasons(policy: Mapping[str, Any]) -> dict[str, str]:
 class EksServingSpec:
     """One fleet on EKS: ``serving`` (the model, release, overrides and images: the Auto Scaling path's ServingSpec),
     the Neuron type and node group (``neuron_type``, ``neuron_pool``), the GPU fallback (``gpu_type``, ``gpu_pool``,
-    or None), ``replicas`` of the Neuron Deployment (the GPU one starts at zero), the port, health check, TLS and idle
+    or None), ``replicas`` of the Neuron Deployment (None: a scaler such as :class:`FleetScaling` owns it; the GPU one
+    starts at zero and the spill controller owns it), the port, health check, TLS and idle
     timeout (default the catalog's ALB default, 600 s)."""
 
     name: str
@@ -112,7 +113,7 @@ class EksServingSpec:
     neuron_pool: str
     gpu_type: str | None = None
     gpu_pool: str | None = None
-    replicas: int = 1
+    replicas: int | None = 1
     port: int = 8080
     health_check: HealthCheckSpec = field(default_factory=HealthCheckSpec)
     tls: TlsSpec | None = None
@@ -295,7 +296,7 @@ class EksServingFleet(Construct):
             role_arn=self.pod_role.role_arn,
         )
 
-    def _workload(self, t: str, pool: str, replicas: int) -> manifests.FleetWorkload:
+    def _workload(self, t: str, pool: str, replicas: int | None) -> manifests.FleetWorkload:
         p = self.profiles[t]
         return manifests.FleetWorkload(
             fleet=self.spec.name, pool=pool, instance_type=t, profile=p, model=self.spec.serving.model,

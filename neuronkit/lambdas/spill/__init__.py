@@ -1,0 +1,1 @@
+"""Spill and return of an inference fleet on EKS (see handler.py)."""

@@ -1,0 +1,419 @@
+"""Spill and return on EKS: grows a fleet's GPU Deployment while Neuron capacity is short, and takes it back to zero.
+
+An inference fleet on EKS has two Deployments behind one Service: ``<fleet>-neuron`` (scaled on demand by KEDA) and
+``<fleet>-gpu`` (zero replicas until this function spills to it). A Neuron pod cannot run on a GPU node, so nothing in
+Kubernetes moves the fleet's work to GPU; this function does, the way the Auto Scaling path's prioritized group and
+rebalancer do (docs/inference.md, docs/eks.md "GPU spill and return"). EventBridge invokes :func:`handler` every
+minute. Each run:
+
+1. observes the Neuron Deployment (replicas wanted, Ready), its pods that the scheduler cannot place
+   (``PodScheduled=False``, reason ``Unschedulable``, since when), the Neuron node groups' launches that failed for
+   capacity (Auto Scaling scaling activities), the GPU Deployment's replicas, and what the last run remembered;
+2. decides with :func:`decide`, a pure function of that state: GPU = the Neuron shortfall (wanted minus Ready) once
+   Neuron pods have stayed unschedulable, or a launch failed for capacity, for ``SPILL_AFTER_MINUTES``; the GPU
+   replicas only grow while the shortfall lasts; they come down to the shortfall (zero once every Neuron replica is
+   Ready) only after it has stayed lower for ``RETURN_AFTER_MINUTES``, so a flapping fleet does not flap;
+3. PATCHes the GPU Deployment's ``scale`` subresource when the decision differs from what runs, remembers its state
+   in an SSM parameter of its own, and logs the decision and its metrics as one CloudWatch embedded-metric-format
+   record (``GpuReplicas``, ``NeuronShortfall``, ``NeuronReady``; namespace ``NAMESPACE``, dimensions Environment and
+   Pool).
+
+It talks to the Kubernetes API with a bearer token made as aws-iam-authenticator makes one: an STS
+GetCallerIdentity URL presigned with the function's role, carrying the ``x-k8s-aws-id`` header of the cluster
+(nothing is sent to STS; the API server's authenticator calls it). The only dependencies are the standard library
+and botocore/boto3, which the Lambda runtime provides.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import logging
+import os
+import ssl
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+LOG = logging.getLogger()
+LOG.setLevel(logging.INFO)
+
+METRICS = ("GpuReplicas", "NeuronShortfall", "NeuronReady")
+TOKEN_PREFIX = "k8s-aws-v1."
+CLUSTER_ID_HEADER = "x-k8s-aws-id"
+TOKEN_EXPIRES_SECONDS = 60
+# Auto Scaling's status message of a launch that failed for EC2 capacity (an On-Demand, Capacity Block or ODCR
+# launch); a quota (VcpuLimitExceeded) is not capacity that may come back on its own, but it is short all the same.
+CAPACITY_ERRORS = ("InsufficientInstanceCapacity", "InsufficientCapacity", "ReservationCapacityExceeded", "VcpuLimitExceeded")
+# A failed launch older than this many minutes no longer counts as a sign that capacity is short now.
+CAPACITY_FAILURE_WINDOW_MINUTES = 30
+
+
+@dataclass(frozen=True)
+class Memory:
+    """What one run leaves for the next: since when the Neuron side is in trouble (unschedulable pods or a failed
+    launch, with a shortfall), since when the shortfall has stayed below the GPU replicas, and the highest shortfall
+    seen since then (the GPU replicas come down to it, never below)."""
+
+    trouble_since: str | None = None
+    below_since: str | None = None
+    below_peak: int = 0
+
+    @classmethod
+    def parse(cls, text: str | None) -> Memory:
+        """The memory stored as JSON; anything unreadable is a fresh start (the next run observes again)."""
+        try:
+            data = json.loads(text or "{}")
+        except ValueError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        peak = data.get("below_peak", 0)
+        return cls(
+            trouble_since=data.get("trouble_since") if isinstance(data.get("trouble_since"), str) else None,
+            below_since=data.get("below_since") if isinstance(data.get("below_since"), str) else None,
+            below_peak=peak if isinstance(peak, int) and peak >= 0 else 0,
+        )
+
+    def dumps(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One look at the fleet. ``unschedulable_since``: the earliest time one of the Neuron pods that are unschedulable
+    now became so (None if none is); ``capacity_failed_at``: the latest failed Neuron launch for capacity (None if
+    none in the window); ``gpu_replicas``: what the GPU Deployment asks for now."""
+
+    now: dt.datetime
+    neuron_wanted: int
+    neuron_ready: int
+    gpu_replicas: int
+    unschedulable_since: dt.datetime | None = None
+    capacity_failed_at: dt.datetime | None = None
+    memory: Memory = Memory()
+
+    @property
+    def shortfall(self) -> int:
+        return max(0, self.neuron_wanted - self.neuron_ready)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to run on GPU, why, and what to remember."""
+
+    gpu_replicas: int
+    action: str  # spill | grow | hold | lower | return | wait | none
+    reason: str
+    memory: Memory
+
+
+def decide(observed: Observed, *, spill_after_minutes: int, return_after_minutes: int, max_gpu_replicas: int) -> Decision:
+    """The GPU replicas for what was observed: a pure function (no clock, no I/O), so recorded states replay exactly.
+
+    - **Spill**: with a shortfall and a sign of short capacity (an unschedulable Neuron pod, a failed launch in the
+      window) that has lasted ``spill_after_minutes`` (0: at once, as the Auto Scaling path), GPU = the shortfall,
+      at most ``max_gpu_replicas``. A sign that vanishes resets the clock.
+    - **Grow** while spilled: a larger shortfall with a sign of short capacity raises the GPU replicas at once.
+    - **Return**: the GPU replicas come down only after the shortfall has stayed below them for
+      ``return_after_minutes``, and then to the highest shortfall seen in that time: zero once every Neuron replica
+      has been Ready that long (the rebalancer's "steady first" rule), so a fleet whose Neuron pods flap between
+      Ready and not keeps its GPU replicas instead of flapping with them.
+    """
+    now = observed.now
+    shortfall = observed.shortfall
+    current = observed.gpu_replicas
+    memory = observed.memory
+    window = dt.timedelta(minutes=CAPACITY_FAILURE_WINDOW_MINUTES)
+    failed = observed.capacity_failed_at if observed.capacity_failed_at and now - observed.capacity_failed_at <= window else None
+    signs = [t for t in (observed.unschedulable_since, failed) if t is not None]
+    troubled = shortfall > 0 and bool(signs)
+    trouble_since: dt.datetime | None = None
+    if troubled:
+        remembered = _time(memory.trouble_since)
+        trouble_since = min([*signs, *([remembered] if remembered else [])])
+    memory = replace(memory, trouble_since=_text(trouble_since))
+    spill_due = trouble_since is not None and now - trouble_since >= dt.timedelta(minutes=spill_after_minutes)
+    wanted_up = min(shortfall, max_gpu_replicas)
+
+    if (spill_due or (current > 0 and troubled)) and wanted_up > current:
+        memory = replace(memory, below_since=None, below_peak=0)
+        action = "spill" if current == 0 else "grow"
+        waited = int((now - trouble_since).total_seconds() // 60) if trouble_since else 0
+        why = "unschedulable Neuron pods" if observed.unschedulable_since else "a Neuron launch failed for capacity"
+        return Decision(wanted_up, action, f"{why} for {waited} min, shortfall {shortfall}: GPU {current} -> {wanted_up}", memory)
+    if current == 0:
+        memory = replace(memory, below_since=None, below_peak=0)
+        if troubled:
+            return Decision(0, "wait", f"Neuron short by {shortfall}, spill after {spill_after_minutes} min of trouble", memory)
+        return Decision(0, "none", f"Neuron {observed.neuron_ready}/{observed.neuron_wanted} Ready, no GPU replica", memory)
+    if shortfall >= current:
+        memory = replace(memory, below_since=None, below_peak=0)
+        return Decision(current, "hold", f"Neuron short by {shortfall}: keep GPU at {current}", memory)
+    # The shortfall is below the GPU replicas: come down only once it has stayed below them for return_after.
+    below_since = _time(memory.below_since) or now
+    peak = max(memory.below_peak if memory.below_since else 0, shortfall)
+    memory = replace(memory, below_since=_text(below_since), below_peak=peak)
+    if now - below_since < dt.timedelta(minutes=return_after_minutes):
+        return Decision(
+            current,
+            "hold",
+            f"Neuron short by {shortfall} since {_text(below_since)}; GPU {current} held {return_after_minutes} min",
+            memory,
+        )
+    target = min(peak, current)
+    memory = replace(memory, below_since=None, below_peak=0, trouble_since=memory.trouble_since if target else None)
+    action = "return" if target == 0 else "lower"
+    return Decision(
+        target, action, f"Neuron short by at most {peak} for {return_after_minutes} min: GPU {current} -> {target}", memory
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The thin loop: settings, observation, the PATCH, the memory, the record.
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Settings:
+    """What the construct passes in the function's environment."""
+
+    cluster_name: str
+    endpoint: str
+    ca_data: str
+    region: str
+    namespace: str  # Kubernetes namespace of the fleet's Deployments
+    neuron_deployment: str
+    gpu_deployment: str
+    environment: str
+    pool: str
+    metrics_namespace: str
+    memory_parameter: str
+    spill_after_minutes: int
+    return_after_minutes: int
+    max_gpu_replicas: int
+    neuron_groups: tuple[str, ...] = ()
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        e = dict(os.environ if env is None else env)
+        return cls(
+            cluster_name=e["CLUSTER_NAME"],
+            endpoint=e["CLUSTER_ENDPOINT"].rstrip("/"),
+            ca_data=e.get("CLUSTER_CA", ""),
+            region=e.get("AWS_REGION", e.get("AWS_DEFAULT_REGION", "us-east-1")),
+            namespace=e["FLEET_NAMESPACE"],
+            neuron_deployment=e["NEURON_DEPLOYMENT"],
+            gpu_deployment=e["GPU_DEPLOYMENT"],
+            environment=e["ENVIRONMENT"],
+            pool=e["POOL"],
+            metrics_namespace=e["METRICS_NAMESPACE"],
+            memory_parameter=e["MEMORY_PARAMETER"],
+            spill_after_minutes=int(e["SPILL_AFTER_MINUTES"]),
+            return_after_minutes=int(e["RETURN_AFTER_MINUTES"]),
+            max_gpu_replicas=int(e["MAX_GPU_REPLICAS"]),
+            neuron_groups=tuple(g for g in e.get("NEURON_GROUPS", "").split(",") if g),
+        )
+
+
+def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Entry point for EventBridge's scheduled event (``source: aws.events``, ``detail-type: Scheduled Event``)."""
+    if event.get("source") != "aws.events" or event.get("detail-type") != "Scheduled Event":
+        LOG.warning("ignoring an event that is not EventBridge's scheduled event: %s", json.dumps(event)[:500])
+        return {"action": "ignored", "reason": "not a scheduled event"}
+    import boto3  # here, not at the top: the kit imports this module at synth, without boto3's cost
+
+    settings = Settings.from_env()
+    session = boto3.session.Session(region_name=settings.region)
+    kube = KubernetesApi(settings.endpoint, eks_token(session, settings.cluster_name, settings.region), settings.ca_data)
+    record = run(
+        settings,
+        event_time(event),
+        kube=kube,
+        ssm=session.client("ssm"),
+        autoscaling=session.client("autoscaling") if settings.neuron_groups else None,
+    )
+    print(json.dumps(record, sort_keys=True))  # one EMF line: the decision and its metrics
+    return record
+
+
+def run(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: Any, autoscaling: Any) -> dict[str, Any]:
+    """One run: observe, decide, scale the GPU Deployment if the decision differs, remember; the EMF record."""
+    observed = observe(settings, now, kube=kube, ssm=ssm, autoscaling=autoscaling)
+    decision = decide(
+        observed,
+        spill_after_minutes=settings.spill_after_minutes,
+        return_after_minutes=settings.return_after_minutes,
+        max_gpu_replicas=settings.max_gpu_replicas,
+    )
+    if decision.gpu_replicas != observed.gpu_replicas:
+        kube.scale(settings.namespace, settings.gpu_deployment, decision.gpu_replicas)
+    if decision.memory != observed.memory:
+        ssm.put_parameter(Name=settings.memory_parameter, Value=decision.memory.dumps(), Type="String", Overwrite=True)
+    return emf_record(settings, observed, decision)
+
+
+def observe(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: Any, autoscaling: Any) -> Observed:
+    """The state :func:`decide` needs, read from the API server, Auto Scaling and the memory parameter."""
+    ns = settings.namespace
+    neuron = kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{settings.neuron_deployment}")
+    gpu = kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{settings.gpu_deployment}")
+    labels = neuron.get("spec", {}).get("selector", {}).get("matchLabels", {})
+    if not labels:
+        raise RuntimeError(f"deployment {ns}/{settings.neuron_deployment} has no spec.selector.matchLabels")
+    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    pods = kube.get(f"/api/v1/namespaces/{ns}/pods?" + urllib.parse.urlencode({"labelSelector": selector}))
+    memory_text = ssm.get_parameter(Name=settings.memory_parameter)["Parameter"]["Value"]
+    return Observed(
+        now=now,
+        neuron_wanted=int(neuron.get("spec", {}).get("replicas", 0) or 0),
+        neuron_ready=int(neuron.get("status", {}).get("readyReplicas", 0) or 0),
+        gpu_replicas=int(gpu.get("spec", {}).get("replicas", 0) or 0),
+        unschedulable_since=unschedulable_since(pods.get("items", [])),
+        capacity_failed_at=capacity_failed_at(autoscaling, settings.neuron_groups) if autoscaling else None,
+        memory=Memory.parse(memory_text),
+    )
+
+
+def unschedulable_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
+    """The earliest ``lastTransitionTime`` of a pending pod's ``PodScheduled=False`` condition with reason
+    ``Unschedulable`` (the scheduler found no node); pods being deleted do not count."""
+    times = []
+    for pod in pods:
+        if pod.get("metadata", {}).get("deletionTimestamp") or pod.get("status", {}).get("phase") != "Pending":
+            continue
+        for c in pod.get("status", {}).get("conditions", []) or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                when = _time(c.get("lastTransitionTime"))
+                if when is not None:
+                    times.append(when)
+    return min(times) if times else None
+
+
+def capacity_failed_at(autoscaling: Any, groups: tuple[str, ...]) -> dt.datetime | None:
+    """The latest failed launch for capacity among the Neuron node groups' recent scaling activities."""
+    latest: dt.datetime | None = None
+    for group in groups:
+        answer = autoscaling.describe_scaling_activities(AutoScalingGroupName=group, MaxRecords=20)
+        for a in answer.get("Activities", []):
+            if a.get("StatusCode") != "Failed" or not any(e in str(a.get("StatusMessage", "")) for e in CAPACITY_ERRORS):
+                continue
+            when = a.get("EndTime") or a.get("StartTime")
+            when = _time(when) if isinstance(when, str) else when
+            if isinstance(when, dt.datetime):
+                when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+                latest = when if latest is None or when > latest else latest
+    return latest
+
+
+def emf_record(settings: Settings, observed: Observed, decision: Decision) -> dict[str, Any]:
+    """The run's decision with its metrics in CloudWatch embedded metric format (the log line is the metric)."""
+    return {
+        "_aws": {
+            "Timestamp": int(observed.now.timestamp() * 1000),
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": settings.metrics_namespace,
+                    "Dimensions": [["Environment", "Pool"]],
+                    "Metrics": [{"Name": m, "Unit": "Count"} for m in METRICS],
+                }
+            ],
+        },
+        "Environment": settings.environment,
+        "Pool": settings.pool,
+        "GpuReplicas": decision.gpu_replicas,
+        "NeuronShortfall": observed.shortfall,
+        "NeuronReady": observed.neuron_ready,
+        "neuron_wanted": observed.neuron_wanted,
+        "gpu_before": observed.gpu_replicas,
+        "action": decision.action,
+        "reason": decision.reason,
+        "memory": asdict(decision.memory),
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The Kubernetes API: a bearer token from the function's role, JSON over HTTPS with the cluster's CA.
+# ----------------------------------------------------------------------------------------------------------------
+def eks_token(session: Any, cluster_name: str, region: str) -> str:
+    """A token the EKS API server accepts for the caller's IAM identity: ``k8s-aws-v1.`` + the base64url (unpadded)
+    of an STS GetCallerIdentity URL presigned for 60 s with the header ``x-k8s-aws-id: <cluster>`` signed in."""
+    from botocore.signers import RequestSigner  # the Lambda runtime's botocore
+
+    sts = session.client("sts", region_name=region)
+    signer = RequestSigner(sts.meta.service_model.service_id, region, "sts", "v4", session.get_credentials(), session.events)
+    url = signer.generate_presigned_url(
+        {
+            "method": "GET",
+            "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
+            "body": {},
+            "headers": {CLUSTER_ID_HEADER: cluster_name},
+            "context": {},
+        },
+        region_name=region,
+        expires_in=TOKEN_EXPIRES_SECONDS,
+        operation_name="",
+    )
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+
+
+class KubernetesApi:
+    """GET and the scale PATCH against the API server; ``ca_data`` is the cluster's base64 CA bundle (EKS's
+    ``certificateAuthority.data``); an ``http://`` endpoint (the tests' fake API server) needs none."""
+
+    def __init__(self, endpoint: str, token: str, ca_data: str = "", timeout_seconds: float = 10.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self._token = token
+        self._timeout = timeout_seconds
+        self._context: ssl.SSLContext | None = None
+        if self.endpoint.startswith("https://"):
+            self._context = ssl.create_default_context()
+            if ca_data:
+                with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as f:
+                    f.write(base64.b64decode(ca_data))
+                self._context = ssl.create_default_context(cafile=f.name)
+
+    def get(self, path: str) -> dict[str, Any]:
+        return self._call("GET", path, None, "application/json")
+
+    def scale(self, namespace: str, deployment: str, replicas: int) -> dict[str, Any]:
+        """A JSON merge patch of the Deployment's ``scale`` subresource: only ``spec.replicas`` changes."""
+        body = json.dumps({"spec": {"replicas": replicas}}).encode()
+        path = f"/apis/apps/v1/namespaces/{namespace}/deployments/{deployment}/scale"
+        return self._call("PATCH", path, body, "application/merge-patch+json")
+
+    def _call(self, method: str, path: str, body: bytes | None, content_type: str) -> dict[str, Any]:
+        request = urllib.request.Request(self.endpoint + path, data=body, method=method)
+        request.add_header("Authorization", f"Bearer {self._token}")
+        request.add_header("Accept", "application/json")
+        if body is not None:
+            request.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout, context=self._context) as answer:  # noqa: S310
+                data: dict[str, Any] = json.loads(answer.read() or b"{}")
+                return data
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:300].decode(errors="replace")
+            raise RuntimeError(f"{method} {path}: HTTP {e.code} {detail}") from None
+
+
+def event_time(event: dict[str, Any]) -> dt.datetime:
+    """The time EventBridge scheduled this run (``time``: ``2026-11-22T00:30:00Z``), else now."""
+    when = _time(event.get("time")) if isinstance(event.get("time"), str) else None
+    return when or dt.datetime.now(dt.UTC)
+
+
+def _time(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def _text(when: dt.datetime | None) -> str | None:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ") if when else None

@@ -1,0 +1,302 @@
+"""The GPU spill controller offline: the pure decision through recorded timelines, and the Lambda handler against a fake
+Kubernetes API server (recorded JSON under tests/fixtures/spill/) asserting the exact PATCH of the scale subresource."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from neuronkit.lambdas.spill import handler as spill
+from neuronkit.lambdas.spill.handler import Memory, Observed, decide
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "spill"
+T0 = dt.datetime(2026, 11, 26, 10, 0, tzinfo=dt.UTC)
+SPILL, RETURN = 5, 30
+
+
+def _replay(states: list[tuple[int, int, int, bool]], *, spill_after: int = SPILL, max_gpu: int = 8) -> list[int]:
+    """Run the controller once a minute through ``(minute, wanted, ready, unschedulable)`` states, carrying the memory
+    and the GPU replicas from run to run as the handler does; the GPU replicas after each run."""
+    memory, gpu, out = Memory(), 0, []
+    since: dt.datetime | None = None
+    for minute, wanted, ready, pending in states:
+        now = T0 + dt.timedelta(minutes=minute)
+        since = (since or now) if pending else None  # a pod's condition keeps its lastTransitionTime while it stays
+        d = decide(
+            Observed(
+                now=now, neuron_wanted=wanted, neuron_ready=ready, gpu_replicas=gpu, unschedulable_since=since, memory=memory
+            ),
+            spill_after_minutes=spill_after,
+            return_after_minutes=RETURN,
+            max_gpu_replicas=max_gpu,
+        )
+        memory, gpu = d.memory, d.gpu_replicas
+        out.append(gpu)
+    return out
+
+
+def test_short_for_less_than_spill_after_does_not_spill() -> None:
+    # Two Neuron pods unschedulable for 4 minutes (their nodes were still launching), then Ready.
+    gpu = _replay([(m, 4, 2, True) for m in range(5)] + [(5, 4, 4, False), (6, 4, 4, False)])
+    assert gpu == [0] * 7
+
+
+def test_short_for_spill_after_spills_the_shortfall() -> None:
+    gpu = _replay([(m, 4, 1, True) for m in range(8)])
+    assert gpu[:5] == [0] * 5  # minutes 0..4: waiting
+    assert gpu[5:] == [3, 3, 3]  # from minute 5: GPU == wanted - Ready
+
+
+def test_a_capacity_failure_spills_like_an_unschedulable_pod_and_zero_spill_after_is_at_once() -> None:
+    obs = Observed(now=T0, neuron_wanted=3, neuron_ready=1, gpu_replicas=0, capacity_failed_at=T0 - dt.timedelta(minutes=1))
+    assert decide(obs, spill_after_minutes=0, return_after_minutes=RETURN, max_gpu_replicas=8).gpu_replicas == 2
+    assert decide(obs, spill_after_minutes=5, return_after_minutes=RETURN, max_gpu_replicas=8).gpu_replicas == 0
+    stale = Observed(now=T0, neuron_wanted=3, neuron_ready=1, gpu_replicas=0, capacity_failed_at=T0 - dt.timedelta(hours=2))
+    assert decide(stale, spill_after_minutes=0, return_after_minutes=RETURN, max_gpu_replicas=8).action == "none"
+
+
+def test_the_shortfall_is_capped_and_a_loading_pod_is_not_a_reason_to_spill() -> None:
+    assert _replay([(m, 12, 0, True) for m in range(7)], max_gpu=4)[-1] == 4
+    # Wanted 4, Ready 2, but no pod is unschedulable: the other two are loading the model on their nodes.
+    assert _replay([(m, 4, 2, False) for m in range(40)]) == [0] * 40
+
+
+def test_neuron_ready_for_return_after_returns_gpu_to_zero() -> None:
+    states = [(m, 4, 1, True) for m in range(6)] + [(m, 4, 4, False) for m in range(6, 6 + RETURN + 2)]
+    gpu = _replay(states)
+    assert gpu[5] == 3
+    ready_at = 6
+    assert gpu[ready_at : ready_at + RETURN] == [3] * RETURN  # held while Neuron has been Ready less than return_after
+    assert gpu[ready_at + RETURN] == 0
+
+
+def test_flapping_neuron_readiness_does_not_flap_the_gpu_replicas() -> None:
+    spilled = [(m, 4, 0, True) for m in range(6)]
+    # Then the Neuron side flips between all Ready and two unschedulable every 10 minutes, for 2 hours.
+    flapping = [(m, 4, 4 if (m // 10) % 2 == 0 else 2, (m // 10) % 2 == 1) for m in range(6, 126)]
+    gpu = _replay(spilled + flapping)
+    assert gpu[5] == 4
+    after = gpu[5:]
+    # Never back to zero while the shortfall keeps coming back within return_after, never up and down again: at most
+    # one step down, to the highest shortfall of a return_after window (2).
+    assert 0 not in after and after == sorted(after, reverse=True) and set(after) == {4, 2}
+    assert after.index(2) == RETURN + 1  # the first return_after window after the spill ends at minute 36
+    # An unschedulable pod that comes and goes every other minute never spills.
+    assert set(_replay([(m, 4, 3, m % 2 == 0) for m in range(60)])) == {0}
+
+
+def test_a_partial_return_keeps_the_highest_shortfall_of_the_window() -> None:
+    states = [(m, 6, 0, True) for m in range(6)]  # GPU 6
+    states += [(m, 6, 4 if m % 3 else 3, m % 3 == 0) for m in range(6, 6 + RETURN + 1)]  # shortfall 2..3
+    gpu = _replay(states)
+    assert gpu[5] == 6 and gpu[-1] == 3
+
+
+def test_memory_survives_a_round_trip_and_garbage() -> None:
+    m = Memory(trouble_since="2026-11-26T10:00:00Z", below_since=None, below_peak=2)
+    assert Memory.parse(m.dumps()) == m
+    assert Memory.parse("not json") == Memory() and Memory.parse("[1]") == Memory() and Memory.parse(None) == Memory()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The handler against a fake Kubernetes API server.
+# ----------------------------------------------------------------------------------------------------------------
+class FakeApi:
+    """Serves recorded JSON by path and records every request (method, path, query, headers, body)."""
+
+    def __init__(self, routes: dict[str, str]) -> None:
+        self.routes = routes
+        self.requests: list[dict[str, Any]] = []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                api.requests.append(
+                    {"method": self.command, "path": url.path, "query": urllib.parse.parse_qs(url.query),
+                     "headers": dict(self.headers), "body": body}
+                )  # fmt: skip
+                key = f"{self.command} {url.path}"
+                if key not in api.routes:
+                    self.send_response(404)
+                    self.end_headers()
+                    self.wfile.write(b'{"kind":"Status","code":404}')
+                    return
+                data = (FIXTURES / api.routes[key]).read_bytes() if api.routes[key] else body
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = _answer  # noqa: N815
+            do_PATCH = _answer  # noqa: N815
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> FakeApi:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+NS = "neuronkit-serving"
+DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
+
+
+def _routes(pods: str) -> dict[str, str]:
+    return {
+        f"GET {DEPLOYMENTS}/chat-neuron": "neuron-deployment.json",
+        f"GET {DEPLOYMENTS}/chat-gpu": "gpu-deployment.json",
+        f"GET /api/v1/namespaces/{NS}/pods": pods,
+        f"PATCH {DEPLOYMENTS}/chat-gpu/scale": "",  # echoes the patch
+    }
+
+
+def _settings(endpoint: str, groups: tuple[str, ...] = ()) -> spill.Settings:
+    return spill.Settings.from_env(
+        {
+            "CLUSTER_NAME": "team", "CLUSTER_ENDPOINT": endpoint, "AWS_REGION": "us-east-1", "FLEET_NAMESPACE": NS,
+            "NEURON_DEPLOYMENT": "chat-neuron", "GPU_DEPLOYMENT": "chat-gpu", "ENVIRONMENT": "team", "POOL": "chat",
+            "METRICS_NAMESPACE": "Neuronkit", "MEMORY_PARAMETER": "/neuronkit/team/chat/spill",
+            "SPILL_AFTER_MINUTES": "5", "RETURN_AFTER_MINUTES": "30", "MAX_GPU_REPLICAS": "4",
+            "NEURON_GROUPS": ",".join(groups),
+        }
+    )  # fmt: skip
+
+
+@pytest.fixture
+def credentials(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE00")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    yield
+
+
+def _ssm(memory: str, expect_put: str | None) -> tuple[Any, Stubber]:
+    client = boto3.client("ssm", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
+    stub = Stubber(client)
+    name = "/neuronkit/team/chat/spill"
+    stub.add_response("get_parameter", {"Parameter": {"Name": name, "Value": memory, "Type": "String"}}, {"Name": name})
+    if expect_put is not None:
+        stub.add_response(
+            "put_parameter", {"Version": 2}, {"Name": name, "Value": expect_put, "Type": "String", "Overwrite": True}
+        )
+    stub.activate()
+    return client, stub
+
+
+def test_the_handler_patches_the_gpu_scale_subresource_with_the_shortfall(credentials: None) -> None:
+    """Neuron 2/4 Ready, pods unschedulable since 10:00, run at 10:06 with spill_after 5: one PATCH, GPU 2."""
+    now = "2026-11-26T10:06:00Z"
+    remembered = Memory(trouble_since="2026-11-26T10:00:00Z").dumps()
+    ssm, stub = _ssm(remembered, expect_put=None)
+    session = boto3.session.Session(region_name="us-east-1")
+    with FakeApi(_routes("pods-short.json")) as api:
+        kube = spill.KubernetesApi(api.endpoint, spill.eks_token(session, "team", "us-east-1"))
+        record = spill.run(_settings(api.endpoint), spill._time(now), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
+    stub.assert_no_pending_responses()
+    patches = [r for r in api.requests if r["method"] == "PATCH"]
+    assert len(patches) == 1
+    patch = patches[0]
+    assert patch["path"] == f"{DEPLOYMENTS}/chat-gpu/scale"
+    assert patch["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert json.loads(patch["body"]) == {"spec": {"replicas": 2}}
+    # The pods were listed by the Neuron Deployment's own selector, and every call carried the EKS token.
+    pods = next(r for r in api.requests if r["path"].endswith("/pods"))
+    assert pods["query"]["labelSelector"] == [
+        "app.kubernetes.io/name=chat,app.kubernetes.io/part-of=neuronkit,neuronkit.io/accelerator=neuron,neuronkit.io/fleet=chat"
+    ]
+    assert all(r["headers"]["Authorization"].startswith("Bearer k8s-aws-v1.") for r in api.requests)
+    assert record["action"] == "spill" and record["GpuReplicas"] == 2 and record["NeuronShortfall"] == 2
+    assert record["_aws"]["CloudWatchMetrics"][0]["Metrics"][0] == {"Name": "GpuReplicas", "Unit": "Count"}
+
+
+def test_the_handler_sends_no_patch_before_spill_after_and_remembers_the_trouble(credentials: None) -> None:
+    ssm, stub = _ssm("{}", expect_put=Memory(trouble_since="2026-11-26T10:00:00Z").dumps())
+    with FakeApi(_routes("pods-short.json")) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
+        record = spill.run(_settings(api.endpoint), spill._time("2026-11-26T10:02:00Z"), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
+    stub.assert_no_pending_responses()
+    assert [r for r in api.requests if r["method"] == "PATCH"] == []
+    assert record["action"] == "wait" and record["GpuReplicas"] == 0
+
+
+def test_the_handler_reads_a_capacity_failure_of_the_neuron_node_group(credentials: None) -> None:
+    """All pods Ready-or-pending aside, a launch that failed for InsufficientInstanceCapacity at 10:01:33 counts."""
+    ssm, _ = _ssm(Memory(trouble_since="2026-11-26T10:00:00Z").dumps(), expect_put=None)
+    asg = boto3.client("autoscaling", region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
+    activities = json.loads((FIXTURES / "scaling-activities.json").read_text())
+    for a in activities["Activities"]:
+        for k in ("StartTime", "EndTime"):
+            a[k] = spill._time(a[k].replace(".000", ""))
+    with Stubber(asg) as stub:
+        stub.add_response(
+            "describe_scaling_activities", activities, {"AutoScalingGroupName": "eks-chat-neuron-20c9a1b2", "MaxRecords": 20}
+        )
+        assert spill.capacity_failed_at(asg, ("eks-chat-neuron-20c9a1b2",)) == dt.datetime(2026, 11, 26, 10, 1, 33, tzinfo=dt.UTC)
+
+
+def test_the_eks_token_is_a_presigned_get_caller_identity_for_the_cluster(credentials: None) -> None:
+    token = spill.eks_token(boto3.session.Session(region_name="us-east-1"), "team", "us-east-1")
+    assert token.startswith("k8s-aws-v1.") and "=" not in token
+    url = base64.urlsafe_b64decode(token[len("k8s-aws-v1.") :] + "==").decode()
+    parts = urllib.parse.urlsplit(url)
+    query = urllib.parse.parse_qs(parts.query)
+    assert parts.netloc == "sts.us-east-1.amazonaws.com"
+    assert query["Action"] == ["GetCallerIdentity"] and query["X-Amz-Expires"] == ["60"]
+    assert "x-k8s-aws-id" in query["X-Amz-SignedHeaders"][0].split(";")
+
+
+def test_the_handler_ignores_other_events() -> None:
+    assert spill.handler({"source": "aws.s3"})["action"] == "ignored"
+
+
+def test_the_lambda_entry_point_spills_through_the_fake_api_and_remembers_in_ssm(
+    credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """handler() as Lambda runs it: settings from the environment, the token from the role's credentials, the memory
+    parameter in SSM (moto), the Kubernetes API a local server; EventBridge's event time is the run's clock."""
+    from moto import mock_aws
+
+    with mock_aws(), FakeApi(_routes("pods-short.json")) as api:
+        ssm = boto3.client("ssm", region_name="us-east-1")
+        ssm.put_parameter(Name="/neuronkit/team/chat/spill", Value="{}", Type="String")
+        env = {
+            "CLUSTER_NAME": "team", "CLUSTER_ENDPOINT": api.endpoint, "CLUSTER_CA": "", "AWS_REGION": "us-east-1",
+            "FLEET_NAMESPACE": NS, "NEURON_DEPLOYMENT": "chat-neuron", "GPU_DEPLOYMENT": "chat-gpu",
+            "ENVIRONMENT": "team", "POOL": "chat", "METRICS_NAMESPACE": "Neuronkit",
+            "MEMORY_PARAMETER": "/neuronkit/team/chat/spill", "SPILL_AFTER_MINUTES": "5", "RETURN_AFTER_MINUTES": "30",
+            "MAX_GPU_REPLICAS": "4", "NEURON_GROUPS": "",
+        }  # fmt: skip
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        event = {"source": "aws.events", "detail-type": "Scheduled Event", "time": "2026-11-26T10:02:00Z"}
+        first = spill.handler(event)
+        assert first["action"] == "wait" and not [r for r in api.requests if r["method"] == "PATCH"]
+        remembered = json.loads(ssm.get_parameter(Name="/neuronkit/team/chat/spill")["Parameter"]["Value"])
+        assert remembered["trouble_since"] == "2026-11-26T10:00:00Z"
+        second = spill.handler({**event, "time": "2026-11-26T10:05:00Z"})
+    assert second["action"] == "spill" and second["GpuReplicas"] == 2
+    [patch] = [r for r in api.requests if r["method"] == "PATCH"]
+    assert patch["path"] == f"{DEPLOYMENTS}/chat-gpu/scale" and json.loads(patch["body"]) == {"spec": {"replicas": 2}}

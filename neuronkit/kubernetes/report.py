@@ -198,7 +198,10 @@ def markdown(views: Sequence[ClusterView]) -> list[str]:
             out.append("")
             out += _table(
                 ["serving Deployment", "replicas at deploy", "image", "TP", "compiled-artifact key"],
-                [[x.deployment, str(x.replicas), x.image, x.tensor_parallel, x.cache_key] for x in v.serving],
+                [
+                    [x.deployment, "scaler" if x.replicas is None else str(x.replicas), x.image, x.tensor_parallel, x.cache_key]
+                    for x in v.serving
+                ],
             )
     return out
 

@@ -121,7 +121,8 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     groups = [r["Properties"]["NodegroupName"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"]
-    log_groups = json.dumps([r["Properties"]["LogGroupName"] for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
+    # Named groups only: the kit's functions (the spill controller) keep CloudFormation-named groups, like the rebalancer.
+    log_groups = json.dumps([r["Properties"].get("LogGroupName") for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
     assert len(groups) == 4
     for group in groups:
         pool = group.removeprefix("eks-")
@@ -294,10 +295,7 @@ def _rendered_manifests(res: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[Path, dict[str, Any]]) -> None:
     """Issue 38: an internal ALB with an IP target group, the pinned load balancer controller, the fleet's Service,
     one TargetGroupBinding and both Deployments; every manifest validates against Kubernetes and the checked-in CRD."""
-    import jsonschema
-    import kubernetes_validate
-
-    from neuronkit.kubernetes import load_balancer_controller as lbc
+    from tests import manifests
 
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
@@ -315,10 +313,8 @@ def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[
         ("TargetGroupBinding", "chat"),
     ]
     for d in docs:
-        if d["kind"] == "TargetGroupBinding":
-            jsonschema.validate(d, lbc.target_group_binding_schema())
-        else:
-            kubernetes_validate.validate(d, str(EKS["kubernetes"]["version"]), strict=True)
+        manifests.validate(d)  # core kinds against Kubernetes, custom resources against their checked-in schemas
+    assert {d["kind"] for d in docs} >= {"ScaledObject", "TargetGroupBinding", "LocalQueue", "ClusterQueue", "Role"}
 
 
 def test_the_served_fleets_node_groups_hold_image_weights_and_compiled_artifacts(
@@ -350,7 +346,8 @@ def test_summary_cost_and_alarms_cover_the_served_fleet(eks_synth: tuple[Path, d
 
     outdir, templates = eks_synth
     section = summarize(outdir)
-    assert "| chat-neuron | 1 |" in section and "| chat-gpu | 0 |" in section and "nxdi-vllm" in section
+    # KEDA owns the Neuron replicas (no count in the manifest); the GPU Deployment starts at zero for the spill controller.
+    assert "| chat-neuron | scaler |" in section and "| chat-gpu | 0 |" in section and "nxdi-vllm" in section
     assert "ALB of chat" in {c.item for c in fixed_costs(load_environment(FILE))}
     res = templates["eks-eks"]["Resources"]
     alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from constructs import Construct
@@ -20,12 +20,13 @@ from neuronkit.constructs.eks import (
     NeuronNodeGroup,
     NeuronWorkloads,
     NodeGroupSpec,
+    SystemNodesSpec,
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
+from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, environment_tags
 from neuronkit.stacks.monitoring import alarms_topic, capacity_block_watches, environment_budget, environment_monitoring
@@ -52,9 +53,11 @@ class EksStack(NeuronkitStack):
             spec=ClusterSpec(
                 name=config.name, version=eks.version, admins=eks.admins, viewers=eks.viewers, endpoint=eks.endpoint,
                 public_access_cidrs=eks.public_access_cidrs, max_pods_per_node=eks.max_pods_per_node,
+                system_nodes=SystemNodesSpec(**eks.system_nodes.resolved()),  # type: ignore[arg-type]
             ),
             vpc=network.network.vpc,
             subnets=list(self._subnets.values()),
+            tags=environment_tags(config),
         )  # fmt: skip
         self._access: StorageAccess = storage.storage.access()
         self._releases = pool_releases(config)
@@ -108,6 +111,10 @@ class EksStack(NeuronkitStack):
             else None
         )  # fmt: skip
         neuron = config.eks.neuron
+        groups = [g.spec for g in self.node_groups.values()]
+        # The DaemonSets that must run on accelerators tolerate exactly the taints of the groups they serve.
+        neuron_taints = _distinct(t for g in groups if g.image == "neuron" for t in g.all_taints)
+        efa_taints = _distinct(t for g in groups if g.uses_efa for t in g.all_taints)
         workloads = NeuronWorkloads(
             self,
             "Workloads",
@@ -115,8 +122,10 @@ class EksStack(NeuronkitStack):
             spec=WorkloadsSpec(
                 environment=config.name,
                 neuron_releases=releases,
-                options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery),
-                efa=any(g.spec.uses_efa for g in self.node_groups.values()),
+                options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery, taints=neuron_taints),
+                # No EFA plugin where no node group carries EFA.
+                efa=any(g.uses_efa for g in groups),
+                efa_taints=efa_taints,
                 lustre=volume,
             ),
         )
@@ -187,6 +196,10 @@ class EksStack(NeuronkitStack):
     def _max_pods(config: Environment) -> int:
         assert config.eks is not None
         return config.eks.max_pods_per_node
+
+
+def _distinct(taints: Iterable[Taint]) -> tuple[Taint, ...]:
+    return tuple(dict.fromkeys(taints))
 
 
 __all__ = ["EksStack"]

@@ -48,9 +48,10 @@ def test_the_example_builds_network_storage_and_eks_stacks(eks_synth: tuple[Path
     # pretrain (trn2 on a Capacity Block), its p5 GPU pool, chat (inf2) and chat's GPU fallback.
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in templates["eks-eks"]["Resources"].values()
               if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
-    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu"]
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
     assert groups["eks-pretrain"]["CapacityType"] == "CAPACITY_BLOCK"
-    assert {g["AmiType"] for g in groups.values()} == {v["ami_type"] for k, v in EKS["node_images"].items() if k != "source"}
+    images = {v["ami_type"] for k, v in EKS["node_images"].items() if k != "source"}
+    assert {g["AmiType"] for g in groups.values()} == images | {EKS["system_nodes"]["ami_type"]}
 
 
 def test_cfn_lint_is_clean_on_the_example(eks_synth: tuple[Path, dict[str, Any]]) -> None:
@@ -89,10 +90,15 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     values = json.loads(charts["neuron-helm-chart"]["Values"])
     assert values["npd"]["nodeRecovery"]["enabled"] is True and values["devicePlugin"]["enabled"] is True
     manifests = [r["Properties"]["Manifest"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"]
-    assert len(manifests) == 1
+    # The Lustre volume (tokens of the storage stack) and the node problem detector's namespace (plain JSON).
+    (lustre,) = [m for m in manifests if isinstance(m, dict)]
+    (namespace,) = [json.loads(m) for m in manifests if isinstance(m, str)]
+    assert [d["metadata"]["name"] for d in namespace] == [EKS["node_problem_detector"]["namespace"]]
+    for doc in namespace:
+        kubernetes_validate.validate(doc, str(EKS["kubernetes"]["version"]), strict=True)
     # The manifest names the storage stack's file system through an import: validate it with the token replaced.
-    text = json.dumps(manifests[0]["Fn::Join"][1])
-    parts = manifests[0]["Fn::Join"][1]
+    text = json.dumps(lustre["Fn::Join"][1])
+    parts = lustre["Fn::Join"][1]
     rendered = "".join(p if isinstance(p, str) else "fs-0123456789abcdef0" for p in parts)
     docs = json.loads(rendered)
     assert [d["kind"] for d in docs] == ["PersistentVolume", "PersistentVolumeClaim"]
@@ -113,13 +119,20 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
 
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
-    groups = [r["Properties"]["NodegroupName"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"]
+    # The pools' node groups (the system node group runs add-ons, no accelerator to watch).
+    groups = [
+        r["Properties"]["NodegroupName"]
+        for r in res.values()
+        if r["Type"] == "AWS::EKS::Nodegroup" and "neuronkit" in r.get("Metadata", {})
+    ]
     log_groups = json.dumps([r["Properties"]["LogGroupName"] for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
     assert len(groups) == 4
     for group in groups:
         pool = group.removeprefix("eks-")
         assert all(f'"{name}"' in log_groups for name in log_group_names("eks", pool).values()), pool
-    templates_ = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    templates_ = [
+        r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in r["Properties"]["LaunchTemplateData"]
+    ]
     assert len(templates_) == 4
     for lt in templates_:
         text = json.dumps(lt["Properties"]["LaunchTemplateData"]["UserData"])
@@ -141,7 +154,7 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     groups = [
         r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
     ]
-    assert len(groups) == 4 and all(f"| {g} |" in section for g in groups)
+    assert len(groups) == 5 and all(f"| {g} |" in section for g in groups)  # the four pools and the system group
     chart = neuron_chart.chart_version(["2.28.1"])
     assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
     assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
@@ -173,7 +186,7 @@ def test_node_instances_volumes_and_interfaces_carry_the_environment_tags(eks_sy
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     lts = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
-    assert len(lts) == 4
+    assert len(lts) == 5  # the four pools' and the system node group's
     for lt in lts:
         specs = {
             s["ResourceType"]: {t["Key"]: t["Value"] for t in s["Tags"]}

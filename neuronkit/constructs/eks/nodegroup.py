@@ -31,6 +31,7 @@ from neuronkit.constructs.observability import NodeObservability, ObservabilityS
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, capacity_metadata
+from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
 
@@ -75,6 +76,9 @@ class NodeGroupSpec:
     max_pods: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
+    # The accelerator's taint (aws.amazon.com/neuron or nvidia.com/gpu, NoSchedule) on every node, so that only pods
+    # that tolerate it (device plugins, serving and training pods) land on an accelerator (docs/eks.md).
+    accelerator_taint: bool = True
     lnc: int | None = None  # the logical NeuronCore setting the boot script applies, said in the pool Metadata
 
     def __post_init__(self) -> None:
@@ -98,6 +102,14 @@ class NodeGroupSpec:
     def root_gib(self) -> int:
         minimum = max(catalog.min_root_volume_gib(catalog.get(t)) for t in self.instance_types)
         return max(self.root_volume_gib or 0, minimum)
+
+    @property
+    def all_taints(self) -> list[Taint]:
+        """``taints``, then the accelerator's taint (unless ``accelerator_taint`` is off), each once."""
+        out = list(self.taints)
+        if self.accelerator_taint and scheduling.taint_of(self.image) not in out:
+            out.append(scheduling.taint_of(self.image))
+        return out
 
     @property
     def uses_efa(self) -> bool:
@@ -297,8 +309,10 @@ class NeuronNodeGroup(Construct):
             capacity_type=eks.CapacityType.CAPACITY_BLOCK if is_block else eks.CapacityType.ON_DEMAND,
             enable_node_auto_repair=True,
             node_role=self.role,
-            labels={"neuronkit.io/pool": spec.name, **spec.labels},
-            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.taints]
+            labels={**scheduling.pool_node_selector(spec.name), **spec.labels},
+            taints=[
+                eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints
+            ]
             or None,
             tags=self._tags,
         )

@@ -186,7 +186,10 @@ def test_the_npd_namespace_is_valid_and_adoptable_by_the_chart() -> None:
     kubernetes_validate.validate(doc, K8S, strict=True)
     assert doc["metadata"]["name"] == EKS["node_problem_detector"]["namespace"]
     assert doc["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-    assert doc["metadata"]["annotations"] == {"meta.helm.sh/release-name": "neuron", "meta.helm.sh/release-namespace": "kube-system"}
+    assert doc["metadata"]["annotations"] == {
+        "meta.helm.sh/release-name": "neuron",
+        "meta.helm.sh/release-namespace": "kube-system",
+    }
 
 
 def test_workloads_create_the_npd_namespace_before_the_chart_and_pass_the_region() -> None:
@@ -258,3 +261,36 @@ def test_the_mix_rule_is_the_newest_pool_release() -> None:
     newest = max(rows, key=lambda k: tuple(map(int, k.split("."))))
     assert neuron_chart.chart_version(["2.31.1", "2.99.0"]) == rows[newest]  # newer than every row: the newest
 
+
+# --- reuse: the kit's acknowledgements follow the constructs under any id ---
+
+
+def test_a_users_app_nests_the_cluster_under_another_id_with_the_compliance_gates_on() -> None:
+    from aws_cdk import App, Environment, Stack
+    from aws_cdk import aws_ec2 as ec2
+    from constructs import Construct
+
+    from neuronkit.constructs import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NeuronWorkloads, WorkloadsSpec, compliance
+
+    app = App(builtin_cloud_formation_validation=False)
+    stack = Stack(app, "UserStack", env=Environment(account="111111111111", region="us-east-2"))
+    outer = Construct(stack, "Platform")
+    inner = Construct(outer, "Compute")
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", availability_zones=["us-east-2a", "us-east-2b"],
+        private_subnet_ids=["subnet-0a1b2c3d4e5f67890", "subnet-0a1b2c3d4e5f67891"],
+    )  # fmt: skip
+    kube = NeuronEksCluster(
+        inner, "Kube", spec=ClusterSpec(name="research", admins=["arn:aws:iam::111111111111:role/admin"]),
+        vpc=vpc, subnets=vpc.private_subnets,
+    )  # fmt: skip
+    NeuronNodeGroup(
+        inner, "Trn2", environment="research", cluster=kube, subnets=vpc.private_subnets[:1], script="#!/bin/bash\n",
+        spec=NodeGroupSpec(name="train", instance_types=["trn2.48xlarge"], max_size=2),
+    )  # fmt: skip
+    NeuronWorkloads(inner, "Neuron", cluster=kube, spec=WorkloadsSpec(environment="research", neuron_releases=["2.31.1"]))
+    compliance.apply(app)
+    assembly = app.synth()  # a finding the kit did not acknowledge fails here (cdk-nag ValidationFailed)
+    data = assembly.get_stack_by_name("UserStack").template
+    handlers = [k for k in data["Resources"] if "KubectlProviderHandler" in k]
+    assert handlers and not any(k.startswith("ClusterKubectlProvider") for k in handlers)

@@ -310,9 +310,7 @@ class NeuronNodeGroup(Construct):
             enable_node_auto_repair=True,
             node_role=self.role,
             labels={**scheduling.pool_node_selector(spec.name), **spec.labels},
-            taints=[
-                eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints
-            ]
+            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints]
             or None,
             tags=self._tags,
         )

@@ -222,7 +222,8 @@ class NeuronEksCluster(Construct):
             cluster=self.cluster,
             nodegroup_name=f"{self.spec.name}-{scheduling.SYSTEM_POOL}",
             ami_type=eks.NodegroupAmiType[str(facts["ami_type"]).upper()],
-            release_version=str(facts["release_version"]),
+            # One release version for every AL2023 variant of a Kubernetes version: the pools' (catalog node_images).
+            release_version=str(catalog.eks_facts()["node_images"]["neuron"]["release_version"]),
             instance_types=[ec2.InstanceType(nodes.instance_type)],
             launch_template_spec=eks.LaunchTemplateSpec(id=template.ref, version=template.attr_latest_version_number),
             subnets=ec2.SubnetSelection(subnets=list(subnets)),

@@ -191,7 +191,11 @@ def test_without_lustre_there_is_no_csi_driver_or_volume() -> None:
     stack = bare_stack()
     NeuronWorkloads(stack, "W", cluster=_cluster(stack), spec=WorkloadsSpec(environment="team", neuron_releases=[], efa=False))
     data = template(stack)
-    assert not resources(data, "Custom::AWSCDK-EKS-KubernetesResource")
+    manifests = [
+        json.loads(r["Properties"]["Manifest"]) for r in resources(data, "Custom::AWSCDK-EKS-KubernetesResource").values()
+    ]
+    assert [[d["kind"] for d in m] for m in manifests] == [["Namespace"]]  # only the NPD namespace: no PV or claim
+    assert not [a for a in resources(data, "AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "aws-fsx-csi-driver"]
     assert one(data, "Custom::AWSCDK-EKS-HelmChart")["Properties"]["Chart"] == "neuron-helm-chart"
 
 

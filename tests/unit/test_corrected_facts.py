@@ -5,6 +5,8 @@ A test here fails when someone copies the old value back; each names the documen
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from neuronkit import catalog
@@ -53,6 +55,17 @@ def test_2_29_1_to_2_31_1_have_their_published_containers_containers_2026() -> N
         assert MATRIX["releases"][version]["containers_source"] == "containers-2026"
     for version in ("2.29.1", "2.30.0"):
         assert releases.release(version).container("pytorch-training") is not None
+
+
+def test_2_31_1_containers_the_catalog_called_missing_dlc_readme_2026_08() -> None:
+    # [dlc-readme-2026-08] aws-neuron/deep-learning-containers README: pytorch-inference-neuronx 2.9.0 and
+    # pytorch-inference-vllm-neuronx 0.21.0.1.0.0 are published for sdk2.31.1.
+    import json
+
+    image = releases.release("2.31.1").container("pytorch-inference")
+    assert image == "public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+    published = json.loads((Path(catalog.__file__).parent / "published_images.json").read_text())["repositories"]
+    assert "0.21.0.1.0.0-neuronx-py313-sdk2.31.1-ubuntu24.04" in published["public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"]
 
 
 def test_gp3_volumes_go_to_64_tib_ebs_general_purpose() -> None:

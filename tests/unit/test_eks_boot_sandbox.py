@@ -61,7 +61,12 @@ def _node_group_user_data(types: list[str], efa: bool, lnc: int | None = None) -
         stack, "Nodes", environment="team", cluster=cluster, subnets=vpc.private_subnets[:1], script=script,
         spec=NodeGroupSpec(name="pool", instance_types=types, max_size=2, efa=efa),
     )  # fmt: skip
-    (lt,) = resources(template(stack), "AWS::EC2::LaunchTemplate").values()
+    # The pool's launch template (the system node group's carries no user data).
+    (lt,) = [
+        r
+        for r in resources(template(stack), "AWS::EC2::LaunchTemplate").values()
+        if "UserData" in r["Properties"]["LaunchTemplateData"]
+    ]
     return _shell_part(resolve(lt["Properties"]["LaunchTemplateData"]["UserData"]))
 
 

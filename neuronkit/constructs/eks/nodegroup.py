@@ -163,7 +163,9 @@ class NeuronNodeGroup(Construct):
     """An EKS managed node group on a launch template that shares the kit's pieces.
 
     The template names no image (EKS picks the catalog's ``amiType`` + ``releaseVersion`` and merges its nodeadm
-    part into the user data), no instance type and no profile (the node group sets them); it carries the EFA
+    part into the user data) and no profile; no instance type either (the node group lists them), except on a
+    Capacity Block group, whose template names the block's type and whose node group lists none (the EKS guide
+    requires it); it carries the EFA
     multi-card layout of the catalog (each interface with the group's EFA security group, the cluster security
     group and ``extra_security_group_ids``), a cluster placement group, the reservation or Capacity Block target,
     IMDSv2 with a hop limit of 1 (pods cannot take the node role), an encrypted gp3 root volume and the pool's
@@ -258,6 +260,9 @@ class NeuronNodeGroup(Construct):
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
                 network_interfaces=interfaces,
+                # A Capacity Block group names its type here and none on the node group: EKS rejects the create
+                # request otherwise (EKS User Guide, "Create a managed node group with Capacity Blocks for ML").
+                instance_type=spec.instance_types[0] if is_block else None,
                 placement=(
                     ec2.CfnLaunchTemplate.PlacementProperty(group_name=self.placement_group.ref) if self.placement_group else None
                 ),
@@ -286,7 +291,7 @@ class NeuronNodeGroup(Construct):
             cluster=cluster.cluster,
             nodegroup_name=self.group_name,
             release_version=str(image["release_version"]),
-            instance_types=[ec2.InstanceType(t) for t in spec.instance_types],
+            instance_types=None if is_block else [ec2.InstanceType(t) for t in spec.instance_types],
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
             ),

@@ -136,10 +136,11 @@ class EksStack(NeuronkitStack):
     ) -> Callable[[Mapping[str, str | int] | None], str]:
         """The node group's boot script, given the values of its NodeObservability (created inside the group)."""
         release = self._releases.get(pool)
-        driver = release.release.driver if release is not None and release.release is not None else None
+        rel = release.release if release is not None else None
         render = functools.partial(
             eks_boot_script,
-            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver,
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access,
+            neuron_driver=rel.driver_min if rel else None, neuron_driver_shipped=rel.driver_shipped if rel else None,
             lnc=lnc,
         )  # fmt: skip
         return lambda values: render(observability=values)

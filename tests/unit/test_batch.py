@@ -546,7 +546,7 @@ def test_batch_boot_script_is_shellcheck_clean_after_rendering(tmp_path: Path) -
         "EXPECTED_EFA": 8,
         "LUSTRE_DNS": "fs-0123.fsx.us-east-1.amazonaws.com",
         "LUSTRE_MOUNT": "abcdefgh",
-        "EXPECTED_NEURON_DRIVER": "",
+        **userdata.boot_values(),
         "EFA_INSTALLER_URL": "https://efa-installer.amazonaws.com/aws-efa-installer-1.47.0.tar.gz",
     }
     # The shell part of the archive, as cloud-init hands it to bash.

@@ -18,7 +18,7 @@ MATRIX = yaml.safe_load((catalog._HERE / "neuron_releases.yaml").read_text())
 def test_2_28_1_ships_driver_2_26_10_and_runtime_2_30_51_rn_runtime() -> None:
     # [rn-runtime] Neuron runtime release notes: "Neuron Driver 2.26.10.0, 03/12/2026" (Linux 6.18 fixes).
     row = MATRIX["releases"]["2.28.1"]
-    assert row["driver"] == "2.26.10.0" and row["driver_source"] == "rn-runtime"
+    assert row["driver_shipped"] == "2.26.10.0" and row["driver_source"] == "rn-runtime"
     assert row["runtime"] == "2.30.51.0" and row["runtime_source"] == "rn-runtime"
     assert "rn-runtime" in MATRIX["sources"]
     assert releases.release("2.28.1").driver == "2.26.10.0"

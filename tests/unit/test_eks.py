@@ -174,7 +174,13 @@ def test_nodes_keep_pods_off_the_node_role_and_name_no_image(nodes_template: dic
         lt = _template_of(nodes_template, group)
         assert lt["MetadataOptions"]["HttpTokens"] == "required"
         assert lt["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
-        assert "ImageId" not in lt and "IamInstanceProfile" not in lt and "InstanceType" not in lt
+        assert "ImageId" not in lt and "IamInstanceProfile" not in lt
+        assert lt["MetadataOptions"]["InstanceMetadataTags"] == "disabled"  # EKS tags keys with "/"
+        # The type is named once: the Capacity Block group's template names it, every other group lists its types.
+        if group["Properties"].get("CapacityType") == "CAPACITY_BLOCK":
+            assert lt["InstanceType"] == "trn2.48xlarge" and "InstanceTypes" not in group["Properties"]
+        else:
+            assert "InstanceType" not in lt and group["Properties"]["InstanceTypes"]
         (root,) = lt["BlockDeviceMappings"]
         assert root["DeviceName"] == "/dev/xvda" and root["Ebs"]["Encrypted"] is True
         assert group["Properties"]["NodeRepairConfig"] == {"Enabled": True}

@@ -188,7 +188,7 @@ class NeuronEksCluster(Construct):
         """The system node group: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1 (pods cannot
         take the node role), an encrypted gp3 root volume, every subnet of the cluster (two AZs or more)."""
         from neuronkit.constructs.eks.nodegroup import NODE_POLICIES  # nodegroup imports this module
-        from neuronkit.constructs.launch_template import root_volume, tag_specifications
+        from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
 
         facts = catalog.eks_facts()["system_nodes"]
         nodes = self.spec.system_nodes
@@ -207,10 +207,8 @@ class NeuronEksCluster(Construct):
             self,
             "SystemLaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                # IMDSv2, hop limit 1; no instance tags in IMDS (EKS tags node instances with keys IMDS refuses).
-                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-                    http_tokens="required", http_put_response_hop_limit=1, http_endpoint="enabled"
-                ),
+                # IMDSv2, hop limit 1 (pods cannot take the node role); no instance tags in IMDS.
+                metadata_options=metadata_options(hop_limit=1),
                 block_device_mappings=[root_volume("/dev/xvda", nodes.root_volume_gib)],
                 ebs_optimized=True,
                 tag_specifications=tag_specifications(self._tags),

@@ -240,6 +240,8 @@ def test_cost_of_an_eks_environment_has_the_control_plane_and_no_load_balancer()
     plane = items["EKS control plane"]
     assert plane.monthly == pytest.approx(EKS["extended_support"]["standard_usd_per_cluster_hour"] * hours, rel=0.01)
     assert not [i for i in items if "ALB" in i or "NLB" in i]  # EKS fleets are node groups, no load balancer yet
+    system = EKS["system_nodes"]
+    assert items["EKS system nodes"].monthly == pytest.approx(system["desired_size"] * system["usd_per_hour"] * hours, rel=0.01)
     text = environment_report([env], "text")
     for pool in ("pretrain", "chat"):
         assert pool in text

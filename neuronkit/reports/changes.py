@@ -143,8 +143,7 @@ def _node_groups(templates: Templates, stacks: Iterable[str]) -> dict[str, _Node
 def _image_words(group: _NodeGroup) -> str:
     from neuronkit.catalog import eks_images
 
-    accelerator = "neuron" if group.ami_type.endswith("NEURON") else "gpu"
-    row = eks_images.node_image(accelerator, group.release_version)
+    row = eks_images.node_image("neuron" if group.ami_type.endswith("NEURON") else "gpu", group.release_version)
     if row is None:
         return f"{group.ami_type} {group.release_version} (driver not in the catalog's node image table)"
     driver = f"Neuron driver {row.neuron_driver}" if row.neuron_driver else f"NVIDIA driver {row.nvidia_driver}"

@@ -34,6 +34,12 @@ INSTANCE_ID = "i-0123456789abcdef0"
 _PRELUDE = r"""#!/bin/bash
 name=$(basename "$0")
 echo "${name} $*" >> /var/log/stub-calls
+# A line "NAME REGEX" in /opt/stubs/hang: such a call never returns (a dnf or S3 call that hangs), in real time.
+if [ -f /opt/stubs/hang ]; then
+  while read -r who pattern; do
+    if [ "${who}" = "${name}" ] && [[ "$*" =~ ${pattern} ]]; then exec /usr/bin/sleep 3600; fi
+  done < /opt/stubs/hang
+fi
 if [ -f /opt/stubs/fail ]; then
   while read -r who pattern; do
     if [ "${who}" = "${name}" ] && [[ "$*" =~ ${pattern} ]]; then
@@ -116,8 +122,15 @@ exit 0
     # (tests/sandbox.py _DATE). /opt/stubs/job-ends-on-sleep: the running job finishes during the first sleep.
     "sleep": (
         "now=$(cat /opt/stubs/clock); echo $((now + ${1%s})) > /opt/stubs/clock\n"
-        "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\nexit 0\n"
+        "[ -f /opt/stubs/job-ends-on-sleep ] && rm -f /run/neuronkit/job-active\n"
+        # /opt/stubs/late-devices: the driver creates the accelerator devices (listed in it) at the N-th sleep
+        # (/opt/stubs/late-after), as a driver unit not ordered before cloud-final does.
+        'if [ -f /opt/stubs/late-devices ]; then n=$(( $(cat /opt/stubs/late-after) - 1 )); echo "${n}" > /opt/stubs/late-after\n'
+        '  [ "${n}" -gt 0 ] || { xargs touch < /opt/stubs/late-devices; rm -f /opt/stubs/late-devices; }; fi\n'
+        "exit 0\n"
     ),
+    # nvidia-smi -L lists /opt/stubs/gpus GPUs (none when absent).
+    "nvidia-smi": 'if [ "$1" = -L ]; then for i in $(seq 0 $(( $(cat /opt/stubs/gpus 2>/dev/null || echo 0) - 1 ))); do echo "GPU ${i}: stub"; done; fi\nexit 0\n',
     **{
         n: "exit 0\n"
         for n in (
@@ -132,7 +145,6 @@ exit 0
             "dnf",
             "dpkg",
             "gpg",
-            "nvidia-smi",
         )
     },
 }
@@ -153,7 +165,11 @@ touch /opt/stubs/efa-installed
 
 @dataclass
 class Scenario:
-    """What the fake node has: its devices, its driver, and which commands fail."""
+    """What the fake node has: its devices, its driver, and which commands fail or hang.
+
+    Absences are real: a node without EFA devices has no /dev/infiniband at all (as on trn1.2xlarge, inf2 or g6e
+    without EFA), a GPU node no /dev/neuron*, a node without ``driver`` no Neuron module. :meth:`of` derives the
+    devices of an instance type from the catalog."""
 
     neuron_devices: int = 0
     efa_devices: int = 0
@@ -161,6 +177,26 @@ class Scenario:
     instance_type: str = "trn1.32xlarge"
     fail: list[str] = field(default_factory=list)  # "NAME REGEX" lines
     stub_files: dict[str, str] = field(default_factory=dict)  # extra files under /opt/stubs (e.g. cache-complete-after)
+    gpus: int = 0  # what nvidia-smi -L lists
+    hang: list[str] = field(default_factory=list)  # "NAME REGEX" lines: such calls never return (real time)
+    devices_after_sleeps: int = 0  # the Neuron devices appear at this many-th sleep (0: there from the start)
+
+    @classmethod
+    def of(cls, instance_type: str, *, driver: str | None, efa: bool = True, **over: Any) -> Scenario:
+        """A healthy node of ``instance_type`` as the catalog describes it: its Neuron devices or GPUs, one uverbs
+        device per EFA interface when the pool carries EFA (none, and no /dev/infiniband, when the type has no EFA),
+        the given driver on Neuron types."""
+        from neuronkit import catalog
+
+        facts = catalog.get(instance_type)
+        base: dict[str, Any] = {
+            "instance_type": instance_type,
+            "neuron_devices": facts.neuron_devices if facts.is_neuron else 0,
+            "gpus": 0 if facts.is_neuron else facts.gpus,
+            "efa_devices": facts.efa_max_interfaces if efa and facts.efa_supported else 0,
+            "driver": driver if facts.is_neuron else None,
+        }
+        return cls(**{**base, **over})
 
 
 @dataclass
@@ -241,6 +277,13 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
     (stubs / "kit.zip").write_bytes(_kit_zip())
     (stubs / "efa.tar.gz").write_bytes(_efa_tarball())
     (stubs / "instance-type").write_text(scenario.instance_type + "\n")
+    (stubs / "gpus").write_text(f"{scenario.gpus}\n")
+    if scenario.hang:
+        (stubs / "hang").write_text("".join(f"{name}\n" for name in scenario.hang))
+    late = scenario.devices_after_sleeps > 0
+    if late:
+        (stubs / "late-devices").write_text("".join(f"/dev/neuron{i}\n" for i in range(scenario.neuron_devices)))
+        (stubs / "late-after").write_text(f"{scenario.devices_after_sleeps}\n")
     if scenario.driver is not None:
         (stubs / "driver").write_text(scenario.driver + "\n")
     for name, text in scenario.stub_files.items():
@@ -249,11 +292,11 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
     (up / "var" / "log" / "stub-calls").write_text("")
     (up / "opt" / "user-data.sh").write_text(user_data)
     devices = " ".join(
-        [f"{root}/dev/neuron{i}" for i in range(scenario.neuron_devices)]
+        [f"{root}/dev/neuron{i}" for i in range(0 if late else scenario.neuron_devices)]
         + [f"{root}/dev/infiniband/uverbs{i}" for i in range(scenario.efa_devices)]
     )
     done = subprocess.run(
-        [*_UNSHARE, "bash", "-c", _setup(up, work, root, devices)],
+        [*_UNSHARE, "bash", "-c", _setup(up, work, root, devices, infiniband=scenario.efa_devices > 0)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -281,7 +324,7 @@ _SYMLINKS = ("bin", "sbin", "lib", "lib64", "lib32", "libx32")
 _UNSHARE = ["unshare", "--user", "--map-root-user", "--mount", "--pid", "--fork", "--propagation", "private"]
 
 
-def _setup(up: Path, work: Path, root: Path, devices: str) -> str:
+def _setup(up: Path, work: Path, root: Path, devices: str, *, infiniband: bool) -> str:
     lines = [
         "set -e",
         f"mkdir -p {root}/usr {root}/etc {up}/etc",
@@ -301,7 +344,8 @@ def _setup(up: Path, work: Path, root: Path, devices: str) -> str:
         f"mkdir -p {root}/proc {root}/dev {root}/run {root}/tmp {root}/sys",
         f"mount -t proc proc {root}/proc",
         f"mount -t tmpfs none {root}/dev",
-        f"mkdir -p {root}/dev/.host {root}/dev/infiniband",
+        # /dev/infiniband exists only where the node has EFA devices (the kernel creates it with the first one).
+        f"mkdir -p {root}/dev/.host" + (f" {root}/dev/infiniband" if infiniband else ""),
         f"mount --rbind /dev {root}/dev/.host",
         f"for n in null zero random urandom; do ln -s .host/$n {root}/dev/$n; done",
         f"ln -s /proc/self/fd {root}/dev/fd",

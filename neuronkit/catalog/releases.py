@@ -9,8 +9,11 @@ API (stable; config, constructs, stacks, summary, cost and assess use it):
 - :func:`last_supporting` (family, workload) -> the newest release where it is supported or in
   maintenance, or None.
 - :func:`families_supporting` (release, workload) -> the families a release fully supports it on.
-- :func:`driver_version` (version) -> the Neuron driver a release ships (what a node's boot check expects).
-- ``Release.driver`` (alias ``driver_version``), ``.runtime``, ``.compiler``, ``.date``;
+- :func:`driver_version` (version) -> the Neuron driver a release shipped (``driver_shipped``).
+- ``Release.driver_min``: the oldest driver the release's runtime works with (a node below it fails its boot check;
+  ``driver_min_source`` says where it comes from, or that no source states one and it is the shipped driver);
+  ``Release.driver`` (aliases ``driver_shipped``, ``driver_version``): the driver the release shipped (a node between
+  the two joins with a warning and a metric); ``.runtime``, ``.compiler``, ``.date``;
   ``.container(kind)`` -> the pinned Deep Learning Container of a workload (``"pytorch-training"``, also
   ``"training"``; ``"vllm-serving"``, ``"pytorch-inference"``, ``"jax"``) or None;
   ``.dlami(kind, os)`` (``"multi-framework"``, ``"ubuntu-24.04"``) and ``.dlami_lookup(ami_family)`` ->
@@ -70,9 +73,19 @@ class Release:
     sources: dict[str, str]  # workload -> source of its support row
     containers: dict[str, str]
     unverified: dict[str, str] = field(default_factory=dict)  # "fact" or "workload.fact" -> what we found
+    driver_min: str = ""  # the oldest driver the runtime works with (defaults to the shipped driver)
+    driver_min_source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.driver_min:
+            object.__setattr__(self, "driver_min", self.driver)
 
     @property
     def driver_version(self) -> str:
+        return self.driver
+
+    @property
+    def driver_shipped(self) -> str:
         return self.driver
 
     def container(self, kind: str) -> str | None:
@@ -159,7 +172,9 @@ def releases() -> tuple[Release, ...]:
                 version=str(version),
                 date=str(row["date"]),
                 source=row["source"],
-                driver=str(row["driver"]),
+                driver=str(row["driver_shipped"]),
+                driver_min=str(row["driver_min"]),
+                driver_min_source=" ".join(str(row["driver_min_source"]).split()),
                 runtime=str(row["runtime"]),
                 compiler=str(row["compiler"]),
                 status=status,
@@ -187,7 +202,7 @@ def citations(text: str) -> list[str]:
 
 
 def driver_version(version: str) -> str:
-    """The Neuron driver (aws-neuronx-dkms) a release ships: what a node booting that release must report."""
+    """The Neuron driver (aws-neuronx-dkms) a release shipped (``driver_shipped``); its minimum is ``driver_min``."""
     return release(version).driver
 
 

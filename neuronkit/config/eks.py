@@ -46,6 +46,31 @@ class EksNeuron(Strict):
         return self.device_plugin if self.device_plugin is not None else not self.dra
 
 
+class EksSystemNodes(Strict):
+    """The system node group (add-ons and controllers): its type and sizes, defaults from the catalog."""
+
+    instance_type: str | None = Field(
+        default=None,
+        pattern=r"^[a-z][a-z0-9-]*\.[a-z0-9]+$",
+        description="A general-purpose type for add-ons and controllers; defaults to the catalog's (system_nodes in "
+        "neuronkit/catalog/eks.yaml: m7i.large). Neuron and GPU types are refused.",
+    )
+    min_size: int | None = Field(default=None, ge=2, le=20, description="At least 2: one node per AZ; defaults to 2.")
+    desired_size: int | None = Field(default=None, ge=2, le=20, description="Defaults to min_size.")
+    max_size: int | None = Field(default=None, ge=2, le=20, description="Defaults to the catalog's 4.")
+
+    def resolved(self) -> dict[str, int | str]:
+        """The sizes and type with the catalog's defaults filled in."""
+        facts = catalog.eks_facts()["system_nodes"]
+        min_size = self.min_size or int(facts["min_size"])
+        return {
+            "instance_type": self.instance_type or str(facts["instance_type"]),
+            "min_size": min_size,
+            "desired_size": self.desired_size or max(min_size, int(facts["desired_size"])),
+            "max_size": self.max_size or max(min_size, int(facts["max_size"])),
+        }
+
+
 class Eks(Strict):
     """The cluster: Kubernetes version, who may reach it, and how its API endpoint is exposed."""
 
@@ -89,6 +114,11 @@ class Eks(Strict):
         "keep their sizes); false keeps every group at its desired size. It cannot drive eks.neuron.dra (validate "
         "refuses both together when there are fleets).",
     )
+    system_nodes: EksSystemNodes = Field(
+        default_factory=EksSystemNodes,
+        description="The on-demand system node group where add-ons and controllers run (never on an accelerator; "
+        "docs/eks.md, 'Where pods run'): its instance type and sizes.",
+    )
 
     @property
     def version(self) -> str:
@@ -128,6 +158,7 @@ def eks_section_problems(platform: str, eks: Eks | None) -> list[tuple[str, str]
                 "(bootstrap_cluster_creator_admin_permissions is off)",
             )
         )
+    out += system_nodes_problems(eks.system_nodes)
     if eks.endpoint == "private" and eks.public_access_cidrs:
         out.append(("eks.public_access_cidrs", "only used with endpoint: public-and-private; remove it"))
     if eks.endpoint == "public-and-private" and (not eks.public_access_cidrs or "0.0.0.0/0" in eks.public_access_cidrs):
@@ -135,6 +166,30 @@ def eks_section_problems(platform: str, eks: Eks | None) -> list[tuple[str, str]
             (
                 "eks.public_access_cidrs",
                 "name the networks the public endpoint answers (not 0.0.0.0/0), or keep endpoint: private",
+            )
+        )
+    return out
+
+
+def system_nodes_problems(nodes: EksSystemNodes) -> list[tuple[str, str]]:
+    """eks.system_nodes: a general-purpose type, min_size <= desired_size <= max_size."""
+    from neuronkit.kubernetes.scheduling import accelerated_type
+
+    out: list[tuple[str, str]] = []
+    if nodes.instance_type is not None and accelerated_type(nodes.instance_type):
+        out.append(
+            (
+                "eks.system_nodes.instance_type",
+                f"'{nodes.instance_type}' is a Neuron or GPU type; the system nodes run add-ons and controllers: give a "
+                "general-purpose type such as m7i.large",
+            )
+        )
+    r = nodes.resolved()
+    if not int(r["min_size"]) <= int(r["desired_size"]) <= int(r["max_size"]):
+        out.append(
+            (
+                "eks.system_nodes",
+                f"need min_size ({r['min_size']}) <= desired_size ({r['desired_size']}) <= max_size ({r['max_size']})",
             )
         )
     return out
@@ -204,6 +259,9 @@ def eks_pool_problems(
 ) -> list[tuple[str, str]]:
     """One line per pool key a platform: eks file sets that EKS does not honour, with the reason."""
     out: list[tuple[str, str]] = []
+    reserved = "'system' is the name of the system node group (add-ons and controllers, docs/eks.md); rename the pool"
+    out += [(f"training[{i}].name", reserved) for i, c in training if c.name == "system"]
+    out += [(f"inference[{i}].name", reserved) for i, f in inference if f.name == "system"]
     for i, c in training:
         for key in sorted(c.model_fields_set & _TRAINING_REFUSED.keys()):
             if key == "scheduler" and c.scheduler == "none":

@@ -22,7 +22,16 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "neuronkit.constructs.budget": ("BudgetNotification", "CostBudget"),
     "neuronkit.constructs.capacity_block": ("CapacityBlockWatch",),
     "neuronkit.constructs.day_night": ("DayNightSchedule", "ShiftCapacity"),
-    "neuronkit.constructs.eks": ("NeuronEksCluster", "NeuronNodeGroup"),
+    "neuronkit.constructs.eks": (
+        "ClusterSpec",
+        "LustreVolume",
+        "NeuronEksCluster",
+        "NeuronNodeGroup",
+        "NeuronWorkloads",
+        "NodeGroupSpec",
+        "SystemNodesSpec",
+        "WorkloadsSpec",
+    ),
     "neuronkit.constructs.idle_scale_down": ("IdleScaleDown",),
     "neuronkit.constructs.inference_fleet": (
         "HealthCheckSpec",
@@ -60,7 +69,16 @@ if TYPE_CHECKING:
     from neuronkit.constructs.budget import BudgetNotification, CostBudget
     from neuronkit.constructs.capacity_block import CapacityBlockWatch
     from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
-    from neuronkit.constructs.eks import NeuronEksCluster, NeuronNodeGroup
+    from neuronkit.constructs.eks import (
+        ClusterSpec,
+        LustreVolume,
+        NeuronEksCluster,
+        NeuronNodeGroup,
+        NeuronWorkloads,
+        NodeGroupSpec,
+        SystemNodesSpec,
+        WorkloadsSpec,
+    )
     from neuronkit.constructs.idle_scale_down import IdleScaleDown
     from neuronkit.constructs.inference_fleet import (
         HealthCheckSpec,

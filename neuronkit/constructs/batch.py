@@ -263,7 +263,7 @@ class BatchTrainingCluster(Construct):
                 "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
                 "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
                 # The ECS-optimized AMI carries its own driver, not tied to a Neuron release: reported, not checked.
-                "EXPECTED_NEURON_DRIVER": "",
+                **userdata.boot_values(),
                 "EFA_INSTALLER_URL": _efa_installer_url(),
             },
         )

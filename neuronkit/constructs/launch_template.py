@@ -297,9 +297,13 @@ class AcceleratorLaunchTemplate(Construct):
 
 # The pieces of a node launch template every platform shares (Auto Scaling groups, EKS managed node groups).
 def metadata_options(*, hop_limit: int) -> ec2.CfnLaunchTemplate.MetadataOptionsProperty:
-    """IMDSv2 only; ``hop_limit`` 2 lets containers on the host reach it, 1 keeps Kubernetes pods from the node role."""
+    """IMDSv2 only; ``hop_limit`` 2 lets containers on the host reach it, 1 keeps Kubernetes pods from the node role.
+
+    Instance tags are never exposed in IMDS: nothing of the kit reads them there, and EKS (and the Auto Scaling
+    group's own tags) put keys with ``/`` on node instances, which EC2 refuses in IMDS, failing the launch
+    (Amazon EKS User Guide, "Maintain nodes yourself with self-managed nodes"; docs/aws-contracts.md)."""
     return ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-        http_tokens="required", http_put_response_hop_limit=hop_limit, http_endpoint="enabled", instance_metadata_tags="enabled"
+        http_tokens="required", http_put_response_hop_limit=hop_limit, http_endpoint="enabled", instance_metadata_tags="disabled"
     )
 
 

@@ -93,6 +93,10 @@ class TrainingCluster(Construct):
     defaults: ``Neuronkit``, 30 days) and then ``neuronkit/userdata/training-node.sh``, which checks every accelerator and EFA device is
     present, mounts Lustre, sets the EFA environment, points the Neuron compile cache at local NVMe or
     S3 and keeps a hostfile of the group's nodes. The template's size does not depend on node count.
+    ``expected_neuron_driver`` (the pool's release ``driver_min``) fails a node with an older driver;
+    ``shipped_neuron_driver`` (the release's ``driver_shipped``, defaults to the minimum) makes a node between the two
+    join with a warning and a ``NeuronDriverBelowShipped`` datapoint. Every step before the node completes its launch
+    hook runs under the catalog's boot deadline; a failing node publishes ``NodeBootFailures`` before its ABANDON.
 
     Public attributes: ``auto_scaling_group`` (``CfnAutoScalingGroup``), ``launch_template``,
     ``security_group``, ``placement_group`` (or None), ``role``, ``capacity_reservation`` (or None),
@@ -122,6 +126,7 @@ class TrainingCluster(Construct):
         tags: Mapping[str, str] | None = None,
         observability: ObservabilitySpec | None = None,
         expected_neuron_driver: str | None = None,
+        shipped_neuron_driver: str | None = None,
         boot_timeout_seconds: int = 1800,
         lnc: int | None = None,
         ultraserver_size: int = 0,
@@ -151,7 +156,7 @@ class TrainingCluster(Construct):
             accelerator,
             storage,
             compile_cache,
-            expected_neuron_driver,
+            (expected_neuron_driver, shipped_neuron_driver),
             {
                 "LNC": lnc or "",
                 "ULTRASERVER_SIZE": ultraserver_size,
@@ -385,7 +390,7 @@ class TrainingCluster(Construct):
         accelerator: Literal["neuron", "gpu"],
         storage: StorageAccess | None,
         compile_cache: str,
-        expected_neuron_driver: str | None,
+        drivers: tuple[str | None, str | None],
         extra: dict[str, str | int],
     ) -> str:
         facts = self.instance_type
@@ -406,7 +411,7 @@ class TrainingCluster(Construct):
                 "ARTIFACTS_BUCKET": storage.artifacts_bucket if storage else "",
                 "CHECKPOINTS_BUCKET": storage.checkpoints_bucket if storage else "",
                 "DATASETS_BUCKET": storage.datasets_bucket if storage else "",
-                "EXPECTED_NEURON_DRIVER": expected_neuron_driver or "",
+                **userdata.boot_values(driver_min=drivers[0], driver_shipped=drivers[1]),
                 "BUSY_MARKER": BUSY_MARKER,
                 **lifecycle_values(),
                 **extra,

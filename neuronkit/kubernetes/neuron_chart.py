@@ -48,11 +48,15 @@ class Taint:
 @dataclass(frozen=True)
 class NeuronChartOptions:
     """How the chart runs: ``dra`` (the DRA driver instead of the device plugin), ``node_recovery`` (default on),
-    ``taints`` of the Neuron node groups the DaemonSets must tolerate."""
+    ``taints`` of the Neuron node groups the DaemonSets must tolerate; ``region`` is given to the node recovery
+    container by value (pod identity sets no region and a hop limit of 1 keeps pods from IMDS); the chart's
+    Deployments (scheduler, UltraServer operator: off today) select ``system_node_selector`` when given."""
 
     dra: bool = False
     node_recovery: bool = True
     taints: Sequence[Taint] = ()
+    region: str | None = None
+    system_node_selector: Mapping[str, str] | None = None
 
 
 def chart_facts() -> dict[str, Any]:
@@ -97,22 +101,91 @@ def npd_values(options: NeuronChartOptions) -> dict[str, Any]:
     """Node problem detector with node recovery: a node with an uncorrectable Neuron error is marked unhealthy in its
     Auto Scaling group (EC2 replaces it) and NeuronHealthCheck metrics are published, through a pod identity role."""
     npd = catalog.eks_facts()["node_problem_detector"]
+    recovery: dict[str, Any] = {"enabled": options.node_recovery}
+    if options.region is not None:
+        # A values list replaces the chart's: keep its AWS_STS_REGIONAL_ENDPOINTS and add the region by value.
+        recovery["extraEnvs"] = [
+            *({"name": k, "value": str(v)} for k, v in npd["recovery_env"].items()),
+            {"name": "AWS_REGION", "value": options.region},
+            {"name": "AWS_DEFAULT_REGION", "value": options.region},
+        ]
     return {
         "npd": {
             "enabled": True,
             "serviceAccount": {"create": True, "name": str(npd["service_account"])},
-            "nodeRecovery": {"enabled": options.node_recovery},
+            "nodeRecovery": recovery,
         }
     }
 
 
+def npd_namespace(*, release: str, release_namespace: str) -> dict[str, Any]:
+    """The node problem detector's namespace (catalog ``node_problem_detector.namespace``), applied before the chart.
+
+    Chart 1.9.0 renders no Namespace for it (its npd templates are the config, DaemonSet and RBAC; Helm's
+    create-namespace makes only the release namespace), so the kit creates it. It carries Helm's ownership metadata
+    for the chart's release, so that a chart version that does render it adopts it instead of failing on a namespace
+    that exists (Helm 3.2+ adopts a resource labelled ``app.kubernetes.io/managed-by: Helm`` with
+    ``meta.helm.sh/release-name`` and ``meta.helm.sh/release-namespace``)."""
+    npd = catalog.eks_facts()["node_problem_detector"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": str(npd["namespace"]),
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "neuronkit"},
+            "annotations": {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": release_namespace},
+        },
+    }
+
+
+def controller_values(options: NeuronChartOptions) -> dict[str, Any]:
+    """Every Deployment of the chart (catalog ``charts.neuron.deployments``) selects the system node group, so that
+    turning one on later never puts a controller on an accelerator."""
+    if options.system_node_selector is None:
+        return {}
+    out: dict[str, Any] = {}
+    for path in chart_facts()["deployments"].values():
+        set_path(out, str(path), dict(options.system_node_selector))
+    return out
+
+
+def set_path(doc: dict[str, Any], path: str, value: Any) -> None:
+    """Set ``a.b.c`` in a nested mapping, creating the levels on the way."""
+    *parents, last = path.split(".")
+    for key in parents:
+        doc = doc.setdefault(key, {})
+    doc[last] = value
+
+
+def get_path(doc: Mapping[str, Any], path: str) -> Any:
+    """``a.b.c`` of a nested mapping, or None."""
+    node: Any = doc
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``extra`` merged into ``base`` (nested mappings merged, anything else replaced)."""
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            merge(base[key], value)
+        else:
+            base[key] = value
+    return base
+
+
 def values(options: NeuronChartOptions) -> dict[str, Any]:
     """The values document of the Neuron chart: device plugin or DRA, no scheduler extension, NPD with recovery."""
-    return {
+    base = {
         **device_plugin_values(options),
         "scheduler": {"enabled": False},
+        "ultraserverOperator": {"enabled": False},
         **npd_values(options),
     }
+    return merge(base, controller_values(options))
 
 
 def dra_problems(
@@ -151,5 +224,5 @@ def dra_problems(
 
 __all__ = [
     "NEURON_CORE", "NEURON_DEVICE", "REMOVED_RESOURCE", "NeuronChartOptions", "Taint", "chart_facts", "chart_version",
-    "dra_problems", "npd_values", "tolerations", "values",
+    "controller_values", "dra_problems", "get_path", "merge", "npd_namespace", "npd_values", "set_path", "tolerations", "values",
 ]  # fmt: skip

@@ -34,6 +34,17 @@ def taint_of(accelerator: Literal["neuron", "gpu"]) -> Taint:
     return NEURON_TAINT if accelerator == "neuron" else GPU_TAINT
 
 
+def accelerated_type(instance_type: str) -> bool:
+    """Whether the catalog knows ``instance_type`` as a Neuron or GPU type (never a system node)."""
+    from neuronkit import catalog
+
+    try:
+        facts = catalog.get(instance_type)
+    except (KeyError, ValueError):
+        return False
+    return bool(facts.is_neuron or facts.gpus)
+
+
 def system_node_selector() -> dict[str, str]:
     """The nodeSelector of every Deployment the kit installs that need not run on an accelerator."""
     return {POOL_LABEL: SYSTEM_POOL}

@@ -52,6 +52,19 @@ def _software(env: Any) -> dict[str, dict[str, str]]:
 
     releases = pool_releases(env)
     amis: dict[str, str] = {}
+    if getattr(env, "platform", "asg") == "eks":
+        # EKS node groups boot amiType + releaseVersion (named with their driver by eks_lines); no DLAMI, no context.
+        return {
+            name: {
+                "key": pool.key,
+                "Neuron SDK": pool.release.version if pool.release else "none that works",
+                "driver floor": pool.release.driver if pool.release else "–",
+                "container": (pool.release.container(pool.workload) or "none pinned in the release matrix")
+                if pool.release
+                else "–",
+            }
+            for name, pool in releases.items()
+        }
     for c in env.training:
         pr = releases.get(c.name)
         amis[c.name] = _ami_text(c.ami, ami_family(c), pr.release if pr else None)
@@ -91,6 +104,148 @@ def software_lines(base: Any | None, head: Any, warnings: list[str]) -> list[str
     for w in warnings:
         if w.split(".", 1)[0].split(":", 1)[0] in changed_keys or w not in old_warnings:
             lines.append(f"warning (validate): {w}")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# EKS: the node image and its driver, the Neuron chart, Capacity Block node replacement (templates)
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _NodeGroup:
+    stack: str
+    logical_id: str
+    pool: str
+    ami_type: str
+    release_version: str
+    capacity_type: str
+    launch_template: str | None
+    meta: dict[str, Any]
+
+
+def _node_groups(templates: Templates, stacks: Iterable[str]) -> dict[str, _NodeGroup]:
+    """The pools' EKS node groups of ``stacks`` (they carry the pool Metadata), by pool name."""
+    out: dict[str, _NodeGroup] = {}
+    for stack in sorted(stacks):
+        for lid, r in (templates.get(stack, {}).get("Resources") or {}).items():
+            meta = (r.get("Metadata") or {}).get(METADATA_KEY)
+            if r.get("Type") != "AWS::EKS::Nodegroup" or not isinstance(meta, dict):
+                continue
+            props = r.get("Properties") or {}
+            lt = (props.get("LaunchTemplate") or {}).get("Id")
+            out[str(meta.get("pool"))] = _NodeGroup(
+                stack=stack, logical_id=lid, pool=str(meta.get("pool")), ami_type=str(props.get("AmiType", "")),
+                release_version=str(props.get("ReleaseVersion", "")), capacity_type=str(props.get("CapacityType", "")),
+                launch_template=lt.get("Ref") if isinstance(lt, dict) else None, meta=meta,
+            )  # fmt: skip
+    return out
+
+
+def _image_words(group: _NodeGroup) -> str:
+    from neuronkit.catalog import eks_images
+
+    row = eks_images.node_image("neuron" if group.ami_type.endswith("NEURON") else "gpu", group.release_version)
+    if row is None:
+        return f"{group.ami_type} {group.release_version} (driver not in the catalog's node image table)"
+    driver = f"Neuron driver {row.neuron_driver}" if row.neuron_driver else f"NVIDIA driver {row.nvidia_driver}"
+    return f"{group.ami_type} {group.release_version} ({driver}, built {row.date})"
+
+
+def _chart_version(templates: Templates, stacks: Iterable[str]) -> str | None:
+    from neuronkit.kubernetes.neuron_chart import chart_facts
+
+    chart = str(chart_facts()["chart"])
+    for stack in sorted(stacks):
+        for r in (templates.get(stack, {}).get("Resources") or {}).values():
+            props = r.get("Properties") or {}
+            if r.get("Type") == "Custom::AWSCDK-EKS-HelmChart" and props.get("Chart") == chart:
+                return str(props.get("Version"))
+    return None
+
+
+def eks_software_lines(old: Templates, new: Templates, stacks: Iterable[str], head: Any | None) -> list[str]:
+    """Per EKS pool, the node image (amiType + release version) and the driver it carries, against the pool's Neuron
+    release (its driver floor); then the Neuron Helm chart of the cluster and the release it is the chart of."""
+    from neuronkit.catalog import eks_images
+    from neuronkit.config import pool_releases
+
+    stacks = list(stacks)
+    before, after = _node_groups(old, stacks), _node_groups(new, stacks)
+    if not after:
+        return []
+    releases = pool_releases(head) if head is not None else {}
+    lines: list[str] = []
+    for name, group in sorted(after.items()):
+        was = before.get(name)
+        image = _image_words(group)
+        moved = was is not None and (was.ami_type, was.release_version) != (group.ami_type, group.release_version)
+        text = f"{name}: node image {_image_words(was)} → {image}" if moved and was else f"{name}: node image {image}"
+        pool = releases.get(name)
+        rel = pool.release if pool is not None else None
+        row = eks_images.node_image("neuron", group.release_version) if group.ami_type.endswith("NEURON") else None
+        if rel is not None and row is not None and row.neuron_driver:
+            if eks_images.meets(row, rel.driver):
+                text += f"; at or above Neuron {rel.version}'s driver floor {rel.driver}"
+            else:
+                text += (
+                    f"; **below Neuron {rel.version}'s driver floor {rel.driver}: its nodes fail the boot check** "
+                    "(pin a newer node image in neuronkit/catalog/eks.yaml)"
+                )
+        lines.append(text)
+    chart_before, chart_after = _chart_version(old, stacks), _chart_version(new, stacks)
+    if chart_after is not None:
+        newest = max((p.release.version for p in releases.values() if p.release), default=None, key=_version_key)
+        of = f" (the chart of the pools' newest release, {newest})" if newest else ""
+        if chart_before is not None and chart_before != chart_after:
+            lines.append(f"Neuron Helm chart {chart_before} → {chart_after}{of}")
+        else:
+            lines.append(f"Neuron Helm chart {chart_after}{of}")
+    return lines
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def capacity_block_lines(changes: Iterable[Any], new: Templates, stacks: Iterable[str], now: Any = None) -> list[str]:
+    """A Capacity Block node group whose nodes EKS replaces (its launch template or release version changes): EKS
+    updates such a group only at desired size 0 (Amazon EKS User Guide, "Create a managed node group with Capacity
+    Blocks for ML"), so the update replaces every node; louder when the block is active at review time."""
+    import datetime as dt
+
+    now = now or dt.datetime.now(dt.UTC)
+    changes = list(changes)
+    touched = {(c.stack, c.logical_id): c for c in changes if c.action in ("modified", "replaced")}
+    lines: list[str] = []
+    for name, group in sorted(_node_groups(new, stacks).items()):
+        if group.capacity_type != "CAPACITY_BLOCK":
+            continue
+        own = touched.get((group.stack, group.logical_id))
+        why = []
+        if group.launch_template and (group.stack, group.launch_template) in touched:
+            why.append("its launch template changes")
+        if own is not None and "ReleaseVersion" in own.properties:
+            why.append("its node image release changes")
+        if own is not None and own.action == "replaced":
+            why.append("the node group is replaced")
+        if not why:
+            continue
+        text = (
+            f"**{name} (Capacity Block node group {group.meta.get('environment')}-{name}): EKS replaces its nodes**: "
+            f"{' and '.join(why)}; EKS updates a Capacity Block node group at desired size 0, so every running node "
+            "goes and the jobs on them stop"
+        )
+        start, end = group.meta.get("block_start"), group.meta.get("block_end")
+        if start and end:
+            begin = dt.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+            finish = dt.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+            if begin <= now < finish:
+                text += (
+                    f". **THE BLOCK IS ACTIVE NOW (until {end}): deploying this replaces nodes you are paying for "
+                    "mid-block; deploy after the block ends, or drain the jobs first**"
+                )
+            elif now < begin:
+                text += f"; the block starts {start}: deploy before then and nothing running is lost"
+        lines.append(text)
     return lines
 
 

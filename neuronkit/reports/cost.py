@@ -515,6 +515,19 @@ def eks_control_plane_cost(environment: str, hours: float) -> FixedCost:
     return FixedCost(environment, "EKS control plane", rate * hours, basis)
 
 
+def eks_system_nodes_cost(env: Any, hours: float) -> FixedCost:
+    """The system node group (add-ons and controllers) at its desired size, on-demand (catalog/eks.yaml
+    ``system_nodes``). The catalog prices its default type only; another type is listed unpriced."""
+    facts = catalog.eks_facts()["system_nodes"]
+    nodes = env.eks.system_nodes.resolved()
+    count, instance_type = int(nodes["desired_size"]), str(nodes["instance_type"])
+    if instance_type != str(facts["instance_type"]):
+        basis = f"{count} x {instance_type}: not priced (the catalog prices {facts['instance_type']} only)"
+        return FixedCost(env.name, "EKS system nodes", 0.0, basis)
+    rate = float(facts["usd_per_hour"])
+    return FixedCost(env.name, "EKS system nodes", count * rate * hours, f"{count} x {instance_type} on-demand at ${rate}/hour")
+
+
 def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
     """NAT gateways, interface endpoints, load balancers and the Lustre file system of one environment, at list
     prices (catalog/service_prices.yaml); usage-based charges are left out and the report says so."""
@@ -536,6 +549,7 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
                                  f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
     if getattr(env, "platform", "asg") == "eks":
         out.append(eks_control_plane_cost(env.name, hours))
+        out.append(eks_system_nodes_cost(env, hours))
     eks = getattr(env, "platform", "asg") == "eks"
     # On EKS a fleet has its ALB when it serves a model (docs/eks.md, "Serving"); without one it is a node group only.
     for f in (f for f in env.inference if not eks or f.model is not None):

@@ -79,6 +79,11 @@ class Review:
     cost: str = ""
     budgets: list[str] = field(default_factory=list)
     environments: list[EnvChanges] = field(default_factory=list)
+    pins_needed: list[str] = field(default_factory=list)  # image lookups the head needs pinned before it deploys
+
+
+# The words app.py (neuronkit.stacks.missing_lookups) uses for a pool whose image lookup is not pinned yet.
+PIN_NEEDED = "is not pinned"
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,6 +280,16 @@ def _fate(c: Change) -> str:
 def render(review: Review) -> str:
     counts = {a: sum(1 for c in review.changes if c.action == a) for a in ("replaced", "removed", "added", "modified")}
     lines = [f"## neuronkit review against {review.base}", ""]
+    if review.pins_needed:
+        lines += [
+            "### Pin needed first",
+            "",
+            "This change needs an image pinned in cdk.context.json before it can deploy. The review below is complete, "
+            "but those pools' launch templates carry CDK's stand-in image id until the pin is committed:",
+            "",
+            *[f"- {line}" for line in review.pins_needed],
+            "",
+        ]
     lines += _render_what_changes(review.environments)
     if review.environments:
         lines += ["### Resources", ""]
@@ -339,14 +354,29 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 
 
 def synth(tree: Path, outdir: Path) -> dict[str, dict[str, Any]]:
-    """Run ``tree``'s app.py with this Python into ``outdir``; stack name -> template."""
+    """Run ``tree``'s app.py with this Python into ``outdir``; stack name -> template (a missing pin fails it)."""
+    templates, pins = synth_with_pins(tree, outdir)
+    if pins:
+        raise ReviewError(f"synthesizing {tree} failed:\n  " + "\n  ".join(pins))
+    return templates
+
+
+def synth_with_pins(tree: Path, outdir: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Like :func:`synth`, but a synth that stops only because an image lookup is not pinned in cdk.context.json yet
+    (app.py names each one: "... is not pinned ...") still gives its templates (CDK writes them, with its stand-in
+    image id, before app.py exits), with those lines: the review goes on and names the pins at the top."""
     env = {**os.environ, "CDK_OUTDIR": str(outdir), "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"}
     env.pop("CDK_CLI_VERSION", None)
     done = _run([sys.executable, "app.py"], tree, env)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no output)"])[-5:]
-        raise ReviewError(f"synthesizing {tree} failed:\n  " + "\n  ".join(last))
-    return {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in sorted(outdir.glob("*.template.json"))}
+    templates = {p.name.removesuffix(".template.json"): json.loads(p.read_text()) for p in sorted(outdir.glob("*.template.json"))}
+    if done.returncode == 0:
+        return templates, []
+    lines = done.stderr.strip().splitlines()
+    pins = [line for line in lines if PIN_NEEDED in line]
+    if pins and templates:
+        return templates, pins
+    last = (lines or ["(no output)"])[-5:]
+    raise ReviewError(f"synthesizing {tree} failed:\n  " + "\n  ".join(last))
 
 
 def _regions(tree: Path) -> dict[str, str]:
@@ -439,9 +469,10 @@ def what_changes(
         section.software = words.software_lines(base, head, words._warnings(head))
         section.model = words.model_lines(base, head)
         section.cost = words.cost_lines(base, head)
+    section.software += words.eks_software_lines(old, new, stacks, head)
     section.access = words.access_lines(old, new, stacks)
     lock = int(serving.facts()["compiled_cache"]["lock_timeout_seconds"])
-    section.rollout = words.rollout_lines(changes, new, stacks, lock)
+    section.rollout = words.capacity_block_lines(changes, new, stacks) + words.rollout_lines(changes, new, stacks, lock)
     section.replaced = words.replaced_lines(changes, stacks, STATEFUL)
     return section
 
@@ -470,12 +501,12 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
                 "; ".join(f"--env {n}: no such environment in either revision" for n in unknown)
                 + f"; known environments: {', '.join(known) or 'none'}"
             )
-        old = synth(tree, scratch / "base.out")
-        new = synth(repo, scratch / "new.out")
+        old, _ = synth_with_pins(tree, scratch / "base.out")
+        new, pins = synth_with_pins(repo, scratch / "new.out")
         every = compare_templates(old, new, _regions(repo))
         chosen = list(dict.fromkeys(envs)) if envs else touched(old_data, new_data, every)
         mine = [c for c in every if env_of(c.stack, known) in chosen or env_of(c.stack, known) is None]
-        result = Review(base=base, changes=mine)
+        result = Review(base=base, changes=mine, pins_needed=pins)
         for name in chosen:
             section = what_changes(name, old_envs.get(name), new_envs.get(name), old, new, mine)
             if name in new_why:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from aws_cdk import Tags
@@ -31,6 +31,7 @@ from neuronkit.constructs.eks import (
     NodeGroupSpec,
     ScaledGroup,
     SpillSpec,
+    SystemNodesSpec,
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
@@ -38,7 +39,7 @@ from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpe
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes.autoscaler import node_group_template_tags
-from neuronkit.kubernetes.neuron_chart import NeuronChartOptions
+from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint
 from neuronkit.kubernetes.training_job import lead_minutes
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, bucket_names, environment_tags
@@ -66,9 +67,11 @@ class EksStack(NeuronkitStack):
             spec=ClusterSpec(
                 name=config.name, version=eks.version, admins=eks.admins, viewers=eks.viewers, endpoint=eks.endpoint,
                 public_access_cidrs=eks.public_access_cidrs, max_pods_per_node=eks.max_pods_per_node,
+                system_nodes=SystemNodesSpec(**eks.system_nodes.resolved()),  # type: ignore[arg-type]
             ),
             vpc=network.network.vpc,
             subnets=list(self._subnets.values()),
+            tags=environment_tags(config),
         )  # fmt: skip
         self._access: StorageAccess = storage.storage.access()
         self._releases = pool_releases(config)
@@ -127,6 +130,10 @@ class EksStack(NeuronkitStack):
             else None
         )  # fmt: skip
         neuron = config.eks.neuron
+        groups = [g.spec for g in self.node_groups.values()]
+        # The DaemonSets that must run on accelerators tolerate exactly the taints of the groups they serve.
+        neuron_taints = _distinct(t for g in groups if g.image == "neuron" for t in g.all_taints)
+        efa_taints = _distinct(t for g in groups if g.uses_efa for t in g.all_taints)
         workloads = NeuronWorkloads(
             self,
             "Workloads",
@@ -134,8 +141,10 @@ class EksStack(NeuronkitStack):
             spec=WorkloadsSpec(
                 environment=config.name,
                 neuron_releases=releases,
-                options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery),
-                efa=any(g.spec.uses_efa for g in self.node_groups.values()),
+                options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery, taints=neuron_taints),
+                # No EFA plugin where no node group carries EFA.
+                efa=any(g.uses_efa for g in groups),
+                efa_taints=efa_taints,
                 lustre=volume,
             ),
         )
@@ -297,10 +306,11 @@ class EksStack(NeuronkitStack):
     ) -> Callable[[Mapping[str, str | int] | None], str]:
         """The node group's boot script, given the values of its NodeObservability (created inside the group)."""
         release = self._releases.get(pool)
-        driver = release.release.driver if release is not None and release.release is not None else None
+        rel = release.release if release is not None else None
         render = functools.partial(
             eks_boot_script,
-            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access, neuron_driver=driver,
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access,
+            neuron_driver=rel.driver_min if rel else None, neuron_driver_shipped=rel.driver_shipped if rel else None,
             lnc=lnc,
         )  # fmt: skip
         return lambda values: render(observability=values)
@@ -369,6 +379,10 @@ def _served_root_volume(f: FleetConfig, types: list[str]) -> int | None:
     if model is None or not types:
         return None
     return max(serving.root_volume_gib(model, t) for t in types)
+
+
+def _distinct(taints: Iterable[Taint]) -> tuple[Taint, ...]:
+    return tuple(dict.fromkeys(taints))
 
 
 __all__ = ["EksStack"]

@@ -53,8 +53,13 @@ def protected(config: Environment, cluster: ClusterConfig) -> bool:
 
 
 def _driver(pool: PoolRelease | None) -> str | None:
-    """The Neuron driver of a pool's release: nodes with another one fail their boot check."""
-    return pool.release.driver if pool is not None and pool.release is not None else None
+    """The minimum Neuron driver of a pool's release: nodes with an older one fail their boot check."""
+    return pool.release.driver_min if pool is not None and pool.release is not None else None
+
+
+def _shipped(pool: PoolRelease | None) -> str | None:
+    """The Neuron driver a pool's release shipped: nodes below it join with a warning and a metric."""
+    return pool.release.driver_shipped if pool is not None and pool.release is not None else None
 
 
 def observability_spec(config: Environment) -> ObservabilitySpec:
@@ -140,6 +145,7 @@ class TrainingStack(NeuronkitStack):
                 subnet_id=network.network.subnet_ids[cluster.az_id],
                 az_id=cluster.az_id,
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
+                shipped_neuron_driver=_shipped(self.releases.get(cluster.name)),
                 capacity=capacity_spec(cluster),
                 storage=access,
                 notifications_topic_arn=arn_of(self.events.topic),
@@ -221,6 +227,7 @@ class TrainingStack(NeuronkitStack):
                 subnet_id=network.network.subnet_ids[cluster.az_id],
                 az_id=cluster.az_id,
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
+                shipped_neuron_driver=_shipped(self.releases.get(cluster.name)),
                 storage=access,
                 notifications_topic_arn=arn_of(self.events.topic),
                 compile_cache=cluster.compile_cache,

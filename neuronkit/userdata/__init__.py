@@ -16,6 +16,7 @@ _HERE = Path(__file__).parent
 # How the kit runs shellcheck (make lint, tests): every finding, libraries followed from this folder.
 SHELLCHECK_ARGS = ("--severity=style", "--external-sources", f"--source-path={_HERE}")
 _KEY = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_HEREDOC = re.compile(r"(?<!<)<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 
 
 def script_path(name: str) -> Path:
@@ -48,13 +49,24 @@ def _strip_shebang(text: str) -> str:
 
 
 def _compact(text: str) -> str:
-    """The script without its comment-only lines: they document the source, and EC2 caps user data at 16 KB.
+    """The script without its comment-only lines and indentation: they document the source, and EC2 caps user data
+    at 16 KB. Here-documents keep every line as written.
 
     Shebangs (of scripts written by heredocs) and shellcheck directives stay.
     """
-    keep = [
-        line for line in text.split("\n") if not line.lstrip().startswith("#") or line.lstrip().startswith(("#!", "# shellcheck"))
-    ]
+    keep: list[str] = []
+    end: str | None = None  # the delimiter of the here-document being copied
+    for line in text.split("\n"):
+        if end is not None:
+            keep.append(line)
+            end = None if line.strip() == end else end
+            continue
+        bare = line.lstrip()
+        if bare.startswith("#") and not bare.startswith(("#!", "# shellcheck")):
+            continue
+        keep.append(bare)
+        here = _HEREDOC.search(bare)
+        end = here.group(1) if here else None
     return "\n".join(keep)
 
 
@@ -76,19 +88,27 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
         shared.append(f"install -d -m 0755 /opt/neuronkit && cat > /opt/neuronkit/{lib} <<'NEURONKIT_LIB'")
         shared.append(_strip_shebang(script_path(lib).read_text()).rstrip("\n"))
         shared.append("NEURONKIT_LIB")
+    deadline = "BOOT_DEADLINE_SECONDS" in values
     if len(scripts) == 1:
         body = _strip_shebang(script_path(scripts[0]).read_text())
     else:
         parts = ["status=0"]
+        if deadline:
+            # One boot deadline (node-lib.sh start_deadline): a script before the last one gets no more than all of it.
+            parts.append("# shellcheck source=/dev/null\n. /etc/neuronkit/node.env")
         for i, script in enumerate(scripts):
             marker = f"NEURONKIT_SCRIPT_{i}"
             parts.append(f"install -d -m 0755 /opt/neuronkit && cat > /opt/neuronkit/{script} <<'{marker}'")
             parts.append(_compact(script_path(script).read_text()).rstrip("\n"))
             parts.append(marker)
-            parts.append(f"bash /opt/neuronkit/{script} || status=$?")
+            bounded = 'timeout "${BOOT_DEADLINE_SECONDS}" ' if deadline and i < len(scripts) - 1 else ""
+            parts.append(f"{bounded}bash /opt/neuronkit/{script} || status=$?")
         parts.append('exit "${status}"')
         body = "\n".join(parts) + "\n"
     lines = ["#!/bin/bash", "# Rendered by neuronkit. Values for this node's pool:", "install -d -m 0755 /etc/neuronkit"]
+    if "BOOT_DEADLINE_SECONDS" in values:
+        # When the boot started: the boot deadline counts from here (node-lib.sh start_deadline).
+        lines.append("install -d -m 0755 /run/neuronkit && cut -d. -f1 /proc/uptime > /run/neuronkit/boot-started")
     lines.append("cat > /etc/neuronkit/node.env <<'NEURONKIT_ENV'")
     for key, value in sorted(values.items()):
         if not _KEY.match(key):
@@ -100,3 +120,18 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
     lines.append("NEURONKIT_ENV")
     lines.extend(shared)
     return "\n".join(lines) + "\n" + body
+
+
+def boot_values(*, driver_min: str | None = None, driver_shipped: str | None = None) -> dict[str, str | int]:
+    """The node-lib.sh values every node check shares: the Neuron driver rule of the pool's release (``driver_min``
+    fails below it, ``driver_shipped`` warns below it; none on GPU pools or where the image's driver is not tied to a
+    release) and the boot deadline and device wait of ``catalog/software.yaml`` (``lifecycle``)."""
+    from neuronkit import catalog  # the catalog imports nothing of this package; a late import keeps it so
+
+    lifecycle = catalog.software_facts()["lifecycle"]
+    return {
+        "EXPECTED_NEURON_DRIVER": driver_min or "",
+        "NEURON_DRIVER_SHIPPED": driver_shipped or driver_min or "",
+        "BOOT_DEADLINE_SECONDS": int(lifecycle["boot_deadline_seconds"]),
+        "DEVICE_WAIT_SECONDS": int(lifecycle["device_wait_seconds"]),
+    }

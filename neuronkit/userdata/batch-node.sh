@@ -24,12 +24,15 @@ fail_node() {
   # The compute environment's Auto Scaling group replaces a stopped instance; the ECS agent never
   # registers it, so no job is placed on a node that lacks devices.
   trap - ERR
+  stop_deadline
   log "node failed: $*; powering off so that AWS Batch replaces the node"
+  publish_failure "${FAIL_REASON:-step}"
   systemctl stop ecs.service || true
   systemctl poweroff
   exit 1
 }
 trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
+start_deadline
 
 # --- EFA software: minimal install (kernel module, rdma-core) of the pinned installer ----------------
 install_efa() {
@@ -55,4 +58,5 @@ check_node
 # A plain mount (no automount): containers bind-mount /fsx, and an automount point would hide the
 # file system from a container started before the first access.
 mount_lustre
+stop_deadline
 log "node ready; the ECS agent registers it with the compute environment"

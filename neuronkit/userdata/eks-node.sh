@@ -22,12 +22,16 @@ exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 
 fail_node() {
   trap - ERR
+  stop_deadline
   log "node failed: $*; it never joins the cluster (nodeadm and kubelet masked) and powers off so that its node group replaces it"
+  # Before it goes: a powered-off node is no launch failure, so the pool's NodeBootFailures alarm is what tells.
+  publish_failure "${FAIL_REASON:-step}"
   systemctl mask --runtime nodeadm-run.service kubelet.service || true
   systemctl poweroff
   exit 1
 }
 trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
+start_deadline
 
 # Trn2/Trn3: the logical NeuronCore setting the device plugin and runtime read on this node.
 write_lnc() {
@@ -53,4 +57,5 @@ check_driver
 # A plain mount (no automount): pods reach /fsx through hostPath volumes.
 mount_lustre
 write_lnc
+stop_deadline
 log "node ready; nodeadm joins it to the cluster"

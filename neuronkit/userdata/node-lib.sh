@@ -4,7 +4,9 @@
 # The sourcing script defines fail_node (how its kind of node gets replaced) before calling check_node
 # or mount_lustre.
 # requires: POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT EXPECTED_NEURON_DRIVER
-# check_driver with a floor set also reads REGION, METRICS_NAMESPACE and ENVIRONMENT (training nodes declare them).
+# requires: NEURON_DRIVER_SHIPPED BOOT_DEADLINE_SECONDS DEVICE_WAIT_SECONDS
+# publish_failure and check_driver's warning metric also read REGION, METRICS_NAMESPACE and ENVIRONMENT where the
+# node has them (training nodes declare them; EKS nodes get them with observability.sh's values).
 
 log() { echo "neuronkit[${POOL}] $(date -u +%FT%TZ) $*"; }
 
@@ -23,8 +25,8 @@ retry() {
 # --- instance metadata (IMDSv2) ---------------------------------------------------------------------
 imds() {
   local token
-  token=$(curl -sS -X PUT "http://169.254.169.254/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
-  curl -sS -H "X-aws-ec2-metadata-token: ${token}" "http://169.254.169.254/latest/meta-data/$1"
+  token=$(curl -sS -m 10 -X PUT "http://169.254.169.254/latest/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 300")
+  curl -sS -m 10 -H "X-aws-ec2-metadata-token: ${token}" "http://169.254.169.254/latest/meta-data/$1"
 }
 
 # --- versions: what this node really runs (driver, runtime, tools), for checks, tags and metrics ------
@@ -44,30 +46,90 @@ package_version() {
   fi
 }
 
-# The driver of the pool's Neuron release is a floor (EXPECTED_NEURON_DRIVER, the oldest driver the release's
-# runtime supports, from the release matrix): an older driver cannot run the runtime and fails the node; a newer
-# one (a re-spun DLAMI with a patched driver) is accepted with a warning line and a NeuronDriverAboveFloor
-# datapoint, and the pool's NeuronDriverVersions alarm shows the skew (docs/node-lifecycle.md).
+# The Neuron driver rule of the pool's release (docs/neuron-releases.md): EXPECTED_NEURON_DRIVER is the release's
+# driver_min (the oldest driver its runtime works with): an older driver fails the node. NEURON_DRIVER_SHIPPED is the
+# driver the release shipped: a driver at or above driver_min but below it joins with a WARNING line and a
+# NeuronDriverBelowShipped datapoint; a newer one (a re-spun image with a patched driver) joins with a note and a
+# NeuronDriverAboveFloor datapoint, and the pool's NeuronDriverVersions alarm shows any skew (docs/node-lifecycle.md).
 version_at_least() {  # $1 >= $2, comparing dotted versions numerically
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$2" ]
 }
 
+# put_metric NAME DIMENSIONS: one datapoint of 1 in the node metric namespace, where the node has one (bounded: a
+# metric never holds a boot up).
+put_metric() {
+  [ -n "${REGION:-}" ] && [ -n "${METRICS_NAMESPACE:-}" ] || { log "${1}: no metric namespace"; return 0; }
+  timeout 30 aws cloudwatch put-metric-data --region "${REGION}" --namespace "${METRICS_NAMESPACE}" \
+    --metric-name "$1" --unit Count --value 1 --dimensions "$2" || log "could not publish ${1}"
+}
+
 check_driver() {
   [ "${ACCELERATOR}" = "neuron" ] && [ -n "${EXPECTED_NEURON_DRIVER}" ] || return 0
-  local found
+  local found shipped="${NEURON_DRIVER_SHIPPED:-${EXPECTED_NEURON_DRIVER}}"
   found=$(neuron_driver_version)
-  log "Neuron driver ${found:-none}, release floor ${EXPECTED_NEURON_DRIVER}"
-  [ -n "${found}" ] || fail_node "no Neuron driver is loaded; the pool's Neuron release needs ${EXPECTED_NEURON_DRIVER} or newer"
+  log "Neuron driver ${found:-none} (release minimum ${EXPECTED_NEURON_DRIVER}, shipped ${shipped})"
+  [ -n "${found}" ] || FAIL_REASON=driver fail_node "no Neuron driver loaded (release minimum ${EXPECTED_NEURON_DRIVER})"
   version_at_least "${found}" "${EXPECTED_NEURON_DRIVER}" \
-    || fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the oldest the pool's Neuron release supports"
-  [ "${found}" = "${EXPECTED_NEURON_DRIVER}" ] && return 0
-  log "WARNING: Neuron driver ${found} is newer than the release floor ${EXPECTED_NEURON_DRIVER}; accepted (newer drivers keep supporting older runtimes)"
-  # Nodes that publish metrics (REGION and METRICS_NAMESPACE in node.env) count it; EKS nodes log it only.
-  [ -n "${REGION:-}" ] && [ -n "${METRICS_NAMESPACE:-}" ] || return 0
-  aws cloudwatch put-metric-data --region "${REGION}" --namespace "${METRICS_NAMESPACE}" \
-    --metric-name NeuronDriverAboveFloor --unit Count --value 1 \
-    --dimensions "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}" \
-    || log "could not publish NeuronDriverAboveFloor; the warning above stands"
+    || FAIL_REASON=driver fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the release minimum"
+  [ "${found}" = "${shipped}" ] && return 0
+  if ! version_at_least "${found}" "${shipped}"; then
+    log "WARNING: Neuron driver ${found} is below ${shipped}, the release's shipped driver; accepted"
+    put_metric NeuronDriverBelowShipped "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}"
+    return 0
+  fi
+  log "WARNING: Neuron driver ${found} is newer than ${shipped}, the release's shipped driver; accepted"
+  put_metric NeuronDriverAboveFloor "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}"
+}
+
+# --- failures that speak: before the node goes, it says so (docs/node-lifecycle.md) -----------------------
+# publish_failure REASON: NodeBootFailures (Environment, Pool) for the pool's alarm, and the same datapoint with a
+# Reason dimension (devices, efa, driver, lustre, deadline, step ...) for the dashboard and the runbook.
+publish_failure() {
+  log "publishing NodeBootFailures (reason $1)"
+  put_metric NodeBootFailures "Environment=${ENVIRONMENT},Pool=${POOL}"
+  put_metric NodeBootFailures "Environment=${ENVIRONMENT},Pool=${POOL},Reason=$1"
+}
+
+# start_deadline: every boot step before the node joins runs under one deadline (BOOT_DEADLINE_SECONDS of real time,
+# counted from the start of the user data: /run/neuronkit/boot-started holds /proc/uptime then). A watchdog fails the
+# node with reason `deadline` when it expires, whatever step hangs (a dnf or S3 call that never returns), and stops
+# the steps; it waits with bash's read -t on a private FIFO, not with sleep. stop_deadline ends it once the node is
+# ready. A deadline already spent (an earlier script of the user data took it all) fails the node at once.
+uptime_seconds() {
+  local up
+  read -r up _ </proc/uptime
+  echo "${up%.*}"
+}
+
+start_deadline() {
+  local started left main=$$ fifo=/run/neuronkit/deadline.fifo
+  install -d -m 0755 /run/neuronkit
+  started=$(cat /run/neuronkit/boot-started 2>/dev/null || uptime_seconds)
+  left=$((BOOT_DEADLINE_SECONDS - ($(uptime_seconds) - started)))
+  [ "${left}" -gt 0 ] || FAIL_REASON=deadline fail_node "boot deadline of ${BOOT_DEADLINE_SECONDS} s passed"
+  rm -f "${fifo}" && mkfifo -m 0600 "${fifo}"
+  (
+    trap - ERR
+    set +e
+    read -r -t "${left}" _ <>"${fifo}"
+    # The node fails as any other failure does (in a subshell: fail_node exits), then the steps stop: the boot script
+    # first, so that it reports no second failure, then what it waits on (not this watchdog).
+    (FAIL_REASON=deadline fail_node "boot deadline of ${BOOT_DEADLINE_SECONDS} s passed")
+    local steps pid
+    steps=$(pgrep -P "${main}")
+    kill -TERM "${main}" 2>/dev/null
+    for pid in ${steps}; do
+      [ "${pid}" = "${BASHPID}" ] || kill -TERM "${pid}" 2>/dev/null
+    done
+  ) &
+  DEADLINE_PID=$!
+  log "boot deadline in ${left} s"
+}
+
+stop_deadline() {
+  [ -n "${DEADLINE_PID:-}" ] || return 0
+  kill "${DEADLINE_PID}" 2>/dev/null || true
+  rm -f /run/neuronkit/deadline.fifo
 }
 
 # Install OS packages on Ubuntu (apt) or Amazon Linux (dnf).
@@ -105,19 +167,42 @@ setup_local_nvme() {
 }
 
 # --- node check: every accelerator and EFA device the catalog lists must be present ----------------
-check_node() {
-  local accelerators efa
-  modprobe efa 2>/dev/null || true
+# count_present PATH...: how many of the paths exist (an unmatched glob stays literal and counts 0): no pipeline
+# over a folder that may not exist (without EFA there is no /dev/infiniband; `find` there fails under pipefail).
+count_present() {
+  local n=0 path
+  for path in "$@"; do
+    [ -e "${path}" ] && n=$((n + 1))
+  done
+  echo "${n}"
+}
+
+count_accelerators() {
   if [ "${ACCELERATOR}" = "neuron" ]; then
-    accelerators=$(find /dev -maxdepth 1 -name 'neuron[0-9]*' | wc -l)
+    count_present /dev/neuron[0-9]*
   else
-    accelerators=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true
   fi
+}
+
+check_node() {
+  local accelerators efa waited=0
+  modprobe efa 2>/dev/null || true
+  # The driver's unit (neuron-kmod-load.service on the EKS image) is not ordered before cloud-final: wait, bounded
+  # by DEVICE_WAIT_SECONDS, until the devices appear.
+  accelerators=$(count_accelerators)
+  while [ "${accelerators}" -lt "${EXPECTED_ACCELERATORS}" ] && [ "${waited}" -lt "${DEVICE_WAIT_SECONDS}" ]; do
+    log "${accelerators}/${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices; waiting for the driver"
+    sleep 5
+    waited=$((waited + 5))
+    accelerators=$(count_accelerators)
+  done
   # One uverbs device per EFA interface (the devices AWS Batch passes into containers).
-  efa=$(find /dev/infiniband -maxdepth 1 -name 'uverbs[0-9]*' 2>/dev/null | wc -l)
+  efa=$(count_present /dev/infiniband/uverbs[0-9]*)
   log "found ${accelerators}/${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, ${efa}/${EXPECTED_EFA} EFA devices"
-  [ "${accelerators}" -eq "${EXPECTED_ACCELERATORS}" ] || fail_node "expected ${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, found ${accelerators}"
-  [ "${efa}" -eq "${EXPECTED_EFA}" ] || fail_node "expected ${EXPECTED_EFA} EFA devices, found ${efa}"
+  [ "${accelerators}" -eq "${EXPECTED_ACCELERATORS}" ] \
+    || FAIL_REASON=devices fail_node "expected ${EXPECTED_ACCELERATORS} ${ACCELERATOR} devices, found ${accelerators}"
+  [ "${efa}" -eq "${EXPECTED_EFA}" ] || FAIL_REASON=efa fail_node "expected ${EXPECTED_EFA} EFA devices, found ${efa}"
 }
 
 # --- FSx for Lustre: the client (FSx's Ubuntu repository, or Amazon Linux's), mounted at /fsx --------
@@ -149,5 +234,5 @@ mount_lustre() {
     log "Lustre mount attempt ${attempt} failed; retrying"
     sleep 15
   done
-  mountpoint -q /fsx || fail_node "could not mount Lustre ${LUSTRE_DNS}"
+  mountpoint -q /fsx || FAIL_REASON=lustre fail_node "could not mount Lustre ${LUSTRE_DNS}"
 }

@@ -25,7 +25,10 @@ complete_hook() {
 
 fail_node() {
   trap - ERR
+  stop_deadline
   log "node failed: $*; completing the launch hook with ABANDON so that the group replaces it"
+  # Before the hook's ABANDON: the pool's NodeBootFailures alarm counts it (docs/node-lifecycle.md).
+  publish_failure "${FAIL_REASON:-step}"
   # A node that tagged itself ready and then failed (its CONTINUE refused, say) leaves its peers' hostfiles.
   if [ -n "${INSTANCE_ID:-}" ]; then
     retry 3 aws ec2 delete-tags --region "${REGION}" --resources "${INSTANCE_ID}" --tags Key=neuronkit:ready \
@@ -35,8 +38,8 @@ fail_node() {
   exit 1
 }
 trap 'fail_node "boot step failed at line ${LINENO}: ${BASH_COMMAND}"' ERR
-
 INSTANCE_ID=$(imds instance-id)
+start_deadline
 
 # --- environment for jobs: one KEY=value file that systemd units (EnvironmentFile=), login and
 # non-login shells and SSM sessions all read --------------------------------------------------------
@@ -117,6 +120,7 @@ write_job_environment
 install_hostfile_service
 # Ready before CONTINUE, while the hook is still open: a tag call that keeps failing (throttling at scale-up)
 # ends in ABANDON instead of an InService node that no hostfile lists.
-retry 5 tag_node "Key=neuronkit:ready,Value=true" || fail_node "could not tag the node ready"
-retry 5 complete_hook CONTINUE || fail_node "could not complete the launch hook with CONTINUE"
+retry 5 tag_node "Key=neuronkit:ready,Value=true" || FAIL_REASON=tag fail_node "could not tag the node ready"
+retry 5 complete_hook CONTINUE || FAIL_REASON=hook fail_node "could not complete the launch hook with CONTINUE"
+stop_deadline
 log "node ready"

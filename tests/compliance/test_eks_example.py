@@ -4,6 +4,7 @@ environments/, so the session-wide synth (tests/conftest.py) does not include it
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -48,9 +49,10 @@ def test_the_example_builds_network_storage_and_eks_stacks(eks_synth: tuple[Path
     # pretrain (trn2 on a Capacity Block), its p5 GPU pool, chat (inf2) and chat's GPU fallback.
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in templates["eks-eks"]["Resources"].values()
               if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
-    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu"]
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
     assert groups["eks-pretrain"]["CapacityType"] == "CAPACITY_BLOCK"
-    assert {g["AmiType"] for g in groups.values()} == {v["ami_type"] for k, v in EKS["node_images"].items() if k != "source"}
+    images = {v["ami_type"] for k, v in EKS["node_images"].items() if k != "source"}
+    assert {g["AmiType"] for g in groups.values()} == images | {EKS["system_nodes"]["ami_type"]}
 
 
 def test_cfn_lint_is_clean_on_the_example(eks_synth: tuple[Path, dict[str, Any]]) -> None:
@@ -91,15 +93,16 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
     values = json.loads(charts["neuron-helm-chart"]["Values"])
     assert values["npd"]["nodeRecovery"]["enabled"] is True and values["devicePlugin"]["enabled"] is True
-    manifests = [
-        r["Properties"]["Manifest"]
-        for k, r in res.items()
-        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and k.startswith("WorkloadsLustreVolume")
-    ]
-    assert len(manifests) == 1
+    manifests = {k: r["Properties"]["Manifest"] for k, r in res.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"}
+    # The Lustre volume (tokens of the storage stack) and the node problem detector's namespace (plain JSON).
+    (lustre,) = [m for k, m in manifests.items() if k.startswith("WorkloadsLustreVolume")]
+    (namespace,) = [json.loads(m) for k, m in manifests.items() if k.startswith("WorkloadsNpdNamespace")]
+    assert [d["metadata"]["name"] for d in namespace] == [EKS["node_problem_detector"]["namespace"]]
+    for doc in namespace:
+        kubernetes_validate.validate(doc, str(EKS["kubernetes"]["version"]), strict=True)
     # The manifest names the storage stack's file system through an import: validate it with the token replaced.
-    text = json.dumps(manifests[0]["Fn::Join"][1])
-    parts = manifests[0]["Fn::Join"][1]
+    text = json.dumps(lustre["Fn::Join"][1])
+    parts = lustre["Fn::Join"][1]
     rendered = "".join(p if isinstance(p, str) else "fs-0123456789abcdef0" for p in parts)
     docs = json.loads(rendered)
     assert [d["kind"] for d in docs] == ["PersistentVolume", "PersistentVolumeClaim"]
@@ -120,14 +123,21 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
 
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
-    groups = [r["Properties"]["NodegroupName"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"]
+    # The pools' node groups (the system node group runs add-ons, no accelerator to watch).
+    groups = [
+        r["Properties"]["NodegroupName"]
+        for r in res.values()
+        if r["Type"] == "AWS::EKS::Nodegroup" and "neuronkit" in r.get("Metadata", {})
+    ]
     # Named groups only: the kit's functions (the spill controller) keep CloudFormation-named groups, like the rebalancer.
     log_groups = json.dumps([r["Properties"].get("LogGroupName") for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
     assert len(groups) == 4
     for group in groups:
         pool = group.removeprefix("eks-")
         assert all(f'"{name}"' in log_groups for name in log_group_names("eks", pool).values()), pool
-    templates_ = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+    templates_ = [
+        r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in r["Properties"]["LaunchTemplateData"]
+    ]
     assert len(templates_) == 4
     for lt in templates_:
         text = json.dumps(lt["Properties"]["LaunchTemplateData"]["UserData"])
@@ -149,7 +159,7 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     groups = [
         r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
     ]
-    assert len(groups) == 4 and all(f"| {g} |" in section for g in groups)
+    assert len(groups) == 5 and all(f"| {g} |" in section for g in groups)  # the four pools and the system group
     chart = neuron_chart.chart_version(["2.28.1"])
     assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
     assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
@@ -181,7 +191,7 @@ def test_node_instances_volumes_and_interfaces_carry_the_environment_tags(eks_sy
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     lts = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
-    assert len(lts) == 4
+    assert len(lts) == 5  # the four pools' and the system node group's
     for lt in lts:
         specs = {
             s["ResourceType"]: {t["Key"]: t["Value"] for t in s["Tags"]}
@@ -384,3 +394,65 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
     key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
     assert groups["eks-chat"]["Tags"][key] == str(catalog.get("inf2.48xlarge").neuron_devices)
     assert key not in groups["eks-chat-gpu"]["Tags"]
+
+
+def _groups(templates: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    res = templates["eks-eks"]["Resources"]
+    return {r["Properties"]["NodegroupName"]: r for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
+
+
+def test_the_example_has_an_on_demand_untainted_system_node_group_in_two_azs(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import scheduling
+
+    _, templates = eks_synth
+    system = _groups(templates)["eks-system"]["Properties"]
+    assert system["CapacityType"] == "ON_DEMAND" and "Taints" not in system
+    assert system["Labels"] == scheduling.system_node_selector()
+    assert system["InstanceTypes"] == [EKS["system_nodes"]["instance_type"]]
+    assert system["ScalingConfig"]["MinSize"] >= 2
+    # One subnet per AZ ID of the file (the network stack's private subnets, exported).
+    subnets = {json.dumps(s) for s in system["Subnets"]}
+    assert len(subnets) == len(load_environment(FILE).network.az_ids) == 2
+
+
+def test_every_accelerated_node_group_is_tainted_with_its_accelerator(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import scheduling
+
+    _, templates = eks_synth
+    pools = {n: g["Properties"] for n, g in _groups(templates).items() if "neuronkit" in g.get("Metadata", {})}
+    assert len(pools) == 4
+    for name, props in pools.items():
+        accelerator = "neuron" if props["AmiType"].endswith("NEURON") else "gpu"
+        taint = scheduling.taint_of(accelerator)
+        assert {"Key": taint.key, "Effect": "NO_SCHEDULE"} in props["Taints"], name
+        assert props["Labels"] == scheduling.pool_node_selector(name.removeprefix("eks-"))
+
+
+def test_every_kit_deployment_selects_the_system_node_group(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import placement, scheduling
+
+    _, templates = eks_synth
+    deployments = {w.name: w for w in placement.workloads(templates["eks-eks"]) if w.kind == "Deployment"}
+    # CoreDNS and the FSx CSI controller through add-on configuration values; the Neuron chart's controllers (off
+    # today) through its values, so that turning one on keeps it off the accelerators.
+    assert {"coredns", "aws-fsx-csi-driver", "scheduler", "my-scheduler", "neuron-ultraserver-operator"} <= set(deployments)
+    for w in deployments.values():
+        assert w.node_selector == scheduling.system_node_selector(), (w.name, w.source)
+    assert placement.placement_problems(templates["eks-eks"]) == []
+
+
+def test_only_daemonsets_that_must_run_on_accelerators_tolerate_their_taints(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import placement, scheduling
+
+    _, templates = eks_synth
+    daemonsets = {w.name: w for w in placement.workloads(templates["eks-eks"]) if w.kind == "DaemonSet" and w.enabled}
+    assert {"neuron-device-plugin", "aws-efa-k8s-device-plugin"} <= set(daemonsets)
+    neuron, gpu = scheduling.NEURON_TAINT, scheduling.GPU_TAINT
+    # The device plugin on the Neuron groups; the EFA plugin on trn2 (Neuron) and p5 (GPU), the example's EFA groups.
+    assert any(placement.tolerates(t, neuron) for t in daemonsets["neuron-device-plugin"].tolerations)
+    assert not any(placement.tolerates(t, gpu) for t in daemonsets["neuron-device-plugin"].tolerations)
+    efa = daemonsets["aws-efa-k8s-device-plugin"].tolerations
+    assert any(placement.tolerates(t, neuron) for t in efa) and any(placement.tolerates(t, gpu) for t in efa)
+    for w in daemonsets.values():
+        if w.name not in placement.MUST_RUN_ON_ACCELERATORS:
+            assert not any(placement.tolerates(t, x) for t in w.tolerations for x in (neuron, gpu)), w.name

@@ -99,6 +99,14 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
         )
         if f.fallback_types:
             expected[f"{name}-{f.name}-gpu"] = (list(f.fallback_types), 0, 0, f.max_size)
+    if env.eks is not None:  # the system node group for add-ons and controllers
+        system = env.eks.system_nodes.resolved()
+        expected[f"{name}-system"] = (
+            [str(system["instance_type"])],
+            int(system["min_size"]),
+            int(system["desired_size"]),
+            int(system["max_size"]),
+        )
     groups = {
         g: eks.describe_nodegroup(clusterName=env.name, nodegroupName=g)["nodegroup"]
         for g in eks.list_nodegroups(clusterName=env.name)["nodegroups"]
@@ -108,12 +116,19 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
     for group_name, (types, low, desired, high) in expected.items():
         group = groups[group_name]
         scaling = group["scalingConfig"]
-        assert group["instanceTypes"] == types and (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (
-            low,
-            desired,
-            high,
-        )
-        image = EKS["node_images"]["neuron" if catalog.get(types[0]).is_neuron else "gpu"]
+        data = ec2.describe_launch_template_versions(LaunchTemplateId=group["launchTemplate"]["id"])["LaunchTemplateVersions"][0][
+            "LaunchTemplateData"
+        ]
+        # A Capacity Block group names its one type in its launch template only (moto then reports its default type).
+        named = [data["InstanceType"]] if group["capacityType"] == "CAPACITY_BLOCK" else group["instanceTypes"]
+        assert named == types and (scaling["minSize"], scaling["desiredSize"], scaling["maxSize"]) == (low, desired, high)
+        if group_name == f"{name}-system":  # the AL2023 standard image at the pools' release version
+            image = {
+                "ami_type": EKS["system_nodes"]["ami_type"],
+                "release_version": EKS["node_images"]["neuron"]["release_version"],
+            }
+        else:
+            image = EKS["node_images"]["neuron" if catalog.get(types[0]).is_neuron else "gpu"]
         assert (group["amiType"], group["releaseVersion"]) == (image["ami_type"], image["release_version"])
         data = ec2.describe_launch_template_versions(LaunchTemplateId=group["launchTemplate"]["id"])["LaunchTemplateVersions"][0][
             "LaunchTemplateData"

@@ -45,9 +45,13 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
     assert cluster["encryptionConfig"][0]["resources"] == ["secrets"]
     groups = {g: eks.describe_nodegroup(clusterName=ENV.name, nodegroupName=g)["nodegroup"]
               for g in eks.list_nodegroups(clusterName=ENV.name)["nodegroups"]}  # fmt: skip
-    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu"]
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
+    assert groups["eks-system"]["capacityType"] == "ON_DEMAND" and groups["eks-system"]["labels"] == {
+        "neuronkit.io/pool": "system"
+    }
     pretrain = groups["eks-pretrain"]
-    assert pretrain["capacityType"] == "CAPACITY_BLOCK" and pretrain["instanceTypes"] == ["trn2.48xlarge"]
+    # A Capacity Block group names its type in its launch template only (EKS guide; moto then reports its default).
+    assert pretrain["capacityType"] == "CAPACITY_BLOCK"
     assert pretrain["amiType"] == EKS["node_images"]["neuron"]["ami_type"]
     assert pretrain["releaseVersion"] == EKS["node_images"]["neuron"]["release_version"]
     assert groups["eks-pretrain-gpu"]["amiType"] == EKS["node_images"]["gpu"]["ami_type"]
@@ -57,6 +61,7 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
     data = ec2.describe_launch_template_versions(LaunchTemplateId=lt_id)["LaunchTemplateVersions"][0]["LaunchTemplateData"]
     assert len([i for i in data["NetworkInterfaces"] if i.get("InterfaceType") == "efa-only"]) == 16
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+    assert data["InstanceType"] == "trn2.48xlarge"
 
 
 def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal, EnvironmentReport]) -> None:
@@ -65,13 +70,14 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     assert len(unmodelled["AWS::EKS::AccessEntry"]) == 3  # admin, viewer and the kubectl handler's role
     addons = [k for k in EKS["addons"] if k != "source"] + ["aws-fsx-csi-driver"]  # the example has Lustre
     assert len(unmodelled["AWS::EKS::Addon"]) == len(addons) == 5
-    # Part 2: the two Helm charts, the Lustre volume manifest and the two pod identity associations are named too.
-    # Part 3 (serving `chat`) adds the load balancer controller chart, the serving namespace and the fleet's
-    # manifests, and the pod identity of the controller and of the fleet's pods; part 3b Cluster Autoscaler's and
-    # KEDA's charts and pod identity associations, and per served fleet its ScaledObject and the spill controller's
-    # Role; part 4 JobSet and Kueue, the training namespace, queues and pool manifests, and the pool's pod role.
+    # Part 2: the two Helm charts, the Lustre volume and NPD namespace manifests and the two pod identity associations
+    # are named too. Part 3 (serving `chat`) adds the load balancer controller chart, the serving namespace and the
+    # fleet's manifests, and the pod identity of the controller and of the fleet's pods; part 3b Cluster Autoscaler's
+    # and KEDA's charts and pod identity associations, and per served fleet its ScaledObject and the spill
+    # controller's Role; part 4 JobSet and Kueue, the training namespace, queues and pool manifests, and the pool's
+    # pod role.
     assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2
-    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 1 + 2 + 2 + 3
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3
     assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
     # it) and the group metrics turned on for it (the dashboard's nodes in service).

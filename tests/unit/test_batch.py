@@ -546,7 +546,7 @@ def test_batch_boot_script_is_shellcheck_clean_after_rendering(tmp_path: Path) -
         "EXPECTED_EFA": 8,
         "LUSTRE_DNS": "fs-0123.fsx.us-east-1.amazonaws.com",
         "LUSTRE_MOUNT": "abcdefgh",
-        "EXPECTED_NEURON_DRIVER": "",
+        **userdata.boot_values(),
         "EFA_INSTALLER_URL": "https://efa-installer.amazonaws.com/aws-efa-installer-1.47.0.tar.gz",
     }
     # The shell part of the archive, as cloud-init hands it to bash.
@@ -603,3 +603,32 @@ def test_construct_defaults_without_storage() -> None:
     template = Stack.of(cluster).resolve(cluster.job_definition.node_properties)
     env = {e["name"]: e["value"] for e in template["nodeRangeProperties"][0]["container"]["environment"]}
     assert "NEURONKIT_CHECKPOINTS" not in env and env["NEURON_COMPILE_CACHE_URL"] == "/local/neuron-compile-cache"
+
+
+def test_batch_nodes_reach_aws_apis_and_registries_over_https(built: Built) -> None:
+    """A Batch node pulls its container from ECR, reports to ECS and Batch and reads S3 over HTTPS: the security groups
+    on its primary interface must allow TCP 443 out to anywhere (the VPC has no endpoints for all of them)."""
+    res = built.training["Resources"]
+    environments = built.of_type("AWS::Batch::ComputeEnvironment")
+    assert environments
+    for lid, ce in environments.items():
+        lt_ref = ce["Properties"]["ComputeResources"]["LaunchTemplate"]["LaunchTemplateId"]["Ref"]
+        data = res[lt_ref]["Properties"]["LaunchTemplateData"]
+        primary = [
+            i for i in data.get("NetworkInterfaces", []) if i.get("DeviceIndex") == 0 and i.get("NetworkCardIndex", 0) == 0
+        ]
+        groups = primary[0]["Groups"] if primary else ce["Properties"]["ComputeResources"]["SecurityGroupIds"]
+        egress = []
+        for group in groups:
+            if isinstance(group, dict) and "Fn::GetAtt" in group:
+                sg = res[group["Fn::GetAtt"][0]]
+                egress += sg["Properties"].get("SecurityGroupEgress", [])
+                egress += [
+                    r["Properties"] for r in built.of_type("AWS::EC2::SecurityGroupEgress").values()
+                    if r["Properties"]["GroupId"] == group
+                ]  # fmt: skip
+        https = [
+            e for e in egress
+            if e.get("CidrIp") == "0.0.0.0/0" and e.get("IpProtocol") == "tcp" and e.get("FromPort") == 443 and e.get("ToPort") == 443
+        ]  # fmt: skip
+        assert https, f"{lid}: no HTTPS egress on the nodes' security groups"

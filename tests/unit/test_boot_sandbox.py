@@ -174,7 +174,7 @@ def test_the_busy_marker_is_one_path_the_publisher_the_hostfile_and_jobs_share(t
 def test_a_driver_newer_than_the_floor_continues_with_a_warning_and_a_metric(training_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(training_user_data, healthy(driver=NEWER_DRIVER), tmp_path)
     assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
-    assert f"WARNING: Neuron driver {NEWER_DRIVER} is newer than the release floor {DRIVER}" in run.output
+    assert f"WARNING: Neuron driver {NEWER_DRIVER} is newer than {DRIVER}, the release's shipped driver; accepted" in run.output
     metric = run.called("aws cloudwatch put-metric-data")
     assert any(
         "--metric-name NeuronDriverAboveFloor" in c and f"DriverVersion={NEWER_DRIVER}" in c and "--region us-east-1" in c
@@ -185,7 +185,7 @@ def test_a_driver_newer_than_the_floor_continues_with_a_warning_and_a_metric(tra
 def test_a_driver_older_than_the_floor_abandons_with_the_reason(training_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(training_user_data, healthy(driver=OLDER_DRIVER), tmp_path)
     assert hook_results(run) == ["ABANDON"]
-    assert f"Neuron driver {OLDER_DRIVER} is older than {DRIVER}, the oldest the pool's Neuron release supports" in run.output
+    assert f"Neuron driver {OLDER_DRIVER} is older than {DRIVER}, the release minimum" in run.output
 
 
 def test_a_node_that_cannot_tag_itself_ready_abandons_while_the_hook_is_open(training_user_data: str, tmp_path: Path) -> None:

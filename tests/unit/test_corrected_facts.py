@@ -5,6 +5,8 @@ A test here fails when someone copies the old value back; each names the documen
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
 from neuronkit import catalog
@@ -16,7 +18,7 @@ MATRIX = yaml.safe_load((catalog._HERE / "neuron_releases.yaml").read_text())
 def test_2_28_1_ships_driver_2_26_10_and_runtime_2_30_51_rn_runtime() -> None:
     # [rn-runtime] Neuron runtime release notes: "Neuron Driver 2.26.10.0, 03/12/2026" (Linux 6.18 fixes).
     row = MATRIX["releases"]["2.28.1"]
-    assert row["driver"] == "2.26.10.0" and row["driver_source"] == "rn-runtime"
+    assert row["driver_shipped"] == "2.26.10.0" and row["driver_source"] == "rn-runtime"
     assert row["runtime"] == "2.30.51.0" and row["runtime_source"] == "rn-runtime"
     assert "rn-runtime" in MATRIX["sources"]
     assert releases.release("2.28.1").driver == "2.26.10.0"
@@ -53,6 +55,17 @@ def test_2_29_1_to_2_31_1_have_their_published_containers_containers_2026() -> N
         assert MATRIX["releases"][version]["containers_source"] == "containers-2026"
     for version in ("2.29.1", "2.30.0"):
         assert releases.release(version).container("pytorch-training") is not None
+
+
+def test_2_31_1_containers_the_catalog_called_missing_dlc_readme_2026_08() -> None:
+    # [dlc-readme-2026-08] aws-neuron/deep-learning-containers README: pytorch-inference-neuronx 2.9.0 and
+    # pytorch-inference-vllm-neuronx 0.21.0.1.0.0 are published for sdk2.31.1.
+    import json
+
+    image = releases.release("2.31.1").container("pytorch-inference")
+    assert image == "public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"
+    published = json.loads((Path(catalog.__file__).parent / "published_images.json").read_text())["repositories"]
+    assert "0.21.0.1.0.0-neuronx-py313-sdk2.31.1-ubuntu24.04" in published["public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"]
 
 
 def test_gp3_volumes_go_to_64_tib_ebs_general_purpose() -> None:

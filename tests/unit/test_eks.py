@@ -84,6 +84,11 @@ def _group(data: dict[str, Any], name: str) -> dict[str, Any]:
     return found[0]
 
 
+def _pool_groups(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The node groups that are pools (they carry the pool Metadata); the system node group is not one."""
+    return {k: g for k, g in resources(data, "AWS::EKS::Nodegroup").items() if "neuronkit" in g.get("Metadata", {})}
+
+
 def _template_of(data: dict[str, Any], group: dict[str, Any]) -> dict[str, Any]:
     ref = group["Properties"]["LaunchTemplate"]["Id"]["Ref"]
     return dict(data["Resources"][ref]["Properties"]["LaunchTemplateData"])
@@ -164,12 +169,18 @@ def test_trn2_node_group_carries_every_efa_interface_with_the_cluster_group(node
 
 def test_nodes_keep_pods_off_the_node_role_and_name_no_image(nodes_template: dict[str, Any]) -> None:
     groups = resources(nodes_template, "AWS::EKS::Nodegroup")
-    assert len(groups) == 3
+    assert len(groups) == 4  # three pools and the system node group
     for group in groups.values():
         lt = _template_of(nodes_template, group)
         assert lt["MetadataOptions"]["HttpTokens"] == "required"
         assert lt["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
-        assert "ImageId" not in lt and "IamInstanceProfile" not in lt and "InstanceType" not in lt
+        assert "ImageId" not in lt and "IamInstanceProfile" not in lt
+        assert lt["MetadataOptions"]["InstanceMetadataTags"] == "disabled"  # EKS tags keys with "/"
+        # The type is named once: the Capacity Block group's template names it, every other group lists its types.
+        if group["Properties"].get("CapacityType") == "CAPACITY_BLOCK":
+            assert lt["InstanceType"] == "trn2.48xlarge" and "InstanceTypes" not in group["Properties"]
+        else:
+            assert "InstanceType" not in lt and group["Properties"]["InstanceTypes"]
         (root,) = lt["BlockDeviceMappings"]
         assert root["DeviceName"] == "/dev/xvda" and root["Ebs"]["Encrypted"] is True
         assert group["Properties"]["NodeRepairConfig"] == {"Enabled": True}
@@ -207,7 +218,7 @@ def test_a_capacity_block_group_starts_empty_and_scales_on_schedule(nodes_templa
 def test_every_node_group_turns_on_its_groups_metrics_for_the_dashboard(nodes_template: dict[str, Any]) -> None:
     # EKS creates the node group's Auto Scaling group without group metrics; the dashboard's nodes-in-service
     # widget reads GroupInServiceInstances, as on the ASG path.
-    groups = resources(nodes_template, "AWS::EKS::Nodegroup")
+    groups = _pool_groups(nodes_template)
     calls = [json.dumps(r["Properties"]) for r in resources(nodes_template, "Custom::AWS").values()]
     enabled = [c for c in calls if "enableMetricsCollection" in c and "1Minute" in c and "autoScalingGroups.0.name" in c]
     assert groups and len(enabled) == len(groups)

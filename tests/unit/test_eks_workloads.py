@@ -175,7 +175,8 @@ def test_charts_and_addon_are_pinned_from_the_catalog_and_nothing_floats() -> No
         if a["Properties"]["AddonName"] == "aws-fsx-csi-driver"
     ]
     assert addon and addon[0]["AddonVersion"] == EKS["storage_addons"]["aws-fsx-csi-driver"]["version"]
-    text = json.dumps(data)
+    # The launch templates' LatestVersionNumber attribute is CloudFormation's, not a floating image or chart.
+    text = json.dumps(data).replace("LatestVersionNumber", "")
     assert neuron_chart.REMOVED_RESOURCE not in text and "latest" not in text.lower()
 
 
@@ -201,7 +202,11 @@ def test_without_lustre_there_is_no_csi_driver_or_volume() -> None:
     stack = bare_stack()
     NeuronWorkloads(stack, "W", cluster=_cluster(stack), spec=WorkloadsSpec(environment="team", neuron_releases=[], efa=False))
     data = template(stack)
-    assert not resources(data, "Custom::AWSCDK-EKS-KubernetesResource")
+    manifests = [
+        json.loads(r["Properties"]["Manifest"]) for r in resources(data, "Custom::AWSCDK-EKS-KubernetesResource").values()
+    ]
+    assert [[d["kind"] for d in m] for m in manifests] == [["Namespace"]]  # only the NPD namespace: no PV or claim
+    assert not [a for a in resources(data, "AWS::EKS::Addon").values() if a["Properties"]["AddonName"] == "aws-fsx-csi-driver"]
     assert one(data, "Custom::AWSCDK-EKS-HelmChart")["Properties"]["Chart"] == "neuron-helm-chart"
 
 
@@ -250,6 +255,8 @@ def test_cost_of_an_eks_environment_has_the_control_plane_and_an_alb_per_served_
     assert served and {i for i in items if "ALB" in i or "NLB" in i} == served
     bare = parse_environment({**data, "inference": [{**data["inference"][0], "model": None}]}, "eks.yaml")
     assert not [f.item for f in fixed_costs(bare) if "ALB" in f.item]
+    system = EKS["system_nodes"]
+    assert items["EKS system nodes"].monthly == pytest.approx(system["desired_size"] * system["usd_per_hour"] * hours, rel=0.01)
     text = environment_report([env], "text")
     for pool in ("pretrain", "chat"):
         assert pool in text

@@ -101,9 +101,13 @@ def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(project_markdown: st
             assert row[7] == str(primary.gpus) and row[11] == ", ".join(sorted(fleet.az_ids))
             for t in fleet.fallback_types[:1]:
                 gpu = _row(markdown, f"{env.name}-eks", f"{fleet.name}-gpu")
-                assert (
-                    gpu[3] == ", ".join(fleet.fallback_types)
-                    and gpu[7] == f"{catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max)"
+                # The GPU node group lists its first type's GPUs, then each further type's (a group of several types).
+                rest = "".join(
+                    f"; {x} fallback: {catalog.get(x).gpus} ({catalog.get(x).gpus * top} at max)"
+                    for x in fleet.fallback_types[1:]
+                )
+                assert gpu[3] == ", ".join(fleet.fallback_types) and gpu[7] == (
+                    f"{catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max){rest}"
                 )
             continue
         row = _row(markdown, f"{env.name}-inference", fleet.name)

@@ -1,7 +1,7 @@
 """Amazon EKS constructs (platform: eks): the cluster and the managed node groups that are the kit's pools."""
 
 from neuronkit.constructs.eks.autoscaling import AutoscalingSpec, ClusterAutoscaling, FleetScaling, ScaledGroup
-from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster
+from neuronkit.constructs.eks.cluster import ClusterSpec, NeuronEksCluster, SystemNodesSpec
 from neuronkit.constructs.eks.nodegroup import NeuronNodeGroup, NodeGroupSpec, eks_boot_script, node_user_data
 from neuronkit.constructs.eks.serving import EksServingFleet, EksServingSpec, LoadBalancerController
 from neuronkit.constructs.eks.spill import GpuSpill, SpillSpec
@@ -11,6 +11,6 @@ from neuronkit.constructs.eks.workloads import LustreVolume, NeuronWorkloads, Wo
 __all__ = [
     "AutoscalingSpec", "ClusterAutoscaling", "ClusterSpec", "EksServingFleet", "EksServingSpec", "FleetScaling",
     "GpuSpill", "LoadBalancerController", "LustreVolume", "NeuronEksCluster", "NeuronNodeGroup", "NeuronWorkloads",
-    "NodeGroupSpec", "ScaledGroup", "SpillSpec", "TrainingJobs", "TrainingJobsSpec", "TrainingPool", "WorkloadsSpec",
-    "eks_boot_script", "node_user_data",
+    "NodeGroupSpec", "ScaledGroup", "SpillSpec", "SystemNodesSpec", "TrainingJobs", "TrainingJobsSpec", "TrainingPool",
+    "WorkloadsSpec", "eks_boot_script", "node_user_data",
 ]  # fmt: skip

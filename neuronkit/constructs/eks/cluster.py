@@ -10,11 +10,45 @@ from typing import Any, Literal
 from aws_cdk import Annotations, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from neuronkit import catalog
+from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
+from neuronkit.kubernetes import scheduling
+from neuronkit.kubernetes.neuron_chart import merge, set_path
+
+
+def _system_fact(key: str) -> int:
+    return int(catalog.eks_facts()["system_nodes"][key])
+
+
+@dataclass(frozen=True)
+class SystemNodesSpec:
+    """The system node group: where add-ons and controllers run, never an accelerator.
+
+    Defaults from ``neuronkit/catalog/eks.yaml`` (``system_nodes``: m7i.large, 2 to 4 nodes, on-demand, 50 GiB gp3).
+    At least two nodes, so that each of the cluster's AZs can hold one; the type must not be a Neuron or GPU type.
+    """
+
+    instance_type: str = field(default_factory=lambda: str(catalog.eks_facts()["system_nodes"]["instance_type"]))
+    min_size: int = field(default_factory=lambda: _system_fact("min_size"))
+    desired_size: int = field(default_factory=lambda: _system_fact("desired_size"))
+    max_size: int = field(default_factory=lambda: _system_fact("max_size"))
+    root_volume_gib: int = field(default_factory=lambda: _system_fact("root_volume_gib"))
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.min_size <= self.desired_size <= self.max_size:
+            raise ValueError(
+                f"system nodes: need 2 <= min_size ({self.min_size}) <= desired_size ({self.desired_size}) <= max_size "
+                f"({self.max_size}): one node per Availability Zone at least"
+            )
+        if scheduling.accelerated_type(self.instance_type):
+            raise ValueError(
+                f"system nodes: {self.instance_type} is an accelerated type; give a general-purpose type (e.g. m7i.large)"
+            )
 
 
 @dataclass(frozen=True)
@@ -39,6 +73,7 @@ class ClusterSpec:
         default_factory=lambda: {k: str(v["version"]) for k, v in catalog.eks_facts()["addons"].items() if k != "source"}
     )
     max_pods_per_node: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
+    system_nodes: SystemNodesSpec = field(default_factory=SystemNodesSpec)
 
     def __post_init__(self) -> None:
         if not self.admins:
@@ -68,14 +103,27 @@ class NeuronEksCluster(Construct):
     ``access_entries`` (by principal), ``cluster_security_group_id``, ``spec``.
     """
 
-    def __init__(self, scope: Construct, id: str, *, spec: ClusterSpec, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        spec: ClusterSpec,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet],
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        """``tags``: cost-allocation tags for the system nodes' instances, volumes and interfaces (node group tags do
+        not reach the instances); ``neuronkit:pool: system`` is added."""
         super().__init__(scope, id)
+        self._tags = {**(tags or {}), "neuronkit:pool": scheduling.SYSTEM_POOL}
         if len(subnets) < 2:
             raise ValueError("subnets: an EKS cluster needs subnets in at least two Availability Zones")
         self.spec = spec
         self._key()
         self._cluster(vpc, subnets)
         self._access()
+        self._system_nodes(subnets)
         self._addons()
         self._acknowledge()
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
@@ -136,12 +184,64 @@ class NeuronEksCluster(Construct):
                     ],
                 )
 
+    def _system_nodes(self, subnets: Sequence[ec2.ISubnet]) -> None:
+        """The system node group: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1 (pods cannot
+        take the node role), an encrypted gp3 root volume, every subnet of the cluster (two AZs or more)."""
+        from neuronkit.constructs.eks.nodegroup import NODE_POLICIES  # nodegroup imports this module
+        from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
+
+        facts = catalog.eks_facts()["system_nodes"]
+        nodes = self.spec.system_nodes
+        self.system_role = iam.Role(
+            self,
+            "SystemNodeRole",
+            assumed_by=values.service_principal("ec2.amazonaws.com"),
+            description=f"{self.spec.name} EKS system nodes (add-ons and controllers)",
+            managed_policies=[values.aws_managed_policy(n) for n in NODE_POLICIES],
+        )
+        acknowledge_each(
+            self.system_role,
+            {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r for name, r in NODE_POLICIES.items()},
+        )
+        template = ec2.CfnLaunchTemplate(
+            self,
+            "SystemLaunchTemplate",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                # IMDSv2, hop limit 1 (pods cannot take the node role); no instance tags in IMDS.
+                metadata_options=metadata_options(hop_limit=1),
+                block_device_mappings=[root_volume("/dev/xvda", nodes.root_volume_gib)],
+                ebs_optimized=True,
+                tag_specifications=tag_specifications(self._tags),
+            ),
+        )
+        self.system_nodegroup = eks.Nodegroup(
+            self,
+            "SystemNodes",
+            cluster=self.cluster,
+            nodegroup_name=f"{self.spec.name}-{scheduling.SYSTEM_POOL}",
+            ami_type=eks.NodegroupAmiType[str(facts["ami_type"]).upper()],
+            # One release version for every AL2023 variant of a Kubernetes version: the pools' (catalog node_images).
+            release_version=str(catalog.eks_facts()["node_images"]["neuron"]["release_version"]),
+            instance_types=[ec2.InstanceType(nodes.instance_type)],
+            launch_template_spec=eks.LaunchTemplateSpec(id=template.ref, version=template.attr_latest_version_number),
+            subnets=ec2.SubnetSelection(subnets=list(subnets)),
+            min_size=nodes.min_size,
+            desired_size=nodes.desired_size,
+            max_size=nodes.max_size,
+            capacity_type=eks.CapacityType.ON_DEMAND,
+            enable_node_auto_repair=True,
+            node_role=self.system_role,
+            labels=scheduling.system_node_selector(),
+        )
+
     def _addons(self) -> None:
         pods = catalog.eks_facts()["pods"]
         config: dict[str, dict[str, Any]] = {
             # Bounded warm pool: a node holds its pods' addresses plus WARM_IP_TARGET, not a whole spare interface.
             "vpc-cni": {"env": {"WARM_IP_TARGET": str(pods["warm_ip_target"]), "WARM_ENI_TARGET": "0"}},
         }
+        for name, extra in addon_placement().items():
+            config[name] = merge(config.get(name, {}), extra)
         self.addons: dict[str, eks.Addon] = {}
         for name, version in sorted(self.spec.addon_versions.items()):
             self.addons[name] = eks.Addon(
@@ -153,6 +253,8 @@ class NeuronEksCluster(Construct):
                 configuration_values=config.get(name),
                 preserve_on_delete=False,
             )
+            # An add-on's pods need somewhere to run: after the system node group (CoreDNS waits for its nodes).
+            self.addons[name].node.add_dependency(self.system_nodegroup)
 
     def _acknowledge(self) -> None:
         """cdk-nag findings on what aws_eks_v2 creates itself (the cluster role, the kubectl handler), with reasons."""
@@ -165,15 +267,21 @@ class NeuronEksCluster(Construct):
             "(private endpoint) and needs the AWS-managed VPC access policy for its interfaces",
             managed + "AmazonEC2ContainerRegistryReadOnly]": "aws_eks_v2's kubectl handler pulls Helm charts from ECR",
             "AwsSolutions-L1": "the kubectl handler's runtime is chosen by aws-cdk-lib (pinned in requirements.txt)",
-            "AwsSolutions-IAM5[Resource::<ClusterKubectlProviderHandler93C0312D.Arn>:*]": "aws_eks_v2's provider "
-            "framework invokes any version of the kubectl handler",
         }
-        acknowledge_each(self, reasons)
+        handler: Any = None
         for path in (("KubectlProvider", "Handler"), ("KubectlProvider", "Provider", "framework-onEvent")):
             node: Any = self.cluster
             for part in path:
                 node = node.node.try_find_child(part) if node is not None else None
             drop_implied_role_dependency(node)
+            handler = handler or node
+        if handler is not None:
+            # The finding names the handler by its logical id, which depends on where the user put the cluster: computed
+            # from the construct (cdk-nag prints <LogicalId.Arn>), never written as a literal.
+            reasons[f"AwsSolutions-IAM5[Resource::{handler.function_arn}:*]"] = (
+                "aws_eks_v2's provider framework invokes any version of the kubectl handler"
+            )
+        acknowledge_each(self, reasons)
         # The ECR Public pull policy of the handler is named through a condition (Fn::If) in the finding's id.
         for finding in _ecr_public_findings(self.cluster):
             acknowledge(self, finding, "aws_eks_v2's kubectl handler may pull Helm charts from ECR Public")
@@ -181,6 +289,19 @@ class NeuronEksCluster(Construct):
             "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
             "no load balancers on these subnets yet: the serving part tags them for the load balancer controller",
         )
+
+
+def addon_placement() -> dict[str, dict[str, Any]]:
+    """The configuration values that put each add-on's Deployment on the system node group (catalog
+    ``addon_placement``: add-on -> the configuration key of its Deployment's nodeSelector)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, keys in catalog.eks_facts()["addon_placement"].items():
+        if not isinstance(keys, dict) or name in ("unverified",):
+            continue
+        doc: dict[str, Any] = {}
+        set_path(doc, str(keys["nodeSelector"]), scheduling.system_node_selector())
+        out[name] = doc
+    return out
 
 
 def _ecr_public_findings(cluster: eks.Cluster) -> list[str]:

@@ -31,6 +31,7 @@ from neuronkit.constructs.observability import NodeObservability, ObservabilityS
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, capacity_metadata
+from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
 
@@ -75,6 +76,9 @@ class NodeGroupSpec:
     max_pods: int = field(default_factory=lambda: int(catalog.eks_facts()["pods"]["max_pods_per_node"]))
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[Taint] = ()
+    # The accelerator's taint (aws.amazon.com/neuron or nvidia.com/gpu, NoSchedule) on every node, so that only pods
+    # that tolerate it (device plugins, serving and training pods) land on an accelerator (docs/eks.md).
+    accelerator_taint: bool = True
     lnc: int | None = None  # the logical NeuronCore setting the boot script applies, said in the pool Metadata
 
     def __post_init__(self) -> None:
@@ -98,6 +102,14 @@ class NodeGroupSpec:
     def root_gib(self) -> int:
         minimum = max(catalog.min_root_volume_gib(catalog.get(t)) for t in self.instance_types)
         return max(self.root_volume_gib or 0, minimum)
+
+    @property
+    def all_taints(self) -> list[Taint]:
+        """``taints``, then the accelerator's taint (unless ``accelerator_taint`` is off), each once."""
+        out = list(self.taints)
+        if self.accelerator_taint and scheduling.taint_of(self.image) not in out:
+            out.append(scheduling.taint_of(self.image))
+        return out
 
     @property
     def uses_efa(self) -> bool:
@@ -130,12 +142,15 @@ def eks_boot_script(
     efa: bool,
     storage: StorageAccess | None = None,
     neuron_driver: str | None = None,
+    neuron_driver_shipped: str | None = None,
     lnc: int | None = None,
     observability: Mapping[str, str | int] | None = None,
 ) -> str:
     """The kit's boot check for a node group's nodes (``neuronkit/userdata/eks-node.sh``), rendered: every device of
     the node's own type (a group of several types lists each), EFA when the group carries it, the pool's Neuron
-    driver (``neuron_driver``, a floor), Lustre of ``storage``, the LNC setting. With ``observability`` (the values
+    driver rule (``neuron_driver``: the release's ``driver_min``, below it the node fails; ``neuron_driver_shipped``:
+    below it the node joins with a warning and a metric), Lustre of ``storage``, the LNC setting, all under the
+    catalog's boot deadline; a failing node publishes ``NodeBootFailures`` before it powers off. With ``observability`` (the values
     of :meth:`NodeObservability.userdata_values`) ``observability.sh`` runs first, as on Auto Scaling pools: the
     CloudWatch agent and the neuron-monitor publisher (same metric names, Environment and Pool dimensions); it is
     best effort, so its failure never keeps a node out of the cluster."""
@@ -153,7 +168,9 @@ def eks_boot_script(
             "EXPECTED_EFA": facts[0].efa_max_interfaces if efa else 0,
             "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
             "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
-            "EXPECTED_NEURON_DRIVER": (neuron_driver or "") if neuron else "",
+            **userdata.boot_values(
+                driver_min=neuron_driver if neuron else None, driver_shipped=neuron_driver_shipped if neuron else None
+            ),
             "LNC": lnc or "",
         },
     )
@@ -163,7 +180,9 @@ class NeuronNodeGroup(Construct):
     """An EKS managed node group on a launch template that shares the kit's pieces.
 
     The template names no image (EKS picks the catalog's ``amiType`` + ``releaseVersion`` and merges its nodeadm
-    part into the user data), no instance type and no profile (the node group sets them); it carries the EFA
+    part into the user data) and no profile; no instance type either (the node group lists them), except on a
+    Capacity Block group, whose template names the block's type and whose node group lists none (the EKS guide
+    requires it); it carries the EFA
     multi-card layout of the catalog (each interface with the group's EFA security group, the cluster security
     group and ``extra_security_group_ids``), a cluster placement group, the reservation or Capacity Block target,
     IMDSv2 with a hop limit of 1 (pods cannot take the node role), an encrypted gp3 root volume and the pool's
@@ -258,6 +277,9 @@ class NeuronNodeGroup(Construct):
             "LaunchTemplate",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
                 network_interfaces=interfaces,
+                # A Capacity Block group names its type here and none on the node group: EKS rejects the create
+                # request otherwise (EKS User Guide, "Create a managed node group with Capacity Blocks for ML").
+                instance_type=spec.instance_types[0] if is_block else None,
                 placement=(
                     ec2.CfnLaunchTemplate.PlacementProperty(group_name=self.placement_group.ref) if self.placement_group else None
                 ),
@@ -286,7 +308,7 @@ class NeuronNodeGroup(Construct):
             cluster=cluster.cluster,
             nodegroup_name=self.group_name,
             release_version=str(image["release_version"]),
-            instance_types=[ec2.InstanceType(t) for t in spec.instance_types],
+            instance_types=None if is_block else [ec2.InstanceType(t) for t in spec.instance_types],
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number
             ),
@@ -297,8 +319,8 @@ class NeuronNodeGroup(Construct):
             capacity_type=eks.CapacityType.CAPACITY_BLOCK if is_block else eks.CapacityType.ON_DEMAND,
             enable_node_auto_repair=True,
             node_role=self.role,
-            labels={"neuronkit.io/pool": spec.name, **spec.labels},
-            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.taints]
+            labels={**scheduling.pool_node_selector(spec.name), **spec.labels},
+            taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints]
             or None,
             tags=self._tags,
         )

@@ -9,11 +9,12 @@ CDK's bundled device-plugin manifest is never used: the kit adds no Auto Scaling
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -21,8 +22,8 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
-from neuronkit.constructs.eks.cluster import NeuronEksCluster
-from neuronkit.kubernetes import efa_chart, lustre, neuron_chart
+from neuronkit.constructs.eks.cluster import NeuronEksCluster, addon_placement
+from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, scheduling
 
 
 @dataclass(frozen=True)
@@ -37,14 +38,17 @@ class LustreVolume:
 
 @dataclass(frozen=True)
 class WorkloadsSpec:
-    """``neuron_releases``: the Neuron releases of the pools (the chart is the newest one's); ``options``: device
-    plugin or DRA, node recovery, taints; ``efa``: install the EFA device plugin; ``lustre``: the static volume."""
+    """``neuron_releases``: the Neuron releases of the pools (the chart is the newest one's, see
+    :func:`neuron_chart.chart_version`); ``options``: device plugin or DRA, node recovery, the Neuron groups' taints
+    (the Neuron taint by default); ``efa``: install the EFA device plugin (only when a node group carries EFA);
+    ``efa_taints``: the taints of the EFA node groups (default: the Neuron and GPU taints); ``lustre``: the static
+    volume. The chart's Deployments select the system node group and node recovery gets the stack's region."""
 
     environment: str
     neuron_releases: Sequence[str]
-    options: neuron_chart.NeuronChartOptions = neuron_chart.NeuronChartOptions()
+    options: neuron_chart.NeuronChartOptions = neuron_chart.NeuronChartOptions(taints=(scheduling.NEURON_TAINT,))
     efa: bool = True
-    efa_taints: Sequence[neuron_chart.Taint] = ()
+    efa_taints: Sequence[neuron_chart.Taint] = (scheduling.NEURON_TAINT, scheduling.GPU_TAINT)
     lustre: LustreVolume | None = None
 
 
@@ -80,7 +84,21 @@ class NeuronWorkloads(Construct):
     def _neuron(self) -> None:
         facts = neuron_chart.chart_facts()
         version = neuron_chart.chart_version(self.spec.neuron_releases)
-        self.neuron_values: dict[str, Any] = neuron_chart.values(self.spec.options)
+        given = self.spec.options
+        options = dataclasses.replace(
+            given,
+            region=given.region or Stack.of(self).region,
+            system_node_selector=given.system_node_selector or scheduling.system_node_selector(),
+        )
+        self.neuron_values: dict[str, Any] = neuron_chart.values(options)
+        # The node problem detector's namespace, before the chart (the chart does not create it; see npd_namespace).
+        self.npd_namespace = eks.KubernetesManifest(
+            self,
+            "NpdNamespace",
+            cluster=self._cluster.cluster,
+            manifest=[neuron_chart.npd_namespace(release="neuron", release_namespace=str(facts["namespace"]))],
+            overwrite=True,
+        )
         self.neuron_chart = eks.HelmChart(
             self,
             "NeuronChart",
@@ -92,6 +110,7 @@ class NeuronWorkloads(Construct):
             namespace=str(facts["namespace"]),
             values=self.neuron_values,
         )
+        self.neuron_chart.node.add_dependency(self.npd_namespace)
         self.chart_versions[str(facts["chart"])] = version
         npd = catalog.eks_facts()["node_problem_detector"]
         self.npd_role = pod_role(self, "NpdRole", f"{self.spec.environment}: Neuron node problem detector and recovery")
@@ -173,6 +192,8 @@ class NeuronWorkloads(Construct):
             cluster=self._cluster.cluster,
             addon_name="aws-fsx-csi-driver",
             addon_version=str(pin["version"]),
+            # The controller (a Deployment) on the system node group; the node DaemonSet runs everywhere (mounts).
+            configuration_values=addon_placement()["aws-fsx-csi-driver"],
             preserve_on_delete=False,
         )
         self.fsx_addon.node.add_dependency(self._pod_identity("FsxPodIdentity", pin, self.fsx_role))

@@ -107,9 +107,24 @@ def _addon(props: Mapping[str, Any]) -> list[Workload]:
     return [Workload(kind="Deployment", name=name, source=f"add-on {name}", node_selector=selector)]
 
 
+def chart_descriptors() -> dict[str, dict[str, Any]]:
+    """Every Helm chart the catalog pins, by chart name: the entries of ``charts`` and ``training_jobs``, and the
+    top-level entries that name a chart (the load balancer controller, Cluster Autoscaler, KEDA)."""
+    facts = catalog.eks_facts()
+    found: dict[str, dict[str, Any]] = {}
+    for key, entry in facts.items():
+        if not isinstance(entry, dict):
+            continue
+        nested = key in ("charts", "training_jobs")
+        for c in [v for v in entry.values() if isinstance(v, dict)] if nested else [entry]:
+            if isinstance(c.get("chart"), str) and "repository" in c:
+                found[str(c["chart"])] = c
+    return found
+
+
 def _chart(props: Mapping[str, Any]) -> list[Workload]:
     chart = str(props.get("Chart"))
-    facts = next((c for c in catalog.eks_facts()["charts"].values() if isinstance(c, dict) and c.get("chart") == chart), None)
+    facts = chart_descriptors().get(chart)
     if facts is None:
         # A chart the catalog does not describe: its workloads cannot be checked, which is itself a problem.
         return [Workload(kind="Deployment", name=f"{chart} (undescribed chart)", source=f"chart {chart}")]
@@ -161,4 +176,4 @@ def _manifests(raw: Any) -> list[Workload]:
     return out
 
 
-__all__ = ["MUST_RUN_ON_ACCELERATORS", "Workload", "placement_problems", "tolerates", "workloads"]
+__all__ = ["MUST_RUN_ON_ACCELERATORS", "Workload", "chart_descriptors", "placement_problems", "tolerates", "workloads"]

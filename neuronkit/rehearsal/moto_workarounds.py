@@ -532,6 +532,11 @@ def _ssm_parameter_generated_name() -> bool:
     ) -> Any:
         properties = cloudformation_json.setdefault("Properties", {})
         properties.setdefault("Name", resource_name)  # CloudFormation generates the name of an unnamed parameter
+        # AWS::SSM::Parameter Tags is a JSON map ({"key": "value"}, CloudFormation resource reference); moto's
+        # put_parameter reads a list of Key/Value pairs and fails on the map with a TypeError.
+        tags = properties.get("Tags")
+        if isinstance(tags, dict):
+            properties["Tags"] = [{"Key": str(k), "Value": str(v)} for k, v in tags.items()]
         return original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
 
     _install(ssm_models.Parameter, "create_from_cloudformation_json", classmethod(create_from_cloudformation_json), name)

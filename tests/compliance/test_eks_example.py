@@ -432,10 +432,17 @@ def test_every_kit_deployment_selects_the_system_node_group(eks_synth: tuple[Pat
     from neuronkit.kubernetes import placement, scheduling
 
     _, templates = eks_synth
-    deployments = {w.name: w for w in placement.workloads(templates["eks-eks"]) if w.kind == "Deployment"}
+    deployments = {
+        w.name: w
+        for w in placement.workloads(templates["eks-eks"])
+        if w.kind == "Deployment" and w.namespace not in placement.WORKLOAD_NAMESPACES  # serving pods go on their pools
+    }
     # CoreDNS and the FSx CSI controller through add-on configuration values; the Neuron chart's controllers (off
     # today) through its values, so that turning one on keeps it off the accelerators.
     assert {"coredns", "aws-fsx-csi-driver", "scheduler", "my-scheduler", "neuron-ultraserver-operator"} <= set(deployments)
+    # And every controller chart of the later parts: serving, scaling and training jobs.
+    assert {"aws-load-balancer-controller", "cluster-autoscaler", "keda-operator", "jobset-controller-manager",
+            "kueue-controller-manager"} <= set(deployments)  # fmt: skip
     for w in deployments.values():
         assert w.node_selector == scheduling.system_node_selector(), (w.name, w.source)
     assert placement.placement_problems(templates["eks-eks"]) == []

@@ -67,7 +67,8 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
 def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal, EnvironmentReport]) -> None:
     _, report = rehearsed
     unmodelled = report.unmodelled
-    assert len(unmodelled["AWS::EKS::AccessEntry"]) == 3  # admin, viewer and the kubectl handler's role
+    # admin, viewer, the kubectl handler's role, and per fleet with GPU fallback its spill controller
+    assert len(unmodelled["AWS::EKS::AccessEntry"]) == 3 + 1
     addons = [k for k in EKS["addons"] if k != "source"] + ["aws-fsx-csi-driver"]  # the example has Lustre
     assert len(unmodelled["AWS::EKS::Addon"]) == len(addons) == 5
     # Part 2: the two Helm charts, the Lustre volume and NPD namespace manifests and the two pod identity associations
@@ -87,4 +88,4 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     assert "AWS::EKS::Cluster" not in unmodelled and "AWS::EKS::Nodegroup" not in unmodelled
     text = render_report(report)
     assert f"cluster eks: Kubernetes {EKS['kubernetes']['version']}, private endpoint, secrets key" in text
-    assert "AWS::EKS::AccessEntry x3" in text and "AWS::EKS::Addon x5" in text
+    assert "AWS::EKS::AccessEntry x4" in text and "AWS::EKS::Addon x5" in text

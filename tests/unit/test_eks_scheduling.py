@@ -294,3 +294,26 @@ def test_a_users_app_nests_the_cluster_under_another_id_with_the_compliance_gate
     data = assembly.get_stack_by_name("UserStack").template
     handlers = [k for k in data["Resources"] if "KubectlProviderHandler" in k]
     assert handlers and not any(k.startswith("ClusterKubectlProvider") for k in handlers)
+
+
+def test_every_pinned_chart_says_where_its_deployments_go_with_keys_of_its_values() -> None:
+    """Each chart the catalog pins lists its Deployments and the values key of each one's nodeSelector, and each key's
+    section exists in the chart's values.yaml at its pin (tests/fixtures/charts/): a chart bump that renames the key
+    fails here, not at deploy with a controller on an accelerator."""
+    import yaml
+
+    descriptors = placement.chart_descriptors()
+    assert {"neuron-helm-chart", "jobset", "kueue", "aws-load-balancer-controller", "cluster-autoscaler", "keda"} <= set(
+        descriptors
+    )
+    fixtures = Path(__file__).parents[1] / "fixtures" / "charts"
+    checked = 0
+    for chart, facts in descriptors.items():
+        for path in (facts.get("deployments") or {}).values():
+            (fixture,) = [f for f in fixtures.glob(f"{chart}-*.values.yaml")]
+            values = yaml.safe_load(fixture.read_text())["values"]
+            parent = str(path).rsplit(".", 1)[0] if "." in str(path) else ""
+            section = neuron_chart.get_path(values, parent) if parent else values
+            assert isinstance(section, dict) and str(path).rsplit(".", 1)[-1] in section, (chart, path, fixture.name)
+            checked += 1
+    assert checked >= 8

@@ -14,6 +14,7 @@ from neuronkit.config.eks import (
     Eks,
     eks_monitoring_problems,
     eks_neuron_problems,
+    eks_node_image_problems,
     eks_pool_problems,
     eks_section_problems,
     eks_top_level_problems,
@@ -97,6 +98,7 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
         releases = _pool_releases(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[0]
         versions = sorted({r.release.version for r in releases.values() if r.release is not None})
         problems += eks_neuron_problems(env.eks, versions)
+        problems += eks_node_image_problems(env.eks, versions)[0]
     return problems
 
 
@@ -304,6 +306,9 @@ def neuron_warnings(env: Environment) -> list[str]:
         if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
             warnings += serving_warnings(f"inference[{i}]", f)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
+    if env.platform == "eks":
+        versions = sorted({r.release.version for r in pool_releases(env).values() if r.release is not None})
+        warnings += eks_node_image_problems(env.eks, versions)[1]
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

@@ -10,6 +10,9 @@ API (stable; config, constructs, review and tests use it):
   ``node_images`` pin for the catalog's Kubernetes version, else the newest row of that version (KeyError when the
   table holds none).
 - :func:`meets` (image, driver_min) -> whether a Neuron image's driver is at or above a minimum.
+- :func:`for_cluster` (kubernetes_version, driver_mins) -> the Neuron image the kit pins for a cluster whose Neuron
+  releases need those minimum drivers: the pin when it meets them all, else the newest row of that version that
+  does, else None (validate refuses the file).
 """
 
 from __future__ import annotations
@@ -95,3 +98,19 @@ def pinned(accelerator: Accelerator, kubernetes_version: str) -> NodeImage:
 def meets(image: NodeImage, driver_min: str) -> bool:
     """A Neuron image's driver is ``driver_min`` or newer (False for an image without a Neuron driver)."""
     return image.neuron_driver is not None and _key(image.neuron_driver) >= _key(driver_min)
+
+
+def for_cluster(kubernetes_version: str, driver_mins: list[str]) -> NodeImage | None:
+    """The Neuron node image for a cluster: :func:`pinned` when its driver meets every ``driver_mins``, else the newest
+    row of the Kubernetes version that does, else None."""
+    try:
+        pin = pinned("neuron", kubernetes_version)  # type: ignore[arg-type]
+    except KeyError:
+        return None
+    candidates = [pin, *reversed(images("neuron", kubernetes_version))]
+    return next((i for i in candidates if all(meets(i, m) for m in driver_mins)), None)
+
+
+def gpu_image_of(neuron_image: NodeImage) -> NodeImage | None:
+    """The NVIDIA image of the same AMI release as a Neuron one (one release version for every node group)."""
+    return node_image("gpu", neuron_image.release_version)

@@ -103,6 +103,19 @@ class Eks(Strict):
         "so validation checks that the subnets hold max_pods_per_node x max_size (docs/eks.md).",
     )
 
+    node_release_version: Annotated[str, Field(pattern=r"^\d+\.\d+\.\d+-\d{8}$")] | None = Field(
+        default=None,
+        description="The EKS AMI release the node groups boot (e.g. 1.35.6-20260714), instead of the one the kit picks "
+        "from the catalog (catalog/eks.yaml node_image_releases). A release the catalog lists is checked against the "
+        "pools' Neuron driver minimum; a newer one is accepted with a warning that its driver is unchecked and needs "
+        "node_release_source.",
+    )
+    node_release_source: str | None = Field(
+        default=None,
+        description="Where you read node_release_version's Neuron driver (the amazon-eks-ami changelog section, with "
+        "its date); required with a release the catalog does not list.",
+    )
+
     neuron: EksNeuron = Field(
         default_factory=EksNeuron,
         description="The Neuron Helm chart's device plugin or DRA driver, and node recovery (docs/eks.md).",
@@ -233,6 +246,63 @@ def eks_autoscaling_problems(
             )
         )
     return out
+
+
+def eks_node_image_problems(
+    eks: Eks | None, neuron_releases: list[str], images: object = None
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The EKS node image against the driver rule: the image's Neuron driver must meet ``driver_min`` of every Neuron
+    release of the file's pools (docs/neuron-releases.md). Problems name the release, its minimum and the image's
+    driver; a ``node_release_version`` the catalog does not list is accepted with a warning (its driver is unchecked).
+    ``images``: the image table module (``neuronkit.catalog.eks_images``; tests give a fake one)."""
+    if eks is None:
+        return [], []
+    from neuronkit.catalog import eks_images as default_images
+    from neuronkit.catalog import releases as matrix
+
+    table = images if images is not None else default_images
+    rels = [matrix.release(v) for v in neuron_releases if v in matrix.versions()]
+    mins = [r.driver_min for r in rels]
+    wanted = eks.node_release_version
+    if wanted is not None:
+        key = "eks.node_release_version"
+        if not wanted.startswith(f"{eks.version}."):
+            return [(key, f"'{wanted}' is not an image of Kubernetes {eks.version}; name a {eks.version}.x release")], []
+        row = table.node_image("neuron", wanted)  # type: ignore[attr-defined]
+        if row is None:
+            if not eks.node_release_source:
+                why = "the catalog does not list this release: say where you read its Neuron driver in eks.node_release_source"
+                return [("eks.node_release_source", why)], []
+            note = (
+                f"{key}: {wanted} is not in the catalog (catalog/eks.yaml node_image_releases): its Neuron driver is "
+                f"unchecked against the pools' minimum ({', '.join(sorted(set(mins))) or 'none'}); source: {eks.node_release_source}"
+            )
+            return [], [note]
+        short = [r for r in rels if not table.meets(row, r.driver_min)]  # type: ignore[attr-defined]
+        return [
+            (key, f"Neuron {r.version} needs driver {r.driver_min} or newer; EKS node image {wanted} carries {row.neuron_driver}")
+            for r in short
+        ], []
+    if not rels:
+        return [], []
+    if table.for_cluster(eks.version, mins) is not None:  # type: ignore[attr-defined]
+        return [], []
+    rows = table.images("neuron", eks.version)  # type: ignore[attr-defined]
+    newest = rows[-1] if rows else None
+    carried = (
+        f"the newest EKS node image of Kubernetes {eks.version} in the catalog, {newest.release_version}, carries {newest.neuron_driver}"
+        if newest
+        else f"the catalog has no EKS node image of Kubernetes {eks.version}"
+    )
+    return [
+        (
+            "neuron_sdk",
+            f"Neuron {r.version} needs driver {r.driver_min} or newer; {carried}: pin an older neuron_sdk, or a newer image "
+            "with eks.node_release_version and eks.node_release_source",
+        )
+        for r in rels
+        if newest is None or not table.meets(newest, r.driver_min)  # type: ignore[attr-defined]
+    ], []
 
 
 _LATER = "comes with the Kubernetes workloads (docs/eks.md, 'Not yet on EKS')"

@@ -15,6 +15,7 @@ from neuronkit.config.eks import (
     eks_autoscaling_problems,
     eks_monitoring_problems,
     eks_neuron_problems,
+    eks_node_image_problems,
     eks_pool_problems,
     eks_section_problems,
     eks_top_level_problems,
@@ -109,6 +110,7 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
             problems += eks_autoscaling_problems(
                 env.eks.version, dra=env.eks.neuron.dra, node_autoscaler=env.eks.node_autoscaler, fleets=bool(env.inference)
             )
+        problems += eks_node_image_problems(env.eks, versions)[0]
     return problems
 
 
@@ -318,6 +320,9 @@ def neuron_warnings(env: Environment) -> list[str]:
             warnings += serving_warnings(f"inference[{i}]", f)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
     warnings += [f"{key}: {line}" for key, line in block_only_warnings(env.region, list(env.training))]
+    if env.platform == "eks":
+        versions = sorted({r.release.version for r in pool_releases(env).values() if r.release is not None})
+        warnings += eks_node_image_problems(env.eks, versions)[1]
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

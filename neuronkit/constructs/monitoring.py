@@ -37,6 +37,11 @@ BUSY = "NodeBusy"  # 1 while a job holds a node (marker file or an open /dev/neu
 GPU_UTILIZATION = "nvidia_smi_utilization_gpu"
 
 
+# Repeated boot failures of one pool within an hour (NodeBootFailures): one failed node can be bad luck, two are a
+# pattern (a driver, an image or a device the pool's check keeps refusing). A choice of the kit (docs/node-lifecycle.md).
+BOOT_FAILURES_PER_HOUR = 2
+
+
 @dataclass(frozen=True)
 class LoadBalancerRef:
     """A fleet's load balancer and target group, by the full names CloudWatch uses as dimensions."""
@@ -172,6 +177,7 @@ class EnvironmentMonitoring(Construct):
         self._action = cw_actions.SnsAction(topic)
 
         for p in self.pools:
+            self._boot_failures_alarm(p)
             if p.runs_neuron:
                 self._neuron_alarms(p)
             if p.idle_alarm:
@@ -420,6 +426,31 @@ class EnvironmentMonitoring(Construct):
             evaluation_periods=3,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
             alarm_description=f"{p.pool}: no healthy target for 3 minutes while the group wants nodes (total outage).",
+        )
+
+    def _boot_failures_alarm(self, p: WatchedPool) -> None:
+        """Repeated boot failures of a pool: its nodes publish NodeBootFailures (Environment, Pool) before they power
+        off (EKS, Batch) or ABANDON their launch hook (Auto Scaling), docs/node-lifecycle.md. A powered-off node is
+        no launch failure, so without this a pool whose every node fails its check would replace nodes forever."""
+        self._alarm(
+            p,
+            "boot-failures",
+            metric=cloudwatch.Metric(
+                namespace=self.namespace,
+                metric_name="NodeBootFailures",
+                dimensions_map={"Environment": self.environment, "Pool": p.pool},
+                statistic="Sum",
+                period=durations.minutes(60),
+            ),
+            threshold=BOOT_FAILURES_PER_HOUR,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=(
+                f"{p.pool}: {BOOT_FAILURES_PER_HOUR} or more nodes failed their boot check within an hour and were "
+                "replaced. The Reason dimension of NodeBootFailures says why (devices, efa, driver, lustre, deadline, "
+                "step); the pool's boot log group has each node's last lines (docs/node-lifecycle.md)."
+            ),
         )
 
     def _driver_versions_alarm(self, p: WatchedPool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -10,6 +11,7 @@ from aws_cdk import Tags
 from constructs import Construct
 
 from neuronkit import catalog
+from neuronkit.catalog import eks_images
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
@@ -315,7 +317,23 @@ class EksStack(NeuronkitStack):
         )  # fmt: skip
         return lambda values: render(observability=values)
 
+    def _release_version(self, config: Environment, accelerator: str) -> str | None:
+        """The EKS AMI release of every node group: the file's eks.node_release_version, else the catalog image whose
+        Neuron driver meets driver_min of every Neuron release of the file (validation refused the file otherwise)."""
+        assert config.eks is not None
+        if config.eks.node_release_version:
+            return config.eks.node_release_version
+        mins = [r.release.driver_min for r in self._releases.values() if r.release is not None]
+        image = eks_images.for_cluster(config.eks.version, mins)
+        if image is None:
+            return None
+        if accelerator == "gpu":
+            gpu = eks_images.gpu_image_of(image)
+            return gpu.release_version if gpu is not None else None
+        return image.release_version
+
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any) -> None:
+        spec = dataclasses.replace(spec, release_version=self._release_version(config, spec.image))
         script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, spec.lnc)
         self._roles[spec.name] = role
         client = self._access.client_security_group_id

@@ -68,6 +68,12 @@ fail_node() {
     exit 1
   fi
   log "node failed: $*; completing the launch hook with ABANDON so that the group replaces it"
+  # Before the ABANDON: the pool's NodeBootFailures alarm counts it (docs/node-lifecycle.md); observability.sh's values.
+  local dims="Environment=${ENVIRONMENT},Pool=${FLEET}" d
+  for d in "${dims}" "${dims},Reason=${FAIL_REASON:-step}"; do
+    [ -z "${METRICS_NAMESPACE:-}" ] || timeout 30 aws cloudwatch put-metric-data --region "${REGION}" \
+      --namespace "${METRICS_NAMESPACE}" --metric-name NodeBootFailures --unit Count --value 1 --dimensions "${d}" || true
+  done
   signal FAILURE
   complete_hook ABANDON || log "could not complete the hook; it times out with ABANDON"
   exit 1
@@ -81,13 +87,13 @@ detect_accelerator() {
       ACCELERATOR=neuron
       MODEL_PREFIX="${NEURON_MODEL_PREFIX}"
       SERVE_COMMAND="${SERVE_NEURON}"
-      [ -e /dev/neuron0 ] || fail_node "${INSTANCE_TYPE} shows no Neuron device (/dev/neuron0)"
+      [ -e /dev/neuron0 ] || FAIL_REASON=devices fail_node "${INSTANCE_TYPE} shows no Neuron device (/dev/neuron0)"
       ;;
     *)
       ACCELERATOR=gpu
       MODEL_PREFIX="${GPU_MODEL_PREFIX}"
       SERVE_COMMAND="${SERVE_GPU}"
-      nvidia-smi -L >/dev/null 2>&1 || fail_node "${INSTANCE_TYPE} shows no GPU (nvidia-smi failed)"
+      nvidia-smi -L >/dev/null 2>&1 || FAIL_REASON=devices fail_node "${INSTANCE_TYPE} shows no GPU (nvidia-smi failed)"
       ;;
   esac
   [ "${SERVE_MODE}" = container ] || [ -n "${SERVE_COMMAND}" ] || fail_node "no server command for ${ACCELERATOR} nodes (serve.${ACCELERATOR})"

@@ -60,6 +60,7 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
     lt_id = pretrain["launchTemplate"]["id"]
     data = ec2.describe_launch_template_versions(LaunchTemplateId=lt_id)["LaunchTemplateVersions"][0]["LaunchTemplateData"]
     assert len([i for i in data["NetworkInterfaces"] if i.get("InterfaceType") == "efa-only"]) == 16
+    assert data["InstanceType"] == "trn2.48xlarge" and data["MetadataOptions"]["InstanceMetadataTags"] == "disabled"
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     assert data["InstanceType"] == "trn2.48xlarge"
 

@@ -85,6 +85,8 @@ EXPECTED_ALARMS = {
         "dev-serve-rebalancer-errors",
         "dev-serve-no-healthy-hosts",
         "dev-dev-driver-versions",
+        "dev-dev-boot-failures",
+        "dev-serve-boot-failures",
     },
     "prod": {
         "prod-pretrain-ecc-uncorrected",
@@ -105,6 +107,9 @@ EXPECTED_ALARMS = {
         "prod-chat-no-healthy-hosts",
         "prod-pretrain-driver-versions",
         "prod-pretrain-capacity-block-ending",
+        "prod-pretrain-boot-failures",
+        "prod-pretrain-gpu-boot-failures",
+        "prod-chat-boot-failures",
     },
 }
 
@@ -112,6 +117,20 @@ EXPECTED_ALARMS = {
 # --------------------------------------------------------------------------------------------
 # alarms
 # --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("env", sorted(ENVS))
+def test_every_pool_alarms_on_repeated_boot_failures(synth: Synth, env: str) -> None:
+    """Nodes publish NodeBootFailures (Environment, Pool) before they go (docs/node-lifecycle.md): two in an hour alarm."""
+    found = alarms(synth, env)
+    boot = {name: props for name, props in found.items() if name.endswith("-boot-failures")}
+    assert boot, f"{env}: no pool alarms on boot failures"
+    for name, props in boot.items():
+        assert props["MetricName"] == "NodeBootFailures" and props["Statistic"] == "Sum" and props["Period"] == 3600, name
+        dims = {d["Name"]: d["Value"] for d in props["Dimensions"]}
+        assert dims == {"Environment": env, "Pool": name[len(env) + 1 : -len("-boot-failures")]}, name
+        assert props["Threshold"] == 2 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", name
+        assert props["AlarmActions"] == [topic_ref(synth, env)], name
+
+
 @pytest.mark.parametrize("env", sorted(ENVS))
 def test_every_expected_alarm_exists_and_notifies_the_topic(synth: Synth, env: str) -> None:
     found = alarms(synth, env)

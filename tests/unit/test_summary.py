@@ -99,15 +99,12 @@ def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(project_markdown: st
         if env.platform == "eks":  # a node group per fleet, and one more for its GPU fallback types (docs/eks.md)
             row = _row(markdown, f"{env.name}-eks", fleet.name)
             assert row[7] == str(primary.gpus) and row[11] == ", ".join(sorted(fleet.az_ids))
-            for t in fleet.fallback_types[:1]:
+            if fleet.fallback_types:  # the GPU node group: its first type, then each other type as its fallback
+                first, *rest = fleet.fallback_types
                 gpu = _row(markdown, f"{env.name}-eks", f"{fleet.name}-gpu")
-                # The GPU node group lists its first type's GPUs, then each further type's (a group of several types).
-                rest = "".join(
-                    f"; {x} fallback: {catalog.get(x).gpus} ({catalog.get(x).gpus * top} at max)"
-                    for x in fleet.fallback_types[1:]
-                )
-                assert gpu[3] == ", ".join(fleet.fallback_types) and gpu[7] == (
-                    f"{catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max){rest}"
+                assert gpu[3] == ", ".join(fleet.fallback_types)
+                assert gpu[7] == f"{catalog.get(first).gpus} ({catalog.get(first).gpus * top} at max)" + "".join(
+                    f"; {t} fallback: {catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max)" for t in rest
                 )
             continue
         row = _row(markdown, f"{env.name}-inference", fleet.name)

@@ -80,6 +80,7 @@ class NodeGroupSpec:
     # that tolerate it (device plugins, serving and training pods) land on an accelerator (docs/eks.md).
     accelerator_taint: bool = True
     lnc: int | None = None  # the logical NeuronCore setting the boot script applies, said in the pool Metadata
+    release_version: str | None = None  # the EKS AMI release; defaults to the catalog's pin (catalog/eks.yaml)
 
     def __post_init__(self) -> None:
         facts = [catalog.get(t) for t in self.instance_types]
@@ -307,7 +308,7 @@ class NeuronNodeGroup(Construct):
             "NodeGroup",
             cluster=cluster.cluster,
             nodegroup_name=self.group_name,
-            release_version=str(image["release_version"]),
+            release_version=spec.release_version or str(image["release_version"]),
             instance_types=None if is_block else [ec2.InstanceType(t) for t in spec.instance_types],
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=self.launch_template.ref, version=self.launch_template.attr_latest_version_number

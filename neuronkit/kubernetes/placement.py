@@ -27,6 +27,10 @@ MUST_RUN_ON_ACCELERATORS: Mapping[str, str] = {
     "neuron-dra-driver-kubelet-plugin": "publishes Neuron devices to DRA on Neuron nodes",
     "node-problem-detector": "watches the Neuron driver's errors and recovers the node",
     "aws-efa-k8s-device-plugin": "advertises vpc.amazonaws.com/efa on EFA nodes",
+    "nvidia-device-plugin": "advertises nvidia.com/gpu on GPU nodes (EKS AL2023 NVIDIA images ship no device plugin)",
+    "nvidia-device-plugin-mps-control-daemon": "runs NVIDIA MPS on GPU nodes that share GPUs through MPS (rendered "
+    "with the device plugin; it selects nvidia.com/mps.capable=true, which no kit node carries)",
+    "nvidia-device-plugin-gpu-feature-discovery": "labels GPU nodes with their GPU's properties (off in the kit)",
 }
 # Namespaces of workloads that belong on accelerators by design (serving and training pods), not controllers.
 WORKLOAD_NAMESPACES = (scheduling.SERVING_NAMESPACE, scheduling.TRAINING_NAMESPACE)
@@ -122,11 +126,16 @@ def _chart(props: Mapping[str, Any]) -> list[Workload]:
                 enabled=_enabled(values, str(path)),
             )
         )  # fmt: skip
-    for name, path in (facts.get("daemonsets") or {}).items():
+    for name, entry in (facts.get("daemonsets") or {}).items():
+        # A path, or {path, enabled} where the workload's switch is not in the path's section (a chart's GPU feature
+        # discovery reads the top-level tolerations but is switched by gfd.enabled).
+        path = str(entry["path"] if isinstance(entry, dict) else entry)
+        switch = entry.get("enabled") if isinstance(entry, dict) else None
+        on = _enabled(values, path) and (switch is None or get_path(values, str(switch)) is not False)
         out.append(
             Workload(
-                kind="DaemonSet", name=str(name), source=f"chart {chart}", tolerations=list(get_path(values, str(path)) or []),
-                enabled=_enabled(values, str(path)),
+                kind="DaemonSet", name=str(name), source=f"chart {chart}", tolerations=list(get_path(values, path) or []),
+                enabled=on,
             )
         )  # fmt: skip
     return out

@@ -113,7 +113,7 @@ def _addon(props: Mapping[str, Any]) -> list[Workload]:
 
 def _chart(props: Mapping[str, Any]) -> list[Workload]:
     chart = str(props.get("Chart"))
-    facts = next((c for c in catalog.eks_facts()["charts"].values() if isinstance(c, dict) and c.get("chart") == chart), None)
+    facts = chart_placement(chart)
     if facts is None:
         # A chart the catalog does not describe: its workloads cannot be checked, which is itself a problem.
         return [Workload(kind="Deployment", name=f"{chart} (undescribed chart)", source=f"chart {chart}")]
@@ -139,6 +139,23 @@ def _chart(props: Mapping[str, Any]) -> list[Workload]:
             )
         )  # fmt: skip
     return out
+
+
+def chart_placement(chart: str) -> Mapping[str, Any] | None:
+    """The catalog entry of ``chart`` that says where its workloads run (``deployments``/``daemonsets``), wherever the
+    catalog keeps the chart (``charts.*``, ``training_jobs.*``, or a section of its own such as ``keda``)."""
+
+    def walk(node: Any) -> Mapping[str, Any] | None:
+        if isinstance(node, Mapping):
+            if node.get("chart") == chart and ("deployments" in node or "daemonsets" in node):
+                return node
+            for value in node.values():
+                found = walk(value)
+                if found is not None:
+                    return found
+        return None
+
+    return walk(catalog.eks_facts())
 
 
 def _enabled(values: Mapping[str, Any], path: str) -> bool:
@@ -170,4 +187,4 @@ def _manifests(raw: Any) -> list[Workload]:
     return out
 
 
-__all__ = ["MUST_RUN_ON_ACCELERATORS", "Workload", "placement_problems", "tolerates", "workloads"]
+__all__ = ["MUST_RUN_ON_ACCELERATORS", "Workload", "chart_placement", "placement_problems", "tolerates", "workloads"]

@@ -8,7 +8,8 @@ chart no GPU node advertises ``nvidia.com/gpu`` and no GPU pod schedules. Pinned
 Placement: the chart's default affinity requires Node Feature Discovery labels, which the kit does not install; the
 kit replaces it with the GPU node groups' pool labels (``neuronkit.io/pool In [...]``), so the DaemonSet lands on
 those groups only, never on Neuron or system nodes, and tolerates exactly the GPU groups' taints (the GPU taint).
-GPU feature discovery and its NFD dependency (a Deployment among them) stay off.
+GPU feature discovery and its NFD dependency (Deployments among them) stay off, NFD's Deployments on the system node
+group should they be turned on.
 """
 
 from __future__ import annotations
@@ -51,10 +52,15 @@ def values(pools: Sequence[str], taints: Iterable[Taint] = (scheduling.GPU_TAINT
         "devicePlugin": {"enabled": True},
         "affinity": node_affinity(pools),
         "tolerations": tol,
-        # GPU feature discovery needs NFD (a master Deployment, a worker DaemonSet): both off; Chart.yaml's condition
-        # "nfd.enabled,gfd.enabled" reads nfd.enabled first.
+        # GPU feature discovery needs NFD (master and gc Deployments, a worker DaemonSet): both off; Chart.yaml's
+        # condition "nfd.enabled,gfd.enabled" reads nfd.enabled first. NFD's Deployments select the system node group
+        # all the same, so that turning NFD on keeps them off the accelerators.
         "gfd": {"enabled": False},
-        "nfd": {"enabled": False},
+        "nfd": {
+            "enabled": False,
+            "master": {"nodeSelector": scheduling.system_node_selector()},
+            "gc": {"nodeSelector": scheduling.system_node_selector()},
+        },
     }
 
 

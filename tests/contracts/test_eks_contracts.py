@@ -115,6 +115,8 @@ def test_every_nvidia_node_group_gets_the_pinned_nvidia_device_plugin(eks: dict[
 
 def test_the_nvidia_rule_check_fails_without_the_chart(eks: dict[str, Any]) -> None:
     """The check above catches the defect it exists for: the example without its NVIDIA chart."""
-    stripped = {"Resources": {k: r for k, r in eks["Resources"].items() if r.get("Properties", {}).get("Chart") != "nvidia-device-plugin"}}
+    stripped = {
+        "Resources": {k: r for k, r in eks["Resources"].items() if r.get("Properties", {}).get("Chart") != "nvidia-device-plugin"}
+    }
     groups, problems = _nvidia_findings("stripped", stripped)
     assert groups and len(problems) == 1 and "0 nvidia-device-plugin charts" in problems[0]

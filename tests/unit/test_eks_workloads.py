@@ -315,8 +315,13 @@ def test_nvidia_values_keys_exist_in_the_pinned_chart() -> None:
     assert facts["values_schema"] is False and fixture["chart_version"] == facts["version"]
     known = _paths(fixture["values"]) | set(fixture["conditions"])
     emitted = _paths(nvidia_chart.values(["chat-gpu"]))
-    assert {"affinity.nodeAffinity", "tolerations", "gfd.enabled", "nfd.enabled"} <= emitted
-    assert emitted - known == set()
+    assert {"affinity.nodeAffinity", "tolerations", "gfd.enabled", "nfd.enabled", "nfd.master.nodeSelector"} <= emitted
+
+    def free(path: str) -> bool:  # below a map the chart leaves empty (nodeSelector: {}) any key is the user's
+        parts = path.split(".")
+        return any(neuron_chart.get_path(fixture["values"], ".".join(parts[:i])) == {} for i in range(1, len(parts)))
+
+    assert {p for p in emitted - known if not free(p)} == set()
     placed = [*facts["deployments"].values(), *facts["daemonsets"].values()]
     paths = {p["path"] if isinstance(p, dict) else p for p in placed} | {p["enabled"] for p in placed if isinstance(p, dict)}
     assert paths and paths - known == set()
@@ -329,13 +334,18 @@ def test_nvidia_values_replace_the_charts_nfd_affinity_and_tolerate_only_the_gpu
     chart = _chart_fixture("nvidia-device-plugin-0.20.0.values.yaml")["values"]
     assert "feature.node.kubernetes.io" not in json.dumps(values) and "feature.node.kubernetes.io" in json.dumps(chart)
     assert values["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert values["gfd"] == {"enabled": False} and values["nfd"] == {"enabled": False}
+    assert values["gfd"] == {"enabled": False} and values["nfd"]["enabled"] is False
+    for path in EKS["charts"]["nvidia_device_plugin"]["deployments"].values():  # NFD's, off: on the system group anyway
+        assert neuron_chart.get_path(values, str(path)) == {"neuronkit.io/pool": "system"}, path
     with pytest.raises(ValueError, match="GPU node groups"):
         nvidia_chart.values([])
 
 
 def test_no_gpu_pool_means_no_nvidia_chart() -> None:
-    charts = [c["Properties"]["Chart"] for c in resources(_workloads(neuron_releases=["2.31.0"]), "Custom::AWSCDK-EKS-HelmChart").values()]
+    charts = [
+        c["Properties"]["Chart"]
+        for c in resources(_workloads(neuron_releases=["2.31.0"]), "Custom::AWSCDK-EKS-HelmChart").values()
+    ]
     assert charts and "nvidia-device-plugin" not in charts
 
 

@@ -532,6 +532,9 @@ def _ssm_parameter_generated_name() -> bool:
     ) -> Any:
         properties = cloudformation_json.setdefault("Properties", {})
         properties.setdefault("Name", resource_name)  # CloudFormation generates the name of an unnamed parameter
+        tags = properties.get("Tags")
+        if isinstance(tags, dict):  # AWS::SSM::Parameter Tags is a key-value map; moto's put_parameter reads a list
+            properties["Tags"] = [{"Key": k, "Value": v} for k, v in tags.items()]
         return original(cls, resource_name, cloudformation_json, account_id, region_name, **kwargs)
 
     _install(ssm_models.Parameter, "create_from_cloudformation_json", classmethod(create_from_cloudformation_json), name)
@@ -850,8 +853,10 @@ WORKAROUNDS: tuple[Workaround, ...] = (
     Workaround(
         "ssm-parameter-generated-name",
         "CloudFormation names an AWS::SSM::Parameter without Name itself; moto fails the stack ('NoneType' object has "
-        "no attribute 'lower'); aws_eks_v2's kubectl-ready barrier is such a parameter. Installed: "
-        "Parameter.create_from_cloudformation_json names it after its logical resource.",
+        "no attribute 'lower'); aws_eks_v2's kubectl-ready barrier is such a parameter. Its Tags are a key-value map "
+        "(AWS::SSM::Parameter), which moto reads as a list ('string indices must be integers'; the spill controller's "
+        "tagged parameter). Installed: Parameter.create_from_cloudformation_json names it after its logical resource "
+        "and passes a Tags map as a Key/Value list.",
         ("tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",),
         _ssm_parameter_generated_name,
     ),

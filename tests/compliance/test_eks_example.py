@@ -461,6 +461,10 @@ def test_only_daemonsets_that_must_run_on_accelerators_tolerate_their_taints(eks
     assert not any(placement.tolerates(t, gpu) for t in daemonsets["neuron-device-plugin"].tolerations)
     efa = daemonsets["aws-efa-k8s-device-plugin"].tolerations
     assert any(placement.tolerates(t, neuron) for t in efa) and any(placement.tolerates(t, gpu) for t in efa)
+    # The NVIDIA plugin on the GPU groups (p5, g6e) only; GPU feature discovery and NFD's worker are off.
+    nvidia = daemonsets["nvidia-device-plugin"].tolerations
+    assert any(placement.tolerates(t, gpu) for t in nvidia) and not any(placement.tolerates(t, neuron) for t in nvidia)
+    assert not {"nvidia-device-plugin-gpu-feature-discovery", "nfd-worker"} & set(daemonsets)
     for w in daemonsets.values():
         if w.name not in placement.MUST_RUN_ON_ACCELERATORS:
             assert not any(placement.tolerates(t, x) for t in w.tolerations for x in (neuron, gpu)), w.name

@@ -361,3 +361,17 @@ def test_gpu_pools_get_the_nvidia_chart_at_the_pin() -> None:
     from neuronkit.kubernetes import placement
 
     assert placement.placement_problems(data) == []
+
+
+def test_nvidia_placement_values_are_valid_pod_fields() -> None:
+    """The chart copies ``affinity`` and ``tolerations`` into its DaemonSet's pod spec: they must be valid core/v1."""
+    values = nvidia_chart.values(["chat-gpu", "train-gpu"])
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nvidia-device-plugin"},
+        "spec": {"containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"}],
+                 "affinity": values["affinity"], "tolerations": values["tolerations"]},
+    }  # fmt: skip
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerm"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):  # a misspelt key is caught
+        kubernetes_validate.validate(pod, K8S, strict=True)

@@ -27,6 +27,10 @@ MUST_RUN_ON_ACCELERATORS: Mapping[str, str] = {
     "neuron-dra-driver-kubelet-plugin": "publishes Neuron devices to DRA on Neuron nodes",
     "node-problem-detector": "watches the Neuron driver's errors and recovers the node",
     "aws-efa-k8s-device-plugin": "advertises vpc.amazonaws.com/efa on EFA nodes",
+    "nvidia-device-plugin": "advertises nvidia.com/gpu on GPU nodes (EKS AL2023 NVIDIA images ship no device plugin)",
+    "nvidia-device-plugin-mps-control-daemon": "runs NVIDIA MPS on GPU nodes that share GPUs through MPS (rendered "
+    "with the device plugin; it selects nvidia.com/mps.capable=true, which no kit node carries)",
+    "nvidia-device-plugin-gpu-feature-discovery": "labels GPU nodes with their GPU's properties (off in the kit)",
 }
 # Namespaces of workloads that belong on accelerators by design (serving and training pods), not controllers.
 WORKLOAD_NAMESPACES = (scheduling.SERVING_NAMESPACE, scheduling.TRAINING_NAMESPACE)
@@ -124,7 +128,7 @@ def chart_descriptors() -> dict[str, dict[str, Any]]:
 
 def _chart(props: Mapping[str, Any]) -> list[Workload]:
     chart = str(props.get("Chart"))
-    facts = chart_descriptors().get(chart)
+    facts = chart_placement(chart)
     if facts is None:
         # A chart the catalog does not describe: its workloads cannot be checked, which is itself a problem.
         return [Workload(kind="Deployment", name=f"{chart} (undescribed chart)", source=f"chart {chart}")]
@@ -137,14 +141,36 @@ def _chart(props: Mapping[str, Any]) -> list[Workload]:
                 enabled=_enabled(values, str(path)),
             )
         )  # fmt: skip
-    for name, path in (facts.get("daemonsets") or {}).items():
+    for name, entry in (facts.get("daemonsets") or {}).items():
+        # A path, or {path, enabled} where the workload's switch is not in the path's section (a chart's GPU feature
+        # discovery reads the top-level tolerations but is switched by gfd.enabled).
+        path = str(entry["path"] if isinstance(entry, dict) else entry)
+        switch = entry.get("enabled") if isinstance(entry, dict) else None
+        on = _enabled(values, path) and (switch is None or get_path(values, str(switch)) is not False)
         out.append(
             Workload(
-                kind="DaemonSet", name=str(name), source=f"chart {chart}", tolerations=list(get_path(values, str(path)) or []),
-                enabled=_enabled(values, str(path)),
+                kind="DaemonSet", name=str(name), source=f"chart {chart}", tolerations=list(get_path(values, path) or []),
+                enabled=on,
             )
         )  # fmt: skip
     return out
+
+
+def chart_placement(chart: str) -> Mapping[str, Any] | None:
+    """The catalog entry of ``chart`` that says where its workloads run (``deployments``/``daemonsets``), wherever the
+    catalog keeps the chart (``charts.*``, ``training_jobs.*``, or a section of its own such as ``keda``)."""
+
+    def walk(node: Any) -> Mapping[str, Any] | None:
+        if isinstance(node, Mapping):
+            if node.get("chart") == chart and ("deployments" in node or "daemonsets" in node):
+                return node
+            for value in node.values():
+                found = walk(value)
+                if found is not None:
+                    return found
+        return None
+
+    return walk(catalog.eks_facts())
 
 
 def _enabled(values: Mapping[str, Any], path: str) -> bool:
@@ -176,4 +202,7 @@ def _manifests(raw: Any) -> list[Workload]:
     return out
 
 
-__all__ = ["MUST_RUN_ON_ACCELERATORS", "Workload", "chart_descriptors", "placement_problems", "tolerates", "workloads"]
+__all__ = [
+    "MUST_RUN_ON_ACCELERATORS", "Workload", "chart_descriptors", "chart_placement", "placement_problems", "tolerates",
+    "workloads",
+]  # fmt: skip

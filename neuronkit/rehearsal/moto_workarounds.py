@@ -855,8 +855,10 @@ WORKAROUNDS: tuple[Workaround, ...] = (
     Workaround(
         "ssm-parameter-generated-name",
         "CloudFormation names an AWS::SSM::Parameter without Name itself; moto fails the stack ('NoneType' object has "
-        "no attribute 'lower'); aws_eks_v2's kubectl-ready barrier is such a parameter. Installed: "
-        "Parameter.create_from_cloudformation_json names it after its logical resource.",
+        "no attribute 'lower'); aws_eks_v2's kubectl-ready barrier is such a parameter. Its Tags are a key-value map "
+        "(AWS::SSM::Parameter), which moto reads as a list ('string indices must be integers'; the spill controller's "
+        "tagged parameter). Installed: Parameter.create_from_cloudformation_json names it after its logical resource "
+        "and passes a Tags map as a Key/Value list.",
         ("tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",),
         _ssm_parameter_generated_name,
     ),

@@ -148,6 +148,9 @@ class EksStack(NeuronkitStack):
                 efa=any(g.uses_efa for g in groups),
                 efa_taints=efa_taints,
                 lustre=volume,
+                # The NVIDIA device plugin only where GPU node groups exist, on those groups only.
+                gpu_pools=[g.name for g in groups if g.image == "gpu"],
+                gpu_taints=_distinct(t for g in groups if g.image == "gpu" for t in g.all_taints),
             ),
         )
         return workloads

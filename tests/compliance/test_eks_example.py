@@ -87,8 +87,12 @@ def test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volu
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
     assert sorted(charts) == [
         "aws-efa-k8s-device-plugin", "aws-load-balancer-controller", "cluster-autoscaler", "jobset", "keda", "kueue",
-        "neuron-helm-chart",
+        "neuron-helm-chart", "nvidia-device-plugin",
     ]  # fmt: skip
+    assert charts["nvidia-device-plugin"]["Version"] == EKS["charts"]["nvidia_device_plugin"]["version"]
+    gpu = json.loads(charts["nvidia-device-plugin"]["Values"])["affinity"]["nodeAffinity"]
+    terms = gpu["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert [e["values"] for t in terms for e in t["matchExpressions"]] == [["chat-gpu", "pretrain-gpu"]]
     assert charts["neuron-helm-chart"]["Version"] in {str(v) for v in EKS["charts"]["neuron"]["by_release"].values()}
     assert charts["aws-efa-k8s-device-plugin"]["Version"] == EKS["charts"]["efa_device_plugin"]["version"]
     values = json.loads(charts["neuron-helm-chart"]["Values"])
@@ -163,6 +167,7 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     chart = neuron_chart.chart_version(["2.28.1"])
     assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
     assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
+    assert f"| Helm chart | nvidia-device-plugin | {EKS['charts']['nvidia_device_plugin']['version']} |" in section
     assert f"| EKS add-on | aws-fsx-csi-driver | {EKS['storage_addons']['aws-fsx-csi-driver']['version']} |" in section
 
 
@@ -460,6 +465,10 @@ def test_only_daemonsets_that_must_run_on_accelerators_tolerate_their_taints(eks
     assert not any(placement.tolerates(t, gpu) for t in daemonsets["neuron-device-plugin"].tolerations)
     efa = daemonsets["aws-efa-k8s-device-plugin"].tolerations
     assert any(placement.tolerates(t, neuron) for t in efa) and any(placement.tolerates(t, gpu) for t in efa)
+    # The NVIDIA plugin on the GPU groups (p5, g6e) only; GPU feature discovery and NFD's worker are off.
+    nvidia = daemonsets["nvidia-device-plugin"].tolerations
+    assert any(placement.tolerates(t, gpu) for t in nvidia) and not any(placement.tolerates(t, neuron) for t in nvidia)
+    assert not {"nvidia-device-plugin-gpu-feature-discovery", "nfd-worker"} & set(daemonsets)
     for w in daemonsets.values():
         if w.name not in placement.MUST_RUN_ON_ACCELERATORS:
             assert not any(placement.tolerates(t, x) for t in w.tolerations for x in (neuron, gpu)), w.name

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from neuronkit.kubernetes import placement, scheduling
-from tests.conftest import ROOT, pinned_app
+from tests.conftest import ROOT, Synth, pinned_app
 
 EXAMPLE = ROOT / "examples" / "environments" / "eks.yaml"
 
@@ -46,16 +46,77 @@ def test_the_npd_namespace_can_be_adopted_by_the_neuron_release(eks: dict[str, A
     detector's namespace before the chart; should a chart version render it too, Helm must adopt it, not fail."""
     charts = [r["Properties"] for r in eks["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"]
     (neuron,) = [c for c in charts if c["Chart"] == "neuron-helm-chart"]
+    from neuronkit import catalog
+
+    npd_namespace = catalog.eks_facts()["node_problem_detector"]["namespace"]
     namespaces = [
         doc
         for r in eks["Resources"].values()
         if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and isinstance(r["Properties"]["Manifest"], str)
         for doc in json.loads(r["Properties"]["Manifest"])
-        if doc["kind"] == "Namespace"
+        if doc["kind"] == "Namespace" and doc["metadata"]["name"] == npd_namespace
     ]
-    assert namespaces
+    assert namespaces  # the other namespaces (serving, training, controllers) belong to no chart
     for doc in namespaces:
         meta = doc["metadata"]
         assert meta["labels"]["app.kubernetes.io/managed-by"] == "Helm"
         assert meta["annotations"]["meta.helm.sh/release-name"] == neuron["Release"]
         assert meta["annotations"]["meta.helm.sh/release-namespace"] == neuron["Namespace"]
+
+
+def _nvidia_findings(name: str, template: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(the template's NVIDIA node groups, one line per way it breaks the rule below)."""
+    from neuronkit import catalog
+    from neuronkit.kubernetes import nvidia_chart
+
+    res = template.get("Resources", {})
+    nvidia_ami = str(catalog.eks_facts()["node_images"]["gpu"]["ami_type"])
+    groups = {
+        str(r["Properties"]["NodegroupName"]): r["Properties"]
+        for r in res.values()
+        if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"].get("AmiType") == nvidia_ami
+    }
+    if not groups:
+        return [], []
+    facts = nvidia_chart.chart_facts()
+    charts = [
+        r["Properties"]
+        for r in res.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"].get("Chart") == facts["chart"]
+    ]
+    if len(charts) != 1:
+        return list(groups), [f"{name}: {len(charts)} {facts['chart']} charts for NVIDIA node groups {sorted(groups)}"]
+    chart, problems = charts[0], []
+    if (chart["Repository"], chart["Version"]) != (facts["repository"], str(facts["version"])):
+        problems.append(f"{name}: {chart['Repository']} {chart['Version']} is not the catalog's pin")
+    terms = json.loads(chart["Values"])["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    selected = {v for t in terms["nodeSelectorTerms"] for e in t["matchExpressions"] for v in e["values"]}
+    for group, props in groups.items():
+        if props.get("Labels", {}).get(scheduling.POOL_LABEL) not in selected:
+            problems.append(f"{name}: the plugin does not select node group {group}")
+    return list(groups), problems
+
+
+def test_every_nvidia_node_group_gets_the_pinned_nvidia_device_plugin(eks: dict[str, Any], synth: Synth) -> None:
+    """Amazon EKS User Guide, "Install Kubernetes device plugin for GPUs" (ml-eks-k8s-device-plugin.html): "When using
+    the EKS-optimized AL2023 AMIs with NVIDIA GPUs, you must install the NVIDIA Kubernetes device plugin." Without it
+    no node advertises nvidia.com/gpu and the GPU serving Deployment never schedules. Every synthesized EKS template
+    (the example and every environment of the project) with a node group of amiType AL2023_x86_64_NVIDIA installs the
+    catalog's pinned nvidia-device-plugin chart, and its affinity selects each of those groups."""
+    templates = {"eks-eks (example)": eks, **{k: v for k, v in synth.templates.items() if k.endswith("-eks")}}
+    checked, problems = [], []
+    for name, template in templates.items():
+        groups, found = _nvidia_findings(name, template)
+        checked += groups
+        problems += found
+    assert checked, "no NVIDIA node group in any synthesized template: the rule was not exercised"
+    assert problems == []
+
+
+def test_the_nvidia_rule_check_fails_without_the_chart(eks: dict[str, Any]) -> None:
+    """The check above catches the defect it exists for: the example without its NVIDIA chart."""
+    stripped = {
+        "Resources": {k: r for k, r in eks["Resources"].items() if r.get("Properties", {}).get("Chart") != "nvidia-device-plugin"}
+    }
+    groups, problems = _nvidia_findings("stripped", stripped)
+    assert groups and len(problems) == 1 and "0 nvidia-device-plugin charts" in problems[0]

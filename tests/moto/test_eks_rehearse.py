@@ -77,8 +77,8 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     # fleet's manifests, and the pod identity of the controller and of the fleet's pods; part 3b Cluster Autoscaler's
     # and KEDA's charts and pod identity associations, and per served fleet its ScaledObject and the spill
     # controller's Role; part 4 JobSet and Kueue, the training namespace, queues and pool manifests, and the pool's
-    # pod role.
-    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2
+    # pod role. The NVIDIA device plugin chart comes with the GPU node groups (pretrain-gpu, chat-gpu).
+    assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2 + 1
     assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3
     assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name

@@ -317,3 +317,65 @@ def test_every_pinned_chart_says_where_its_deployments_go_with_keys_of_its_value
             assert isinstance(section, dict) and str(path).rsplit(".", 1)[-1] in section, (chart, path, fixture.name)
             checked += 1
     assert checked >= 8
+
+
+# --- the NVIDIA device plugin: on the GPU node groups only, where there are any ---
+
+
+def _lands_on(values: dict[str, Any], group: dict[str, Any]) -> bool:
+    """Whether a DaemonSet pod with the chart's affinity (``In`` terms) and tolerations can run on a node group's nodes:
+    some term matches the group's labels, and every NoSchedule/NoExecute taint is tolerated (Kubernetes' rules)."""
+    labels = group.get("Labels", {})
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert all(e["operator"] == "In" for t in terms for e in t["matchExpressions"])  # the only operator read here
+    matched = any(all(labels.get(e["key"]) in e["values"] for e in t["matchExpressions"]) for t in terms)
+    effects = {"NO_SCHEDULE": "NoSchedule", "NO_EXECUTE": "NoExecute", "PREFER_NO_SCHEDULE": "PreferNoSchedule"}
+    taints = [Taint(t["Key"], effects[t["Effect"]], t.get("Value")) for t in group.get("Taints", [])]
+    hard = [t for t in taints if t.effect != "PreferNoSchedule"]
+    return matched and all(any(placement.tolerates(tol, t) for tol in values.get("tolerations", [])) for t in hard)
+
+
+def test_the_nvidia_plugin_lands_on_the_gpu_groups_only() -> None:
+    from neuronkit.constructs.eks import NeuronWorkloads, WorkloadsSpec
+
+    stack = bare_stack()
+    cluster = _cluster(stack)
+    subnets = cluster.cluster.vpc.private_subnets
+    for id_, name, types in (("Train", "train", ["trn1.32xlarge"]), ("Gpu", "train-gpu", ["p5.48xlarge"]),
+                             ("Chat", "chat", ["inf2.48xlarge"]), ("ChatGpu", "chat-gpu", ["g6e.12xlarge"])):  # fmt: skip
+        NeuronNodeGroup(
+            stack, id_, environment="team", cluster=cluster, subnets=subnets[:1], script="#!/bin/bash\n",
+            spec=NodeGroupSpec(name=name, instance_types=types, max_size=2),
+        )  # fmt: skip
+    spec = WorkloadsSpec(environment="team", neuron_releases=["2.31.0"], gpu_pools=["train-gpu", "chat-gpu"])
+    NeuronWorkloads(stack, "Workloads", cluster=cluster, spec=spec)
+    data = template(stack)
+    (nvidia,) = [c["Properties"] for c in resources(data, "Custom::AWSCDK-EKS-HelmChart").values()
+                 if c["Properties"]["Chart"] == "nvidia-device-plugin"]  # fmt: skip
+    values = json.loads(nvidia["Values"])
+    groups = _by_name(data)
+    assert len(groups) == 5  # four pools and the system group
+    assert sorted(g for g, props in groups.items() if _lands_on(values, props)) == ["team-chat-gpu", "team-train-gpu"]
+    # Neither the affinity alone nor the toleration alone would do: a Neuron node with the label is still refused.
+    neuron_labelled = {**groups["team-chat"], "Labels": {"neuronkit.io/pool": "chat-gpu"}}
+    assert not _lands_on(values, neuron_labelled)
+    assert values["tolerations"] == [scheduling.GPU_TAINT.toleration()]
+    assert placement.placement_problems(data) == []
+
+
+def test_the_stack_installs_the_nvidia_plugin_for_its_gpu_groups(serving_only: dict[str, Any]) -> None:
+    """The example's fleet has a GPU fallback group (g6e, amiType AL2023_x86_64_NVIDIA): the plugin selects it."""
+    nvidia = _charts(serving_only)["nvidia-device-plugin"]
+    assert nvidia["Version"] == EKS["charts"]["nvidia_device_plugin"]["version"]
+    values = json.loads(nvidia["Values"])
+    groups = {g["Properties"]["NodegroupName"]: g["Properties"] for g in resources(serving_only, "AWS::EKS::Nodegroup").values()}
+    gpu = sorted(n for n, g in groups.items() if g.get("AmiType") == EKS["node_images"]["gpu"]["ami_type"])
+    assert gpu and sorted(n for n, g in groups.items() if _lands_on(values, g)) == gpu
+
+
+def test_no_nvidia_plugin_without_a_gpu_group() -> None:
+    data = _example()
+    data.pop("training")
+    data["inference"][0].pop("fallback_types")
+    charts = _charts(_eks_template(data))
+    assert "neuron-helm-chart" in charts and "nvidia-device-plugin" not in charts

@@ -17,7 +17,7 @@ from neuronkit.catalog.releases import version_key
 from neuronkit.config.base import ConfigError
 from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import LustreVolume, NeuronWorkloads, WorkloadsSpec
-from neuronkit.kubernetes import efa_chart, lustre, neuron_chart
+from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint, dra_problems
 from tests.templates import bare_stack, one, resources, template
 from tests.unit.test_eks import _cluster
@@ -302,3 +302,76 @@ def test_preflight_checks_every_pinned_addon_version_is_offered() -> None:
     assert len(checks) == 5 and [c.status for c in checks].count("PASS") == 4
     fsx = by_name["EKS add-on aws-fsx-csi-driver"]
     assert fsx.status == "FAIL" and "v0.0.1-eksbuild.1" in fsx.detail and "storage_addons.aws-fsx-csi-driver" in fsx.fix
+
+
+# --- the NVIDIA device plugin: only with GPU node groups, on those groups only ---
+
+
+def test_nvidia_values_keys_exist_in_the_pinned_chart() -> None:
+    """The chart ships no values.schema.json: every key the kit sets is in the pinned chart's values.yaml key tree,
+    or is the dependency condition of its Chart.yaml (nfd.enabled), and so are the catalog's placement paths."""
+    facts = EKS["charts"]["nvidia_device_plugin"]
+    fixture = _chart_fixture("nvidia-device-plugin-0.20.0.values.yaml")
+    assert facts["values_schema"] is False and fixture["chart_version"] == facts["version"]
+    known = _paths(fixture["values"]) | set(fixture["conditions"])
+    emitted = _paths(nvidia_chart.values(["chat-gpu"]))
+    assert {"affinity.nodeAffinity", "tolerations", "gfd.enabled", "nfd.enabled", "nfd.master.nodeSelector"} <= emitted
+
+    def free(path: str) -> bool:  # below a map the chart leaves empty (nodeSelector: {}) any key is the user's
+        parts = path.split(".")
+        return any(neuron_chart.get_path(fixture["values"], ".".join(parts[:i])) == {} for i in range(1, len(parts)))
+
+    assert {p for p in emitted - known if not free(p)} == set()
+    placed = [*facts["deployments"].values(), *facts["daemonsets"].values()]
+    paths = {p["path"] if isinstance(p, dict) else p for p in placed} | {p["enabled"] for p in placed if isinstance(p, dict)}
+    assert paths and paths - known == set()
+
+
+def test_nvidia_values_replace_the_charts_nfd_affinity_and_tolerate_only_the_gpu_taint() -> None:
+    values = nvidia_chart.values(["train-gpu", "chat-gpu", "chat-gpu"])
+    (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {"matchExpressions": [{"key": "neuronkit.io/pool", "operator": "In", "values": ["chat-gpu", "train-gpu"]}]}
+    chart = _chart_fixture("nvidia-device-plugin-0.20.0.values.yaml")["values"]
+    assert "feature.node.kubernetes.io" not in json.dumps(values) and "feature.node.kubernetes.io" in json.dumps(chart)
+    assert values["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert values["gfd"] == {"enabled": False} and values["nfd"]["enabled"] is False
+    for path in EKS["charts"]["nvidia_device_plugin"]["deployments"].values():  # NFD's, off: on the system group anyway
+        assert neuron_chart.get_path(values, str(path)) == {"neuronkit.io/pool": "system"}, path
+    with pytest.raises(ValueError, match="GPU node groups"):
+        nvidia_chart.values([])
+
+
+def test_no_gpu_pool_means_no_nvidia_chart() -> None:
+    charts = [
+        c["Properties"]["Chart"]
+        for c in resources(_workloads(neuron_releases=["2.31.0"]), "Custom::AWSCDK-EKS-HelmChart").values()
+    ]
+    assert charts and "nvidia-device-plugin" not in charts
+
+
+def test_gpu_pools_get_the_nvidia_chart_at_the_pin() -> None:
+    data = _workloads(neuron_releases=["2.31.0"], gpu_pools=["chat-gpu"])
+    charts = {c["Properties"]["Chart"]: c["Properties"] for c in resources(data, "Custom::AWSCDK-EKS-HelmChart").values()}
+    facts = EKS["charts"]["nvidia_device_plugin"]
+    nvidia = charts["nvidia-device-plugin"]
+    assert nvidia["Repository"] == "https://nvidia.github.io/k8s-device-plugin" == facts["repository"]
+    assert nvidia["Version"] == facts["version"] and nvidia["Namespace"] == facts["namespace"] != "default"
+    values = json.loads(nvidia["Values"])
+    assert values == nvidia_chart.values(["chat-gpu"]) and "image" not in values  # the chart's appVersion is the tag
+    from neuronkit.kubernetes import placement
+
+    assert placement.placement_problems(data) == []
+
+
+def test_nvidia_placement_values_are_valid_pod_fields() -> None:
+    """The chart copies ``affinity`` and ``tolerations`` into its DaemonSet's pod spec: they must be valid core/v1."""
+    values = nvidia_chart.values(["chat-gpu", "train-gpu"])
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nvidia-device-plugin"},
+        "spec": {"containers": [{"name": "plugin", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.20.0"}],
+                 "affinity": values["affinity"], "tolerations": values["tolerations"]},
+    }  # fmt: skip
+    kubernetes_validate.validate(pod, K8S, strict=True)
+    pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerm"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):  # a misspelt key is caught
+        kubernetes_validate.validate(pod, K8S, strict=True)

@@ -1,5 +1,6 @@
-"""What runs on the nodes of the kit's EKS cluster: the Neuron Helm chart, the EFA device plugin, the FSx for Lustre
-CSI driver and the environment's Lustre volume, each pinned in ``neuronkit/catalog/eks.yaml``.
+"""What runs on the nodes of the kit's EKS cluster: the Neuron Helm chart, the EFA device plugin, the NVIDIA device
+plugin (with GPU node groups), the FSx for Lustre CSI driver and the environment's Lustre volume, each pinned in
+``neuronkit/catalog/eks.yaml``.
 
 Helm charts go through ``aws_eks_v2.HelmChart`` (the kubectl handler pulls the pinned version when the stack
 deploys; nothing is fetched at synth); values and manifests come from :mod:`neuronkit.kubernetes`. Pod roles are
@@ -23,7 +24,7 @@ from neuronkit import catalog
 from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster, addon_placement
-from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, scheduling
+from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart, scheduling
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,10 @@ class WorkloadsSpec:
     :func:`neuron_chart.chart_version`); ``options``: device plugin or DRA, node recovery, the Neuron groups' taints
     (the Neuron taint by default); ``efa``: install the EFA device plugin (only when a node group carries EFA);
     ``efa_taints``: the taints of the EFA node groups (default: the Neuron and GPU taints); ``lustre``: the static
-    volume. The chart's Deployments select the system node group and node recovery gets the stack's region."""
+    volume. The chart's Deployments select the system node group and node recovery gets the stack's region.
+    ``gpu_pools``: the pool names (``neuronkit.io/pool`` labels) of the GPU node groups; with at least one, the NVIDIA
+    device plugin runs on those groups only (default none: no NVIDIA chart); ``gpu_taints``: their taints (default:
+    the GPU taint), which it tolerates and nothing else."""
 
     environment: str
     neuron_releases: Sequence[str]
@@ -50,6 +54,8 @@ class WorkloadsSpec:
     efa: bool = True
     efa_taints: Sequence[neuron_chart.Taint] = (scheduling.NEURON_TAINT, scheduling.GPU_TAINT)
     lustre: LustreVolume | None = None
+    gpu_pools: Sequence[str] = ()
+    gpu_taints: Sequence[neuron_chart.Taint] = (scheduling.GPU_TAINT,)
 
 
 def pod_role(scope: Construct, id: str, description: str) -> iam.Role:
@@ -64,9 +70,10 @@ def pod_role(scope: Construct, id: str, description: str) -> iam.Role:
 
 
 class NeuronWorkloads(Construct):
-    """The Neuron chart (``neuron_chart``), the EFA plugin chart (``efa_chart``), the FSx CSI add-on (``fsx_addon``)
-    and the Lustre volume manifest (``lustre_manifest``); the roles ``npd_role`` and ``fsx_role``; ``chart_versions``
-    (chart or add-on name -> pinned version) for the reports."""
+    """The Neuron chart (``neuron_chart``), the EFA plugin chart (``efa_chart``), the NVIDIA device plugin chart
+    (``nvidia_chart``, None without GPU node groups), the FSx CSI add-on (``fsx_addon``) and the Lustre volume
+    manifest (``lustre_manifest``); the roles ``npd_role`` and ``fsx_role``; ``chart_versions`` (chart or add-on
+    name -> pinned version) for the reports."""
 
     def __init__(self, scope: Construct, id: str, *, cluster: NeuronEksCluster, spec: WorkloadsSpec) -> None:
         super().__init__(scope, id)
@@ -75,6 +82,8 @@ class NeuronWorkloads(Construct):
         self.chart_versions: dict[str, str] = {}
         self._neuron()
         self.efa_chart = self._efa() if spec.efa else None
+        # EKS AL2023 NVIDIA images ship no device plugin: without it no GPU node advertises nvidia.com/gpu.
+        self.nvidia_chart = self._nvidia() if spec.gpu_pools else None
         self.fsx_addon: eks.Addon | None = None
         self.lustre_manifest: eks.KubernetesManifest | None = None
         if spec.lustre is not None:
@@ -174,6 +183,21 @@ class NeuronWorkloads(Construct):
             release="efa",
             namespace=str(facts["namespace"]),
             values=efa_chart.values(self.spec.efa_taints),
+        )
+
+    def _nvidia(self) -> eks.HelmChart:
+        facts = nvidia_chart.chart_facts()
+        self.chart_versions[str(facts["chart"])] = str(facts["version"])
+        return eks.HelmChart(
+            self,
+            "NvidiaChart",
+            cluster=self._cluster.cluster,
+            repository=str(facts["repository"]),
+            chart=str(facts["chart"]),
+            version=str(facts["version"]),
+            release=nvidia_chart.RELEASE,
+            namespace=str(facts["namespace"]),
+            values=nvidia_chart.values(self.spec.gpu_pools, self.spec.gpu_taints),
         )
 
     def _fsx(self) -> None:

@@ -15,8 +15,8 @@ import yaml
 
 from neuronkit import config
 from neuronkit.cli import CliError, selection
+from neuronkit.config.storage import bucket_names
 from neuronkit.kubernetes import training_job as tj
-from neuronkit.stacks.base import bucket_names
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -71,7 +71,7 @@ def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...
     nodes = args.nodes if args.nodes is not None else pool.max_size
     if nodes > pool.max_size:
         raise CliError(f"--nodes {nodes}: pool {pool.name} has at most {pool.max_size} nodes (max_size); ask for fewer")
-    names = bucket_names(env)
+    names = bucket_names(env.name, env.account, env.region)
     extra: dict[str, Any] = {"command": command} if command else {}
     try:
         return tj.JobSpec(

@@ -57,3 +57,9 @@ class Storage(Strict):
         description="Version the datasets bucket (overwritten or deleted training data can be recovered); "
         "false for very large data you can regenerate.",
     )
+
+
+def bucket_names(environment: str, account: str | None, region: str | None) -> dict[str, str]:
+    """An environment's deterministic bucket names (globally unique through account and region; at most 63 chars):
+    the storage stack creates them, and the pools and the job renderer name them without a CDK import."""
+    return {p: f"{environment}-{p}-{account}-{region}" for p in ("datasets", "checkpoints", "artifacts")}

@@ -9,6 +9,7 @@ from aws_cdk import Stack, Tags
 from constructs import Construct
 
 from neuronkit.config import Environment
+from neuronkit.config.storage import bucket_names as storage_bucket_names
 
 
 class NeuronkitStack(Stack):
@@ -37,4 +38,4 @@ def environment_tags(config: Environment) -> dict[str, str]:
 
 def bucket_names(config: Environment) -> dict[str, str]:
     """Deterministic bucket names (globally unique through account and region; at most 63 chars)."""
-    return {p: f"{config.name}-{p}-{config.account}-{config.region}" for p in ("datasets", "checkpoints", "artifacts")}
+    return storage_bucket_names(config.name, config.account, config.region)

@@ -781,9 +781,14 @@ def test_serving_pods_drain_with_their_target_group_and_carry_readiness_gates(sy
                 prestop = spec["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
                 assert prestop >= drain and spec["terminationGracePeriodSeconds"] > prestop, (stack, d["metadata"]["name"])
     assert found, "no served fleet on EKS in the project (tests/fixtures/user_environments/team.yaml serves one)"
+    # The serving namespace (the kit's other namespaces hold no pods behind a target group).
+    from neuronkit.kubernetes import scheduling
+
     namespaces = [
-        json.loads(r["Properties"]["Manifest"])
+        doc
         for _, _, r in _resources(synth, "Custom::AWSCDK-EKS-KubernetesResource")
         if isinstance(r["Properties"]["Manifest"], str) and '"Namespace"' in r["Properties"]["Manifest"]
+        for doc in json.loads(r["Properties"]["Manifest"])
+        if doc.get("kind") == "Namespace" and doc["metadata"]["name"] == scheduling.SERVING_NAMESPACE
     ]
-    assert namespaces and all(lbc.readiness_gate_labels().items() <= ns[0]["metadata"]["labels"].items() for ns in namespaces)
+    assert namespaces and all(lbc.readiness_gate_labels().items() <= ns["metadata"]["labels"].items() for ns in namespaces)

@@ -249,6 +249,9 @@ def test_the_chart_comes_from_the_pools_releases(serving_only: dict[str, Any]) -
     mixed["training"][0]["neuron_sdk"] = "2.32.0"
     mixed["training"][0]["workload"] = "jax"  # 2.32 has no PyTorch training stack; JAX NeuronX runs on trn2
     mixed["training"][0].pop("gpu_pool")
+    # 2.32's driver is newer than any node image the catalog lists: the user pins a newer image, with its source.
+    mixed["eks"] = {**mixed["eks"], "node_release_version": "1.35.9-20261001",
+                    "node_release_source": "a later amazon-eks-ami release whose changelog lists a newer Neuron driver"}  # fmt: skip
     data = _eks_template(mixed)
     assert _charts(data)["neuron-helm-chart"]["Version"] == rows["2.32"] != rows["2.31"]
 

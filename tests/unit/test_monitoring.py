@@ -606,15 +606,17 @@ def test_node_log_groups_have_the_files_retention(synth: Synth, env: str) -> Non
 @pytest.mark.parametrize("env", sorted(ENVS))
 def test_node_roles_publish_only_into_the_namespace_and_their_log_groups(synth: Synth, env: str) -> None:
     stack, _ = _node_pools(env)
-    roles = {k: r for k, r in resources(synth, stack, "AWS::IAM::Role").items() if "NodeRole" in k}
+    # The pools' node roles (on EKS the system node group runs add-ons only: it publishes nothing and ships no logs).
+    roles = {k: r for k, r in resources(synth, stack, "AWS::IAM::Role").items() if "NodeRole" in k and "SystemNode" not in k}
     assert roles
     for logical_id, role in roles.items():
         managed = json.dumps(role["Properties"].get("ManagedPolicyArns", []))
         assert "CloudWatchAgentServerPolicy" not in managed, logical_id
+    # Each role's default policy (other policies, such as a served fleet's image pulls, are attached beside it).
     policies = [
         p
-        for p in resources(synth, stack, "AWS::IAM::Policy").values()
-        if any("NodeRole" in r["Ref"] for r in p["Properties"]["Roles"])
+        for k, p in resources(synth, stack, "AWS::IAM::Policy").items()
+        if "NodeRoleDefaultPolicy" in k and any(r["Ref"] in roles for r in p["Properties"]["Roles"])
     ]
     assert len(policies) == len(roles)
     for policy in policies:

@@ -94,7 +94,8 @@ def eks_user_data(instance_type: str) -> str:
         stack, "Nodes", environment="team", cluster=cluster, subnets=vpc.private_subnets[:1], script=script, spec=spec,
         observability=ObservabilitySpec(),
     )  # fmt: skip
-    (lt,) = resources(template(stack), "AWS::EC2::LaunchTemplate").values()
+    # The pool's launch template (the cluster has its system node group's too).
+    (lt,) = [v for k, v in resources(template(stack), "AWS::EC2::LaunchTemplate").items() if k.startswith("Nodes")]
     body = resolve(lt["Properties"]["LaunchTemplateData"]["UserData"])
     body = body.split('Content-Type: text/x-shellscript; charset="us-ascii"\n\n', 1)[1]
     return body.rsplit(f"\n\n--{MIME_BOUNDARY}--", 1)[0] + "\n"

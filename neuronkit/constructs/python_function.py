@@ -35,9 +35,13 @@ def python_function(
 
     The L2 makes the function depend on its role, which the role's GetAtt already implies (cfn-lint
     W3005); only the dependency on the role's policy, which nothing else orders, is kept (the L2 has no
-    option for it). With ``vpc`` the function runs in ``vpc_subnets`` with ``security_groups`` (aws-cdk-lib then
-    gives the role AWSLambdaVPCAccessExecutionRole for its network interfaces).
+    option for it). With ``vpc`` the function runs in ``vpc_subnets`` with ``security_groups``, and the role gets
+    AWSLambdaVPCAccessExecutionRole here: aws-cdk-lib attaches it only to a role the Function creates itself, never to
+    a role it is given, and Lambda "uses your function's permissions to create and manage network interfaces" (Lambda
+    developer guide, "Giving Lambda functions access to resources in an Amazon VPC"); without it CreateFunction fails.
     """
+    if vpc is not None:
+        role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaVPCAccessExecutionRole"))
     function = lambda_.Function(
         scope,
         id,

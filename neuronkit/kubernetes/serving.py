@@ -201,7 +201,8 @@ def _volumes(w: FleetWorkload) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
         {"name": "model", "emptyDir": {}},
         {"name": "shm", "emptyDir": {"medium": "Memory"}},
-        {"name": "scripts", "configMap": {"name": f"{w.fleet}-artifacts"}},
+        # Executable: the containers run the script by its path (a ConfigMap volume's files default to mode 0644).
+        {"name": "scripts", "configMap": {"name": f"{w.fleet}-artifacts", "defaultMode": 0o555}},
     ]
     if w.accelerator == "neuron":
         out.append({"name": "compiled", "emptyDir": {}})

@@ -320,6 +320,8 @@ def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[
     assert [g["Properties"]["TargetType"] for g in groups] == ["ip"]
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
     assert charts["aws-load-balancer-controller"]["Version"] == str(EKS["load_balancer_controller"]["version"])
+    # Helm waits for the controller: its TargetGroupBinding webhooks (failurePolicy Fail) must answer first.
+    assert charts["aws-load-balancer-controller"]["Wait"] is True
     docs = _rendered_manifests(res)
     kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert ("Deployment", "chat-neuron") in kinds and ("Deployment", "chat-gpu") in kinds
@@ -328,7 +330,15 @@ def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[
         ("TargetGroupBinding", "chat"),
     ]
     for d in docs:
-        manifests.validate(d)  # core kinds against Kubernetes, custom resources against their checked-in schemas
+        manifests.validate(d)
+        # Scripts a container runs by path are mounted executable (a ConfigMap volume defaults to 0644).
+        template = d.get("spec", {}).get("template", {}).get("spec", {})
+        for volume in template.get("volumes", []):
+            if d["metadata"].get("namespace") == "neuronkit-serving" and "configMap" in volume:
+                assert volume["configMap"].get("defaultMode") == 0o555, (
+                    d["metadata"]["name"],
+                    volume,
+                )  # core kinds against Kubernetes, custom resources against their checked-in schemas
     assert {d["kind"] for d in docs} >= {"ScaledObject", "TargetGroupBinding", "LocalQueue", "ClusterQueue", "Role"}
 
 

@@ -792,3 +792,26 @@ def test_serving_pods_drain_with_their_target_group_and_carry_readiness_gates(sy
         if doc.get("kind") == "Namespace" and doc["metadata"]["name"] == scheduling.SERVING_NAMESPACE
     ]
     assert namespaces and all(lbc.readiness_gate_labels().items() <= ns["metadata"]["labels"].items() for ns in namespaces)
+
+
+def test_every_function_in_a_vpc_may_manage_its_network_interfaces(synth: Synth) -> None:
+    """Lambda developer guide, "Giving Lambda functions access to resources in an Amazon VPC": "Lambda uses your
+    function's permissions to create and manage network interfaces", with ec2:CreateNetworkInterface,
+    ec2:DescribeNetworkInterfaces and ec2:DeleteNetworkInterface (the AWSLambdaVPCAccessExecutionRole managed policy
+    grants them). Without them CreateFunction fails and the stack rolls back; moto does not check it. aws-cdk-lib adds
+    the policy only to a role the Function creates itself, so a kit function with its own role must add it."""
+    found = 0
+    for stack, lid, function in _resources(synth, "AWS::Lambda::Function"):
+        props = function["Properties"]
+        if "VpcConfig" not in props:
+            continue
+        found += 1
+        role_id = props["Role"]["Fn::GetAtt"][0]
+        template = synth.templates[stack]["Resources"]
+        managed = json.dumps(template[role_id]["Properties"].get("ManagedPolicyArns", []))
+        inline = json.dumps(
+            [r["Properties"]["PolicyDocument"] for r in template.values()
+             if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in r["Properties"]["Roles"]]
+        )  # fmt: skip
+        assert "AWSLambdaVPCAccessExecutionRole" in managed or "ec2:CreateNetworkInterface" in inline, (stack, lid)
+    assert found, "no function in a VPC in the project (the EKS kubectl handler and the GPU spill controller are)"

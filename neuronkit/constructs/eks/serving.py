@@ -25,7 +25,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from neuronkit.catalog import serving
-from neuronkit.constructs import pseudo, values
+from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
 from neuronkit.constructs.eks.workloads import pod_role
@@ -72,6 +72,10 @@ class LoadBalancerController(Construct):
             release="aws-load-balancer-controller",
             namespace=str(facts["namespace"]),
             values=lbc.values(cluster_name=cluster.spec.name, region=pseudo.REGION, vpc_id=cluster.cluster.vpc.vpc_id),
+            # Helm --wait: the fleets' TargetGroupBindings go through the controller's webhooks (failurePolicy Fail),
+            # which answer only once its pods run; CDK's apply retries only i/o timeouts (docs/eks.md, "Serving").
+            wait=True,
+            timeout=durations.minutes(int(facts["install_timeout_minutes"])),
         )
         self.chart.node.add_dependency(association)
         self.chart.node.add_dependency(policy)

@@ -193,7 +193,7 @@ class GpuSpill(Construct):
             role,
             {
                 "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]": (
-                    "aws-cdk-lib attaches it to a function in a VPC: the network interfaces Lambda creates in the subnets"
+                    "python_function attaches it to a function in a VPC: the network interfaces Lambda creates in the subnets"
                 ),
             },
         )

@@ -13,8 +13,10 @@ training job, a controller chart and the node groups agree (docs/eks.md, "Schedu
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
+from neuronkit import catalog
 from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE, Taint
 
 POOL_LABEL = "neuronkit.io/pool"
@@ -78,3 +80,14 @@ def service_name(fleet: str) -> str:
 def fleet_labels(fleet: str) -> dict[str, str]:
     """The labels both Deployments' pods carry, which the fleet's Service selects."""
     return {"app.kubernetes.io/name": fleet, "app.kubernetes.io/part-of": "neuronkit", "neuronkit.io/fleet": fleet}
+
+
+def node_share(instance_type: str) -> dict[str, str]:
+    """The CPU and memory a whole-node pod requests: the node's less the reserve for kubelet, system daemons and the
+    device plugins' pods (catalog/eks.yaml ``training_jobs.node_reserve``), so the pod is not BestEffort (evicted first
+    under memory pressure) and Cluster Autoscaler sees the node as used."""
+    it = catalog.get(instance_type)
+    reserve = catalog.eks_facts()["training_jobs"]["node_reserve"]
+    cpu = math.floor(it.vcpus * (1 - float(reserve["cpu_fraction"])))
+    memory_gib = math.floor(it.memory_mib / 1024 * (1 - float(reserve["memory_fraction"])))
+    return {"cpu": str(cpu), "memory": f"{memory_gib}Gi"}

@@ -220,7 +220,7 @@ def _server(w: FleetWorkload, *, probes: bool) -> dict[str, Any]:
         **start,
         "env": [{"name": k, "value": v} for k, v in sorted(w.profile.env.items())],
         "ports": [{"name": "http", "containerPort": w.port, "protocol": "TCP"}],
-        "resources": {"limits": device_limits(w), "requests": device_limits(w)},
+        "resources": {"limits": device_limits(w), "requests": {**scheduling.node_share(w.instance_type), **device_limits(w)}},
         "volumeMounts": _mounts(w),
     }
     if w.accelerator == "neuron":
@@ -316,7 +316,11 @@ def compile_job(w: FleetWorkload) -> dict[str, Any]:
             "backoffLimit": 1,
             "activeDeadlineSeconds": deadline,
             "template": {
-                "metadata": {"labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"}},
+                # A compile in progress is never evicted by a scale-down (as the serving pods).
+                "metadata": {
+                    "labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"},
+                    "annotations": autoscaler.serving_pod_annotations(),
+                },
                 "spec": {
                     **_pod_spec(w),
                     "restartPolicy": "Never",

@@ -378,3 +378,32 @@ def test_validate_refuses_partial_node_requests_on_eks_in_one_line(change: dict[
         parse_environment(_example_with(**change), "environments/eks.yaml")
     lines = [line for line in str(err.value).splitlines() if key in line]
     assert len(lines) == 1 and "environments/eks.yaml" in lines[0] and fix in lines[0]
+
+
+def test_serving_and_compile_pods_request_their_node_and_are_never_scaled_in(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """Whole-node pods request the node's CPU and memory less the reserve (not BestEffort, so not evicted first, and
+    Cluster Autoscaler sees the node used), and neither a serving pod nor a compile in progress is evicted by a
+    scale-down (the review of issue 39, findings 9 and 11)."""
+    from neuronkit.kubernetes import autoscaler, scheduling
+    from neuronkit.kubernetes import serving as manifests
+
+    _, fleets = built
+    checked = 0
+    for doc in (d for fleet in fleets.values() for d in _resolve(fleet)):
+        if doc["kind"] not in ("Deployment", "Job"):
+            continue
+        pod = doc["spec"]["template"]
+        assert pod["metadata"]["annotations"] == autoscaler.serving_pod_annotations(), doc["metadata"]["name"]
+        # The container that holds the node's devices (the server; in a compile Job, its compiling init container).
+        (server,) = [
+            c for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]
+            if set(c.get("resources", {}).get("limits", {})) & {"aws.amazon.com/neuron", "nvidia.com/gpu"}
+        ]  # fmt: skip
+        instance_type = pod["spec"]["nodeSelector"][manifests.INSTANCE_TYPE_LABEL]
+        share = scheduling.node_share(instance_type)
+        assert {k: server["resources"]["requests"][k] for k in ("cpu", "memory")} == share
+        assert 0 < int(share["cpu"]) < catalog.get(instance_type).vcpus
+        checked += 1
+    assert checked >= 3  # the Neuron and GPU Deployments and a compile Job

@@ -36,7 +36,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         a.add_argument("--name", default=None, metavar="NAME", help="the JobSet's name (default: POOL-job or POOL-check)")
         a.add_argument("--min-busbw-gbps", type=float, default=None, metavar="GBPS",
                        help="fail the collective below this bus bandwidth (default: unset, completion and correctness only)")  # fmt: skip
-        a.add_argument("-o", "--output", type=Path, default=None, metavar="FILE", help="also write the manifests to FILE")
+        a.add_argument(
+            "-o",
+            "--output",
+            type=Path,
+            default=None,
+            metavar="FILE",
+            help="write the manifests to FILE instead of standard output",
+        )
         if name == "render":
             a.add_argument("--deadline", default=None, metavar="TIME",
                            help="when the job must be done (UTC, ISO 8601); refused past a Capacity Block's end minus its lead time")  # fmt: skip
@@ -113,7 +120,11 @@ def _deadline(text: str) -> dt.datetime:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the programs, the launcher) as literal blocks, readable in the output."""
+    """Multi-line strings (the programs, the launcher) as literal blocks, readable in the output; no YAML anchors and
+    aliases (a shared dict is written out in full where each container uses it, as a reader of a manifest expects)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
@@ -125,7 +136,7 @@ _Dumper.add_representer(str, _str)
 
 def _emit(docs: list[dict[str, Any]], output: Path | None) -> None:
     text = yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False, width=120)
-    sys.stdout.write(text)
+    sys.stdout.write(text)  # the kit's -o convention: also write to FILE (README, "Options")
     if output is not None:
         output.write_text(text)
 

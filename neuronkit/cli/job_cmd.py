@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
             type=Path,
             default=None,
             metavar="FILE",
-            help="write the manifests to FILE instead of standard output",
+            help="also write the manifests to FILE",
         )
         if name == "render":
             a.add_argument("--deadline", default=None, metavar="TIME",

@@ -69,6 +69,18 @@ def test_jobset_and_kueue_are_the_pinned_charts(built: Any) -> None:
         assert json.dumps(values).count(str(PINS[key]["image"]).rsplit(":", 1)[1]) == 1
 
 
+def test_both_charts_wait_for_their_webhooks_within_the_catalog_timeout(built: Any) -> None:
+    """helm --wait on JobSet and Kueue: the CDK handler returns only once the controllers (and their webhooks, which
+    refuse objects while down) are ready, so the queues applied after Kueue are not rejected on a fresh deploy."""
+    _, data = built
+    charts = _charts(data)
+    assert set(charts) == {"jobset", "kueue"}
+    for key, props in charts.items():
+        assert props.get("Wait") is True, key
+        assert props.get("Timeout") == f"{int(PINS[key]['helm_wait_minutes']) * 60}s", key
+        assert int(PINS[key]["helm_wait_minutes"]) < 15  # the CDK Helm handler's Lambda stops at 15 minutes
+
+
 def _paths(doc: Any, prefix: str = "") -> set[str]:
     out: set[str] = set()
     if isinstance(doc, dict):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -141,6 +141,10 @@ class TrainingJobs(Construct):
             namespace=str(pin["namespace"]),
             create_namespace=True,
             values=values,
+            # helm --wait: the controllers' webhooks (failurePolicy Fail) serve before the next resource applies
+            # objects they intercept (the queues after Kueue); without it the CDK handler returns at once.
+            wait=True,
+            timeout=Duration.minutes(int(pin["helm_wait_minutes"])),
         )
 
     def _controllers(self) -> None:

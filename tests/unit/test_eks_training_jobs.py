@@ -111,7 +111,16 @@ def test_kueue_admits_all_or_nothing_and_manages_jobsets() -> None:
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     ready = config["waitForPodsReady"]
     assert ready["blockAdmission"] is True and ready["timeout"] == PINS["kueue"]["wait_for_pods_ready"]["timeout"]
+    # a restart after a rank failure gets the whole timeout (recoveryTimeout "Defaults to the value of timeout"), and
+    # an evicted job keeps its place in the StrictFIFO queue (requeued by creation, not eviction, time)
+    assert "recoveryTimeout" not in ready or _minutes(ready["recoveryTimeout"]) >= _minutes(ready["timeout"])
+    assert ready["requeuingStrategy"] == {"timestamp": "Creation"}
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+
+
+def _minutes(duration: str) -> float:
+    value, unit = float(duration[:-1]), duration[-1]
+    return value * {"s": 1 / 60, "m": 1, "h": 60}[unit]
 
 
 def test_queues_for_every_pool_validate_and_wait_for_kueue(built: Any) -> None:

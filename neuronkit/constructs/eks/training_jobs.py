@@ -73,10 +73,11 @@ def kueue_values() -> dict[str, Any]:
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # recoveryTimeout unset: it defaults to timeout (catalog training_jobs.kueue.wait_for_pods_ready)
         "waitForPodsReady": {
             "timeout": str(ready["timeout"]),
             "blockAdmission": bool(ready["block_admission"]),
-            "recoveryTimeout": str(ready["recovery_timeout"]),
+            "requeuingStrategy": {"timestamp": str(ready["requeuing_timestamp"])},
         },
         "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "batch/job"]},
     }

@@ -8,6 +8,7 @@ the example's Capacity Block pool.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 from neuronkit import config, job_environment
 from neuronkit.cli.job_cmd import block_lead
 from neuronkit.kubernetes import training_job as tj
-from tests.conftest import ROOT
+from tests.conftest import ROOT, pinned_app
 
 IMAGE = "123456789012.dkr.ecr.us-east-2.amazonaws.com/torchneuron-train:2.14.0-sdk2.33.0"
 JOBS = [
@@ -161,3 +162,43 @@ def test_the_ranks_pre_stop_hook_asks_them_to_stop_within_the_pods_grace(jobset:
     assert env["NEURONKIT_STOP_FILE"] == tj.STOP_FILE
     assert "exec torchrun" not in train["command"][2]  # torchrun is a child: SIGTERM never reaches its agent
     assert pod["terminationGracePeriodSeconds"] >= 60 * int(tj.facts()["defaults"]["checkpoint_budget_minutes"])
+
+
+@pytest.fixture(scope="module")
+def eks() -> dict[str, Any]:
+    """The eks stack of the synthesized EKS example."""
+    import yaml
+
+    from neuronkit.config.loader import parse_environment
+    from neuronkit.stacks import build_environment
+
+    example = ROOT / "examples" / "environments" / "eks.yaml"
+    env = parse_environment(yaml.safe_load(example.read_text()), str(example))
+    app, _ = pinned_app(lambda a: build_environment(a, env))
+    return dict(next(s.template for s in app.synth().stacks if s.stack_name.endswith("-eks")))
+
+
+def test_the_queues_are_applied_only_after_kueue_and_jobset_answer_their_webhooks(eks: dict[str, Any]) -> None:
+    """Kueue v0.19.2 charts/kueue/templates/webhook/manifests.yaml: the ClusterQueue, ResourceFlavor and LocalQueue
+    webhooks have ``failurePolicy: Fail``; its installation guide (site/content/en/docs/getting-started/
+    installation.md) installs "--wait --timeout 300s". The aws-cdk-lib 2.275 Helm handler (helm/__init__.py) passes
+    ``--wait`` only "if wait", and the apply handler retries only on "i/o timeout": the queues' custom resource must
+    depend on a chart installed with Wait, or a fresh deploy fails on "no endpoints available"."""
+    resources = eks["Resources"]
+    charts = {k: r for k, r in resources.items() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    training = {r["Properties"]["Chart"]: (k, r) for k, r in charts.items() if r["Properties"]["Chart"] in ("jobset", "kueue")}
+    assert set(training) == {"jobset", "kueue"}
+    for _, chart in training.values():
+        assert chart["Properties"]["Wait"] is True and chart["Properties"]["Timeout"].endswith("s")
+        assert int(chart["Properties"]["Timeout"][:-1]) < 15 * 60  # the handler's Lambda stops at 15 minutes
+    queues = [
+        r
+        for r in resources.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        and isinstance(r["Properties"]["Manifest"], str)
+        and any(d["kind"] == "ClusterQueue" for d in json.loads(r["Properties"]["Manifest"]))
+    ]
+    assert queues
+    for q in queues:
+        assert training["kueue"][0] in q.get("DependsOn", [])
+    assert training["jobset"][0] in training["kueue"][1].get("DependsOn", [])

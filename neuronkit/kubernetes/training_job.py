@@ -40,6 +40,7 @@ EFA_DEVICE = "vpc.amazonaws.com/efa"
 LUSTRE_MOUNT = "/fsx"
 KIT_MOUNT = "/opt/neuronkit"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_LABEL = "neuronkit.io/job"  # on the JobSet, its pods and its ConfigMap
 CHECK_JOB = "check"
 RANK_JOB = "rank"
 NODE_CHECK_CONTAINER = "node-check"
@@ -176,8 +177,10 @@ def calibration_file(pool: str) -> str:
     return f"{LUSTRE_MOUNT}/.neuronkit/calibration/{pool}.json"
 
 
-def config_map_name(pool: str) -> str:
-    return f"{pool}-prejob"
+def config_map_name(job: str) -> str:
+    """The job's own ConfigMap of programs (``job render`` prints it with the JobSet, from the same kit version): never
+    the stack's object, so a ``kubectl apply`` of a job neither rewrites nor unlabels what CloudFormation owns."""
+    return f"{job}-prejob"
 
 
 def rank_environment(spec: JobSpec) -> dict[str, str]:
@@ -340,7 +343,7 @@ def _jobset_fields() -> list[dict[str, Any]]:
 def _volumes(spec: JobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     volumes: list[dict[str, Any]] = [
         {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(spec.environment)}},
-        {"name": "kit", "configMap": {"name": config_map_name(spec.pool), "defaultMode": 0o555}},
+        {"name": "kit", "configMap": {"name": config_map_name(spec.name), "defaultMode": 0o555}},
         {"name": "shm", "emptyDir": {"medium": "Memory"}},
     ]
     mounts: list[dict[str, Any]] = [
@@ -412,7 +415,7 @@ def _pod(spec: JobSpec) -> dict[str, Any]:
     }
     init, containers = ([node_check], [collective]) if spec.check_only else ([node_check, collective], [train])
     return {
-        "metadata": {"labels": {scheduling.POOL_LABEL: spec.pool, "neuronkit.io/job": spec.name}},
+        "metadata": {"labels": {scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name}},
         "spec": {
             "restartPolicy": "Never",
             "serviceAccountName": service_account(spec.pool),
@@ -475,7 +478,7 @@ def render_jobset(spec: JobSpec) -> dict[str, Any]:
         "metadata": {
             "name": spec.name,
             "namespace": scheduling.TRAINING_NAMESPACE,
-            "labels": {QUEUE_LABEL: local_queue_name(spec.pool), scheduling.POOL_LABEL: spec.pool},
+            "labels": {QUEUE_LABEL: local_queue_name(spec.pool), scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name},
         },
         "spec": {
             "suspend": True,  # Kueue unsuspends it once the whole job fits (gang admission)
@@ -489,12 +492,17 @@ def render_jobset(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def prejob_config_map(pool: str) -> dict[str, Any]:
-    """The programs the pods run: the pre-job checks and the checkpoint contract's sample entrypoint."""
+def prejob_config_map(spec: JobSpec) -> dict[str, Any]:
+    """The programs the job's pods run: the pre-job checks and the checkpoint contract's sample entrypoint, from the kit
+    that rendered the JobSet (its scripts call them with this version's arguments)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": config_map_name(pool), "namespace": scheduling.TRAINING_NAMESPACE},
+        "metadata": {
+            "name": config_map_name(spec.name),
+            "namespace": scheduling.TRAINING_NAMESPACE,
+            "labels": {scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name},
+        },
         "data": {
             "prejob.py": (_HERE / "prejob.py").read_text(),
             "checkpoint_contract.py": (_HERE / "checkpoint_contract.py").read_text(),
@@ -503,8 +511,8 @@ def prejob_config_map(pool: str) -> dict[str, Any]:
 
 
 def render_job(spec: JobSpec) -> list[dict[str, Any]]:
-    """What ``neuronkit job render`` prints: the ConfigMap of the programs, then the JobSet."""
-    return [prejob_config_map(spec.pool), render_jobset(spec)]
+    """What ``neuronkit job render`` prints: the job's ConfigMap of the programs, then the JobSet."""
+    return [prejob_config_map(spec), render_jobset(spec)]
 
 
 # --- Kueue: one flavor, cluster queue and local queue per pool -----------------------------------------------

@@ -176,6 +176,17 @@ def test_ranks_start_only_after_the_node_check_and_the_collective_pass_on_the_sa
     # the same devices for the checks and the ranks: one pod holds the node from the first check to the last step
     assert node_check["resources"] == collective["resources"] == train["resources"]
     assert set(config_map["data"]) == {"prejob.py", "checkpoint_contract.py"}
+    assert config_map["data"]["prejob.py"] == (Path(tj.__file__).parent / "prejob.py").read_text()
+
+
+def test_the_job_mounts_its_own_programs_never_the_stacks(rendered: Any) -> None:
+    """The ConfigMap ``job render`` prints is the job's (same kit version as its scripts), never a stack-owned name."""
+    s, (config_map, jobset), _ = rendered
+    assert config_map["metadata"]["name"] == f"{s.name}-prejob" != f"{s.pool}-prejob"
+    assert config_map["metadata"]["labels"][tj.JOB_LABEL] == jobset["metadata"]["labels"][tj.JOB_LABEL] == s.name
+    pod = pod_templates(jobset)[tj.RANK_JOB]["spec"]
+    (kit,) = [v for v in pod["volumes"] if v["name"] == "kit"]
+    assert kit["configMap"]["name"] == config_map["metadata"]["name"]
 
 
 def test_the_driver_rule_is_the_boot_checks(rendered: Any) -> None:

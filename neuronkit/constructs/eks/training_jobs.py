@@ -186,7 +186,6 @@ class TrainingJobs(Construct):
                     "metadata": {"name": tj.service_account(p.name), "namespace": scheduling.TRAINING_NAMESPACE},
                 }
             )
-            docs.append(tj.prejob_config_map(p.name))
             role = pod_role(self, f"PoolRole{i}", f"{self.spec.environment}: training jobs of pool {p.name}")
             # Datasets, artifacts and every checkpoint to read; writes only under s3://CHECKPOINTS/POOL/.
             self._storage.grant_node_access(role, pool=p.name)

@@ -107,8 +107,12 @@ def save_checkpoint(root: Path, step: int, state: dict[str, int]) -> Path:
     return path
 
 
-def train(*, checkpoint_dir: Path, steps: int, contract: Contract, step_seconds: float = 0.0, save_every: int = 100) -> int:
-    """The sample loop: resume, step, save every ``save_every`` steps and when asked to stop. Returns the last step."""
+def train(
+    *, checkpoint_dir: Path, steps: int, contract: Contract, step_seconds: float = 0.0, save_every: int = 100, rank: int = 0
+) -> int:
+    """The sample loop: resume, step, save every ``save_every`` steps and when asked to stop. Returns the last step.
+    Only global rank 0 writes (the toy state is the same on every rank); a real script writes per-rank shards, then
+    one rank writes ``COMPLETE`` after a barrier."""
     last = latest_checkpoint(checkpoint_dir)
     state = json.loads((last / "state.json").read_text()) if last else {"step": 0, "total": 0}
     if last:
@@ -118,19 +122,23 @@ def train(*, checkpoint_dir: Path, steps: int, contract: Contract, step_seconds:
         if step_seconds:
             time.sleep(step_seconds)
         if contract.should_stop():
-            save_checkpoint(checkpoint_dir, state["step"], state)
+            if rank == 0:
+                save_checkpoint(checkpoint_dir, state["step"], state)
             contract.mark_stopped(state["step"])
             print(f"checkpointed at step {state['step']} ({contract.reason}); exiting", flush=True)
             return state["step"]
-        if state["step"] % save_every == 0:
+        if state["step"] % save_every == 0 and rank == 0:
             save_checkpoint(checkpoint_dir, state["step"], state)
-    save_checkpoint(checkpoint_dir, state["step"], state)
+    if rank == 0:
+        save_checkpoint(checkpoint_dir, state["step"], state)
     return state["step"]
 
 
 def main() -> int:
     root = Path(os.environ.get("NEURONKIT_CHECKPOINT_DIR", "/fsx/checkpoints"))
-    train(checkpoint_dir=root, steps=int(os.environ.get("NEURONKIT_SAMPLE_STEPS", "1000")), contract=Contract(), step_seconds=0.1)
+    steps = int(os.environ.get("NEURONKIT_SAMPLE_STEPS", "1000"))
+    rank = int(os.environ.get("RANK", "0"))  # torchrun sets RANK (global) and LOCAL_RANK for each process
+    train(checkpoint_dir=root, steps=steps, contract=Contract(), step_seconds=0.1, rank=rank)
     return 0  # also after an early stop: the stopped file tells the launcher, and torchrun spares the other ranks
 
 

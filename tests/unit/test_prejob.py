@@ -206,3 +206,12 @@ def test_sigterm_asks_the_sample_to_checkpoint(tmp_path: Path) -> None:
         assert cc.latest_checkpoint(tmp_path / "c") == tmp_path / "c" / "step-00000001"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_only_global_rank_0_writes_the_samples_checkpoints(tmp_path: Path) -> None:
+    """torchrun starts one process per logical core on every node: one writer, not 1,024, per checkpoint directory."""
+    contract = cc.Contract(str(tmp_path / "none"), stop_file=str(tmp_path / "stop"), install=False)
+    assert cc.train(checkpoint_dir=tmp_path / "c", steps=250, contract=contract, rank=5) == 250
+    assert not (tmp_path / "c").exists()
+    assert cc.train(checkpoint_dir=tmp_path / "c", steps=250, contract=contract, rank=0) == 250
+    assert cc.latest_checkpoint(tmp_path / "c") == tmp_path / "c" / "step-00000250"

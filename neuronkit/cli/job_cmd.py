@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from neuronkit import config
+from neuronkit.catalog import releases
 from neuronkit.cli import CliError, selection
 from neuronkit.config.storage import bucket_names
 from neuronkit.kubernetes import training_job as tj
@@ -141,6 +142,36 @@ def _emit(docs: list[dict[str, Any]], output: Path | None) -> None:
         output.write_text(text)
 
 
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def notes(spec: tj.JobSpec, pool: Any, now: dt.datetime) -> list[str]:
+    """Stderr lines a user should read before applying: a Capacity Block that has not started or has ended (the queue's
+    quota is static: a job applied then is admitted, its pods stay Pending and Kueue evicts and requeues it every
+    waitForPodsReady timeout), and a training container of another release than the pool's."""
+    out: list[str] = []
+    cap = pool.capacity
+    if getattr(cap, "type", None) == "capacity-block":
+        if now < cap.start:
+            out.append(
+                f"neuronkit: WARNING: pool {pool.name}'s Capacity Block starts {cap.start.isoformat()}: until then the pool "
+                "has no nodes; a job applied now is admitted but its pods stay Pending (apply it after the start)"
+            )
+        elif now >= cap.end:
+            out.append(
+                f"neuronkit: WARNING: pool {pool.name}'s Capacity Block ended {cap.end.isoformat()}: the pool has no nodes"
+            )
+    image_release = releases.container_release(spec.profile.image)
+    if image_release is not None and image_release != spec.release:
+        out.append(
+            f"neuronkit: pool {pool.name} is on Neuron {spec.release}; its training container is {image_release}'s "
+            f"({spec.profile.image}, the one the release matrix names): the job runs {image_release}'s runtime and "
+            "libraries on the pool's driver"
+        )
+    return out
+
+
 def render(args: argparse.Namespace) -> int:
     spec = _spec(args, check_only=False, command=tuple(args.train_command) if args.train_command else None)
     env, pool, _ = _pool(args)
@@ -157,12 +188,17 @@ def render(args: argparse.Namespace) -> int:
             f"{tj.signal_at(end, lead).isoformat()} (E - {lead} min)",
             file=sys.stderr,
         )
+    for line in notes(spec, pool, _now()):
+        print(line, file=sys.stderr)
     _emit(docs, args.output)
     return 0
 
 
 def check(args: argparse.Namespace) -> int:
     spec = _spec(args, check_only=True)
+    _, pool, _ = _pool(args)
+    for line in notes(spec, pool, _now()):
+        print(line, file=sys.stderr)
     _emit(tj.render_job(spec), args.output)
     if args.cordon:
         print(cordon_commands(spec.name), file=sys.stderr)

@@ -4,10 +4,10 @@
 Standard library only (it runs inside the job's own Neuron container, whatever it carries). Two modes:
 
 - ``node``: on each node, before a rank starts (an init container): the Neuron devices ``neuron-ls --json-output``
-  lists against the catalog count, the driver (``/sys/module/neuron/version``) against the floor of the pool's Neuron
-  release, the runtime opening every NeuronCore (a one-node ``nccom-test`` over all logical cores), the EFA interfaces
+  lists against the catalog count, the driver (``/sys/module/neuron/version``) against the pool's Neuron release (below
+  ``driver_min`` fails, below ``driver_shipped`` warns, as the boot check), the runtime opening every NeuronCore (a one-node ``nccom-test`` over all logical cores), the EFA interfaces
   ``fi_info -p efa`` answers for against the catalog count, and the Lustre mount;
-- ``collective``: once per job across its nodes (a JobSet replicated job the ranks depend on): a small
+- ``collective``: once per job across its pods (an init container of every rank pod, after ``node``): a small
   ``nccom-test`` all-reduce with ``--check`` (correctness) over every node; a bus bandwidth floor only when one is
   given (unset by default); ``--calibrate FILE`` records a healthy run's numbers for later runs to compare.
 
@@ -63,13 +63,19 @@ def check_devices(node: str, neuron_ls_json: str, expected: int) -> Outcome:
     return Outcome(node, "devices", True, f"{found} Neuron devices")
 
 
-def check_driver(node: str, version: str, floor: str) -> Outcome:
+def check_driver(node: str, version: str, floor: str, shipped: str | None = None) -> Outcome:
+    """The boot check's rule: below ``floor`` (the release's ``driver_min``) fails; at or above it but below
+    ``shipped`` (the driver the release shipped) passes with a WARNING in its reason."""
     version = version.strip()
     if not version:
         return Outcome(node, "driver", False, "no Neuron driver loaded (/sys/module/neuron/version absent)")
     if _version_key(version) < _version_key(floor):
-        return Outcome(node, "driver", False, f"Neuron driver {version} is older than the release's floor {floor}")
-    return Outcome(node, "driver", True, f"Neuron driver {version} (floor {floor})")
+        return Outcome(node, "driver", False, f"Neuron driver {version} is older than the release's minimum {floor}")
+    if shipped and _version_key(version) < _version_key(shipped):
+        return Outcome(
+            node, "driver", True, f"WARNING: Neuron driver {version} is older than the release's {shipped} (minimum {floor})"
+        )
+    return Outcome(node, "driver", True, f"Neuron driver {version} (minimum {floor})")
 
 
 def efa_domains(fi_info_output: str) -> list[str]:
@@ -193,7 +199,7 @@ def node_checks(args: argparse.Namespace) -> list[Outcome]:
     rc, out = _run(["neuron-ls", "--json-output"])
     outcomes = [check_devices(node, out if rc == 0 else "", args.devices)]
     version = Path("/sys/module/neuron/version").read_text() if Path("/sys/module/neuron/version").exists() else ""
-    outcomes.append(check_driver(node, version, args.driver_floor))
+    outcomes.append(check_driver(node, version, args.driver_floor, args.driver_shipped))
     rc, out = _run(nccom_command(ranks=args.cores, nodes=1, hosts=[], size="1kb"), timeout=900)
     result = parse_nccom(out, rc)
     runtime = check_collective([node], result, None)
@@ -230,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--devices", type=int, required=True)
     n.add_argument("--cores", type=int, required=True)
     n.add_argument("--efa", type=int, default=0)
-    n.add_argument("--driver-floor", required=True)
+    n.add_argument("--driver-floor", required=True, help="the release's driver_min: an older driver fails")
+    n.add_argument("--driver-shipped", default=None, help="the release's driver_shipped: an older driver warns")
     n.add_argument("--lustre", default="")
     c = sub.add_parser("collective")
     c.add_argument("--hosts-file", required=True)

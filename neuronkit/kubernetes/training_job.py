@@ -3,13 +3,19 @@
 Data first, like the other renderers of this package: plain dicts, no CDK, validated in tests against the checked-in
 CRD schemas (``neuronkit/kubernetes/crds/``) and each pod template against the Kubernetes schema of the cluster.
 
-One JobSet has two replicated jobs:
+One JobSet, one replicated job ``rank`` (one Kueue pod set, sized exactly to its nodes): an indexed Job of one pod
+per node, each pod running, in order,
 
-- ``check``: one pod per node running the job-wide collective (``prejob.py collective``: a small ``nccom-test``
-  all-reduce with ``--check`` across the job's nodes);
-- ``rank``: one pod per node, **created only once ``check`` is Complete** (``dependsOn``), each starting with the
-  per-node checks as an init container (``prejob.py node``) on its own node, then the launcher of the pool's launch
-  profile (PyTorch/XLA ``torchrun`` on trn1 and releases up to 2.29; TorchNeuron ``torchrun`` from 2.33 on trn2/trn3).
+1. the per-node checks (init container ``node-check``, ``prejob.py node``) on its own node;
+2. the job-wide collective (init container ``prejob-collective``): pod 0 drives a small ``nccom-test`` all-reduce
+   with ``--check`` over MPI/SSH across **these very pods**, the others serve sshd until pod 0 writes the result on
+   Lustre, all bounded by the check deadline; a failed collective exits ``EXIT_COLLECTIVE_FAILED``, which the Job's
+   ``podFailurePolicy`` turns into ``FailJob`` and the JobSet's ``failurePolicy`` into ``FailJobSet``;
+3. the launcher of the pool's launch profile (PyTorch/XLA ``torchrun`` on trn1 and releases up to 2.29; TorchNeuron
+   ``torchrun`` from 2.33 on trn2/trn3).
+
+``neuronkit job check`` renders a check-only JobSet (replicated job ``check``): the node checks, then the collective
+as the pod's container.
 
 Every pod asks for every Neuron device and EFA interface of the type (catalog counts), tolerates the Neuron taint and
 selects the pool's nodes (``scheduling.py``), mounts the environment's Lustre claim in ``neuronkit-training`` and runs
@@ -27,15 +33,30 @@ from typing import Any
 
 from neuronkit import catalog, job_environment
 from neuronkit.catalog import releases
-from neuronkit.kubernetes import scheduling
+from neuronkit.kubernetes import checkpoint_contract, scheduling
 from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE
 
 EFA_DEVICE = "vpc.amazonaws.com/efa"
 LUSTRE_MOUNT = "/fsx"
 KIT_MOUNT = "/opt/neuronkit"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_LABEL = "neuronkit.io/job"  # on the JobSet, its pods and its ConfigMap
 CHECK_JOB = "check"
 RANK_JOB = "rank"
+NODE_CHECK_CONTAINER = "node-check"
+COLLECTIVE_CONTAINER = "prejob-collective"
+TRAIN_CONTAINER = "train"
+# Exit codes the Job's podFailurePolicy maps to FailJob (then the JobSet to FailJobSet), never to a restart:
+EXIT_COLLECTIVE_FAILED = 3  # the job-wide collective failed or missed its deadline: the job's nodes are not fit
+EXIT_CHECKPOINTED = checkpoint_contract.EXIT_CHECKPOINTED  # ranks checkpointed and stopped at the sentinel (block end)
+# Not mapped: a pod Kubernetes stopped (drain, node repair) fails like any rank (128 + SIGTERM), so the JobSet restarts
+# and resumes from the checkpoint the ranks wrote within the pod's grace; exit 0 would complete the pod's index.
+EXIT_POD_STOPPED = 143
+# Pod-local files of the launcher and the checkpoint contract (the container's own /tmp: per pod, never shared).
+RUN_DIR = "/tmp/neuronkit"
+STOP_FILE = f"{RUN_DIR}/stop"  # the preStop hook creates it: the ranks checkpoint and exit within the pod's grace
+STOPPED_FILE = f"{RUN_DIR}/stopped"  # a rank that checkpointed and stopped early writes it; the launcher exits 75
+TORCHRUN_PID = f"{RUN_DIR}/torchrun.pid"
 _HERE = Path(__file__).parent
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
@@ -147,7 +168,8 @@ def compile_cache_url(pool: str) -> str:
 
 
 def checkpoint_request(pool: str) -> str:
-    """The sentinel file of the checkpoint contract (checkpoint_contract.py)."""
+    """The sentinel file of the checkpoint contract (checkpoint_contract.py). A rank honours it only when it was written
+    after the rank's pod started (its mtime), so a past block's sentinel never stops a later job."""
     return f"{LUSTRE_MOUNT}/.neuronkit/checkpoint/{pool}"
 
 
@@ -155,8 +177,10 @@ def calibration_file(pool: str) -> str:
     return f"{LUSTRE_MOUNT}/.neuronkit/calibration/{pool}.json"
 
 
-def config_map_name(pool: str) -> str:
-    return f"{pool}-prejob"
+def config_map_name(job: str) -> str:
+    """The job's own ConfigMap of programs (``job render`` prints it with the JobSet, from the same kit version): never
+    the stack's object, so a ``kubectl apply`` of a job neither rewrites nor unlabels what CloudFormation owns."""
+    return f"{job}-prejob"
 
 
 def rank_environment(spec: JobSpec) -> dict[str, str]:
@@ -180,6 +204,11 @@ def rank_environment(spec: JobSpec) -> dict[str, str]:
             "NEURONKIT_FRAMEWORK": profile.framework,
             "NEURONKIT_CHECKPOINT_REQUEST": checkpoint_request(spec.pool),
             "NEURONKIT_CHECKPOINT_DIR": f"{LUSTRE_MOUNT}/checkpoints/{spec.pool}/{spec.name}/",
+            "NEURONKIT_RUN_DIR": RUN_DIR,
+            "NEURONKIT_STOP_FILE": STOP_FILE,
+            "NEURONKIT_STOPPED_FILE": STOPPED_FILE,
+            "NEURONKIT_EXIT_CHECKPOINTED": str(EXIT_CHECKPOINTED),
+            "NEURONKIT_EXIT_POD_STOPPED": str(EXIT_POD_STOPPED),
         }
     )
     return env
@@ -187,40 +216,96 @@ def rank_environment(spec: JobSpec) -> dict[str, str]:
 
 # The launcher: rank from the indexed Job, the root communicator on rank 0's address (the runtime wants an address,
 # the headless Service gives a name), then torchrun with MASTER_PORT apart from the root communicator's port.
+# torchrun is a child, not exec'd: Kubernetes' SIGTERM would reach torchrun, whose agent SIGKILLs its workers 30 s
+# later whatever the pod's grace. The preStop hook (and a TERM trap) create the pod-local stop file instead, which the
+# ranks honour (checkpoint_contract.py), and the hook waits for torchrun to end. A rank that checkpointed and stopped
+# at the sentinel leaves the stopped file: the launcher then exits EXIT_CHECKPOINTED, which fails the JobSet with its
+# own rule; a pod stopped by Kubernetes exits EXIT_POD_STOPPED, an ordinary rank failure (restart and resume).
 LAUNCHER = """set -euo pipefail
 export NODE_RANK="${JOB_COMPLETION_INDEX}"
+NEURONKIT_POD_STARTED="$(date +%s)"
+export NEURONKIT_POD_STARTED
+mkdir -p "${NEURONKIT_RUN_DIR}"
+rm -f "${NEURONKIT_STOP_FILE}" "${NEURONKIT_STOPPED_FILE}"
 until MASTER_IP=$(getent hosts "${MASTER_ADDR}" | awk '{print $1; exit}') && [ -n "${MASTER_IP}" ]; do sleep 2; done
 export NEURON_RT_ROOT_COMM_ID="${MASTER_IP}:${NEURONKIT_ROOT_COMM_PORT}"
 mkdir -p "${NEURON_COMPILE_CACHE_URL}" "${NEURONKIT_CHECKPOINT_DIR}"
 echo "neuronkit: node ${NODE_RANK} of ${NNODES}, main node ${MASTER_ADDR}:${MASTER_PORT}, root communicator ${NEURON_RT_ROOT_COMM_ID}"
-exec torchrun --nnodes="${NNODES}" --node_rank="${NODE_RANK}" --nproc_per_node="${NEURONKIT_NPROC_PER_NODE}" \\
-  --master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" "$@"
+torchrun --nnodes="${NNODES}" --node_rank="${NODE_RANK}" --nproc_per_node="${NEURONKIT_NPROC_PER_NODE}" \\
+  --master_addr="${MASTER_ADDR}" --master_port="${MASTER_PORT}" "$@" &
+pid=$!
+echo "${pid}" > "${NEURONKIT_RUN_DIR}/torchrun.pid"
+trap 'touch "${NEURONKIT_STOP_FILE}"' TERM
+rc=0
+while :; do
+  if wait "${pid}"; then rc=0; else rc=$?; fi
+  kill -0 "${pid}" 2>/dev/null || break
+done
+if [ -e "${NEURONKIT_STOPPED_FILE}" ]; then
+  echo "neuronkit: node ${NODE_RANK}: checkpointed and stopped early: $(cat "${NEURONKIT_STOPPED_FILE}")" | { tee /dev/termination-log || true; }
+  exit "${NEURONKIT_EXIT_CHECKPOINTED}"
+fi
+if [ -e "${NEURONKIT_STOP_FILE}" ]; then
+  echo "neuronkit: node ${NODE_RANK}: the pod was stopped (torchrun exit ${rc}); the job restarts from its checkpoint" | { tee /dev/termination-log || true; }
+  exit "${NEURONKIT_EXIT_POD_STOPPED}"
+fi
+exit "${rc}"
 """
 
-# The collective step: pod 0 gathers the job's pod addresses on Lustre, runs nccom-test over MPI (SSH between the
-# check pods with a key made for this run on Lustre), writes the result for its peers, which serve SSH until then.
+# The preStop hook of the train container: ask the ranks to stop (the pod-local stop file), then wait for torchrun to
+# end. Kubernetes sends SIGTERM only after the hook returns, and the hook counts against the pod's grace period.
+PRE_STOP = f"""mkdir -p {RUN_DIR} && touch {STOP_FILE}
+pid=$(cat {TORCHRUN_PID} 2>/dev/null) || exit 0
+while kill -0 "${{pid}}" 2>/dev/null; do sleep 5; done
+"""
+
+# The collective step, in an init container of every rank pod after its node check: pod 0 keeps the run's SSH key in
+# its own /root/.ssh and publishes only the public key on Lustre; every pod writes its address and serves sshd; pod 0
+# runs nccom-test over MPI across the pods' addresses, writes the result, waits for its peers to read it and removes
+# the run's directory. Every wait is bounded by the check deadline; a failure or a missed deadline exits
+# EXIT_COLLECTIVE_FAILED (the Job's podFailurePolicy fails the Job, the JobSet fails at once).
 COLLECTIVE = """set -euo pipefail
+deadline=$(( $(date +%s) + NEURONKIT_CHECK_DEADLINE_SECONDS ))
+left() { echo $(( deadline - $(date +%s) )); }
 dir="/fsx/.neuronkit/prejob/${JOBSET_UID}/attempt-${JOBSET_RESTART_ATTEMPT}"
-mkdir -p "${dir}/hosts"
-if [ "${JOB_COMPLETION_INDEX}" = 0 ] && [ ! -f "${dir}/key.pub" ]; then
-  ssh-keygen -q -t ed25519 -N '' -f "${dir}/key.tmp" && mv "${dir}/key.tmp" "${dir}/key" && mv "${dir}/key.tmp.pub" "${dir}/key.pub"
+fail() {
+  [ "${JOB_COMPLETION_INDEX}" != 0 ] || echo "${NEURONKIT_EXIT_COLLECTIVE_FAILED}" > "${dir}/result" || true
+  echo "node ${NODE_NAME}: collective: FAILED: $*" | { tee /dev/termination-log || true; } >&2
+  exit "${NEURONKIT_EXIT_COLLECTIVE_FAILED}"
+}
+wait_for() {
+  until [ -e "$1" ]; do [ "$(left)" -gt 0 ] || fail "no $2 within ${NEURONKIT_CHECK_DEADLINE_SECONDS} s"; sleep 2; done
+}
+mkdir -p "${dir}/hosts" "${dir}/ack" /root/.ssh && chmod 700 /root/.ssh
+if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
+  [ -f /root/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519
+  cp /root/.ssh/id_ed25519.pub "${dir}/key.pub.tmp" && mv "${dir}/key.pub.tmp" "${dir}/key.pub"
 fi
-until [ -f "${dir}/key.pub" ]; do sleep 2; done
-mkdir -p /root/.ssh && chmod 700 /root/.ssh && cp "${dir}/key.pub" /root/.ssh/authorized_keys
+wait_for "${dir}/key.pub" "public key from pod 0"
+cp "${dir}/key.pub" /root/.ssh/authorized_keys
 ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd -p 22
 hostname -i | awk '{print $1}' > "${dir}/hosts/${JOB_COMPLETION_INDEX}"
 if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
-  install -m 0600 "${dir}/key" /root/.ssh/id_ed25519
   printf 'Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n' > /root/.ssh/config
-  until [ "$(find "${dir}/hosts" -type f | wc -l)" -ge "${NNODES}" ]; do sleep 2; done
-  for i in $(seq 0 $((NNODES - 1))); do cat "${dir}/hosts/${i}"; done > "${dir}/hostfile"
-  NEURON_RT_ROOT_COMM_ID="$(head -n1 "${dir}/hostfile"):${NEURONKIT_ROOT_COMM_PORT}"
+  until [ "$(find "${dir}/hosts" -type f | wc -l)" -ge "${NNODES}" ]; do
+    [ "$(left)" -gt 0 ] || fail "$(find "${dir}/hosts" -type f | wc -l) of ${NNODES} pods reported within the deadline"
+    sleep 2
+  done
+  for i in $(seq 0 $((NNODES - 1))); do cat "${dir}/hosts/${i}"; done > /tmp/neuronkit-hostfile
+  NEURON_RT_ROOT_COMM_ID="$(head -n1 /tmp/neuronkit-hostfile):${NEURONKIT_ROOT_COMM_PORT}"
   export NEURON_RT_ROOT_COMM_ID
-  rc=0; python3 /opt/neuronkit/prejob.py collective --hosts-file "${dir}/hostfile" "$@" || rc=$?
-  echo "${rc}" > "${dir}/result"; exit "${rc}"
+  [ "$(left)" -gt 0 ] || fail "no time left for the all-reduce"
+  rc=0; timeout "$(left)" python3 /opt/neuronkit/prejob.py collective --hosts-file /tmp/neuronkit-hostfile "$@" || rc=$?
+  [ "${rc}" = 0 ] || rc="${NEURONKIT_EXIT_COLLECTIVE_FAILED}"
+  echo "${rc}" > "${dir}/result"
+  until [ "$(find "${dir}/ack" -type f | wc -l)" -ge $((NNODES - 1)) ] || [ "$(left)" -le 0 ]; do sleep 2; done
+  rm -rf "${dir}"
+  exit "${rc}"
 fi
-until [ -f "${dir}/result" ]; do sleep 5; done
-exit "$(cat "${dir}/result")"
+wait_for "${dir}/result" "result from pod 0"
+rc="$(cat "${dir}/result")"
+touch "${dir}/ack/${JOB_COMPLETION_INDEX}"
+exit "${rc}"
 """
 
 
@@ -258,7 +343,7 @@ def _jobset_fields() -> list[dict[str, Any]]:
 def _volumes(spec: JobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     volumes: list[dict[str, Any]] = [
         {"name": "lustre", "persistentVolumeClaim": {"claimName": lustre_claim(spec.environment)}},
-        {"name": "kit", "configMap": {"name": config_map_name(spec.pool), "defaultMode": 0o555}},
+        {"name": "kit", "configMap": {"name": config_map_name(spec.name), "defaultMode": 0o555}},
         {"name": "shm", "emptyDir": {"medium": "Memory"}},
     ]
     mounts: list[dict[str, Any]] = [
@@ -270,9 +355,12 @@ def _volumes(spec: JobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def node_check_args(spec: JobSpec) -> list[str]:
+    """The per-node checks. The driver rule is the boot check's: below the release's ``driver_min`` fails, between it
+    and ``driver_shipped`` passes with a warning (catalog/neuron_releases.yaml)."""
     it = catalog.get(spec.instance_type)
+    rel = releases.release(spec.release)
     args = ["python3", f"{KIT_MOUNT}/prejob.py", "node", "--devices", str(it.neuron_devices)]
-    args += ["--cores", str(spec.profile.processes_per_node), "--driver-floor", releases.release(spec.release).driver]
+    args += ["--cores", str(spec.profile.processes_per_node), "--driver-floor", rel.driver_min, "--driver-shipped", rel.driver]
     if it.efa_supported:
         args += ["--efa", str(it.efa_max_interfaces)]
     return args + ["--lustre", LUSTRE_MOUNT]
@@ -287,121 +375,134 @@ def collective_args(spec: JobSpec) -> list[str]:
     return args
 
 
-def _pod(spec: JobSpec, *, rank: bool) -> dict[str, Any]:
-    env = rank_environment(spec)
+def _collective_env() -> list[dict[str, Any]]:
+    """What the collective step adds: its deadline, its failure code, the JobSet's uid and attempt, and Open MPI's
+    consent to run as root (the DLC runs as root; mpirun refuses without it)."""
+    extra = {
+        "NEURONKIT_CHECK_DEADLINE_SECONDS": str(int(facts()["defaults"]["check_deadline_seconds"])),
+        "NEURONKIT_EXIT_COLLECTIVE_FAILED": str(EXIT_COLLECTIVE_FAILED),
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    }
+    return [{"name": k, "value": v} for k, v in sorted(extra.items())] + _jobset_fields()
+
+
+def _pod(spec: JobSpec) -> dict[str, Any]:
+    """One pod per node: the node check, the collective across the job's pods, then (unless check-only) the ranks."""
+    env = _env_list(rank_environment(spec))
     volumes, mounts = _volumes(spec)
-    resources = _resources(spec.instance_type)
-    image = spec.profile.image
-    term = "FallbackToLogsOnError"
-    if rank:
-        containers = [
-            {
-                "name": "train",
-                "image": image,
-                "command": ["bash", "-c", LAUNCHER, "launcher"],
-                "args": list(spec.command),
-                "env": _env_list(env),
-                "resources": resources,
-                "volumeMounts": mounts,
-                "terminationMessagePolicy": term,
-            }
-        ]
-        init = [
-            {
-                "name": "node-check",
-                "image": image,
-                "command": node_check_args(spec),
-                "env": _env_list(env),
-                "resources": resources,
-                "volumeMounts": mounts,
-                "terminationMessagePolicy": term,
-            }
-        ]
-    else:
-        containers = [
-            {
-                "name": "collective",
-                "image": image,
-                "command": ["bash", "-c", COLLECTIVE, "collective", *collective_args(spec)],
-                "env": _env_list(env) + _jobset_fields(),
-                "resources": resources,
-                "volumeMounts": mounts,
-                "terminationMessagePolicy": term,
-            }
-        ]
-        init = []
-    pod: dict[str, Any] = {
-        "metadata": {"labels": {scheduling.POOL_LABEL: spec.pool, "neuronkit.io/job": spec.name}},
+    common = {
+        "image": spec.profile.image,
+        "resources": _resources(spec.instance_type),
+        "volumeMounts": mounts,
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    node_check = {"name": NODE_CHECK_CONTAINER, "command": node_check_args(spec), "env": env, **common}
+    collective = {
+        "name": COLLECTIVE_CONTAINER,
+        "command": ["bash", "-c", COLLECTIVE, "collective", *collective_args(spec)],
+        "env": env + _collective_env(),
+        **common,
+    }
+    train = {
+        "name": TRAIN_CONTAINER,
+        "command": ["bash", "-c", LAUNCHER, "launcher"],
+        "args": list(spec.command),
+        "env": env,
+        # the ranks get the pod's grace to checkpoint, not torchrun's 30 s: the hook asks them through a file
+        "lifecycle": {"preStop": {"exec": {"command": ["bash", "-c", PRE_STOP]}}},
+        **common,
+    }
+    init, containers = ([node_check], [collective]) if spec.check_only else ([node_check, collective], [train])
+    return {
+        "metadata": {"labels": {scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name}},
         "spec": {
             "restartPolicy": "Never",
             "serviceAccountName": service_account(spec.pool),
             "nodeSelector": scheduling.pool_node_selector(spec.pool),
             "tolerations": scheduling.accelerator_tolerations("neuron"),
             "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+            "initContainers": init,
             "containers": containers,
             "volumes": volumes,
         },
     }
-    if init:
-        pod["spec"]["initContainers"] = init
-    return pod
 
 
-def _job(spec: JobSpec, *, rank: bool) -> dict[str, Any]:
+def fail_job_rules(spec: JobSpec) -> list[tuple[str, str, int]]:
+    """The Job's podFailurePolicy FailJob rules, in order: (JobSet rule name, container, exit code). Each fails the
+    Job with reason PodFailurePolicy and a message ending "matching FailJob rule at index N"."""
+    rules = [("PreJobCollectiveFailed", COLLECTIVE_CONTAINER, EXIT_COLLECTIVE_FAILED)]
+    if not spec.check_only:
+        rules.append(("CheckpointedAndStoppedEarly", TRAIN_CONTAINER, EXIT_CHECKPOINTED))
+    return rules
+
+
+def _job(spec: JobSpec) -> dict[str, Any]:
     return {
         "parallelism": spec.nodes,
         "completions": spec.nodes,
         "completionMode": "Indexed",
         "backoffLimit": 0,  # a failed pod fails the Job; the JobSet's failurePolicy restarts the whole set
-        "template": _pod(spec, rank=rank),
-        # the collective never hangs a job: past its deadline the check Job fails (and with it the JobSet)
-        **({} if rank else {"activeDeadlineSeconds": int(facts()["defaults"]["check_deadline_seconds"])}),
+        # A failed collective and an early stop fail the Job at once with reason PodFailurePolicy (containerName may
+        # name an init container: Kubernetes 1.35 PodFailurePolicyOnExitCodesRequirement).
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": c, "operator": "In", "values": [code]}}
+                for _, c, code in fail_job_rules(spec)
+            ]
+        },
+        "template": _pod(spec),
     }
 
 
 def render_jobset(spec: JobSpec) -> dict[str, Any]:
-    """The JobSet: ``check`` (the collective) then ``rank`` (dependsOn check Complete); ``check_only`` renders the
-    check step alone (``neuronkit job check``)."""
-    replicated: list[dict[str, Any]] = [{"name": CHECK_JOB, "replicas": 1, "template": {"spec": _job(spec, rank=False)}}]
-    if not spec.check_only:
-        replicated.append(
-            {
-                "name": RANK_JOB,
-                "replicas": 1,
-                "dependsOn": [{"name": CHECK_JOB, "status": "Complete"}],
-                "template": {"spec": _job(spec, rank=True)},
-            }
-        )
+    """The JobSet: one replicated job ``rank`` (``check`` when ``check_only``: the pre-job checks alone, ``neuronkit
+    job check``), so Kueue sees one pod set of exactly the job's nodes."""
+    job = CHECK_JOB if spec.check_only else RANK_JOB
+    # JobSet rules are matched in order; the first that matches a failed Job applies. The Job's FailJob rules become
+    # FailJobSet by their index in the Job's failure message; any other failure restarts the whole set.
+    rules: list[dict[str, Any]] = [
+        {
+            "name": name,
+            "action": "FailJobSet",
+            "onJobFailureReasons": ["PodFailurePolicy"],
+            "onJobFailureMessagePatterns": [f"matching FailJob rule at index {i}$"],
+            "targetReplicatedJobs": [job],
+        }
+        for i, (name, _, _) in enumerate(fail_job_rules(spec))
+    ]
     return {
         "apiVersion": facts()["jobset"]["api_version"],
         "kind": "JobSet",
         "metadata": {
             "name": spec.name,
             "namespace": scheduling.TRAINING_NAMESPACE,
-            "labels": {QUEUE_LABEL: local_queue_name(spec.pool), scheduling.POOL_LABEL: spec.pool},
+            "labels": {QUEUE_LABEL: local_queue_name(spec.pool), scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name},
         },
         "spec": {
             "suspend": True,  # Kueue unsuspends it once the whole job fits (gang admission)
             "network": {"enableDNSHostnames": True, "subdomain": spec.name},
             # A failed pod fails its Job; the JobSet recreates every Job (all ranks resume from the latest
-            # checkpoint), at most max_restarts times, then fails.
-            "failurePolicy": {
-                "maxRestarts": spec.max_restarts,
-                # A failed collective fails the job at once: a restart would land on the same unhealthy nodes.
-                "rules": [{"name": "pre-job-check-failed", "action": "FailJobSet", "targetReplicatedJobs": [CHECK_JOB]}],
-            },
-            "successPolicy": {"operator": "All", "targetReplicatedJobs": [CHECK_JOB if spec.check_only else RANK_JOB]},
-            "replicatedJobs": replicated,
+            # checkpoint), at most max_restarts times, then fails. A failed collective or an early stop fails it now.
+            "failurePolicy": {"maxRestarts": spec.max_restarts, "rules": rules},
+            "successPolicy": {"operator": "All", "targetReplicatedJobs": [job]},
+            "replicatedJobs": [{"name": job, "replicas": 1, "template": {"spec": _job(spec)}}],
         },
     }
 
 
-def prejob_config_map(pool: str) -> dict[str, Any]:
-    """The programs the pods run: the pre-job checks and the checkpoint contract's sample entrypoint."""
+def prejob_config_map(spec: JobSpec) -> dict[str, Any]:
+    """The programs the job's pods run: the pre-job checks and the checkpoint contract's sample entrypoint, from the kit
+    that rendered the JobSet (its scripts call them with this version's arguments)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": config_map_name(pool), "namespace": scheduling.TRAINING_NAMESPACE},
+        "metadata": {
+            "name": config_map_name(spec.name),
+            "namespace": scheduling.TRAINING_NAMESPACE,
+            "labels": {scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name},
+        },
         "data": {
             "prejob.py": (_HERE / "prejob.py").read_text(),
             "checkpoint_contract.py": (_HERE / "checkpoint_contract.py").read_text(),
@@ -410,8 +511,8 @@ def prejob_config_map(pool: str) -> dict[str, Any]:
 
 
 def render_job(spec: JobSpec) -> list[dict[str, Any]]:
-    """What ``neuronkit job render`` prints: the ConfigMap of the programs, then the JobSet."""
-    return [prejob_config_map(spec.pool), render_jobset(spec)]
+    """What ``neuronkit job render`` prints: the job's ConfigMap of the programs, then the JobSet."""
+    return [prejob_config_map(spec), render_jobset(spec)]
 
 
 # --- Kueue: one flavor, cluster queue and local queue per pool -----------------------------------------------
@@ -425,21 +526,18 @@ def cluster_queue_name(environment: str, pool: str) -> str:
     return f"{environment}-{pool}"
 
 
-PODSETS_PER_JOB = 2  # check and rank: Kueue reserves quota for both at admission, though they never run together
-
-
 def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_nodes: int) -> list[dict[str, Any]]:
     """ResourceFlavor (the pool's node label and taint), ClusterQueue sized to the pool, LocalQueue in the namespace.
 
-    The quota is the pool at ``max_nodes`` times what one rank pod asks for, counted twice: Kueue reserves quota for
-    every replicated job of a JobSet at admission, and a kit job has two (the check step and the ranks) that never
-    hold nodes at the same time. A job is admitted only when all its pods fit (and, with waitForPodsReady, only
-    keeps its quota once they are all ready).
+    The quota is exactly the pool: ``max_nodes`` times what one pod asks for. A kit job is one pod set of one pod per
+    node (the checks run in the pods' init containers), so Kueue admits a job only when all its nodes are free and
+    never reclaims part of a running job's quota. A job is admitted only when all its pods fit (and, with
+    waitForPodsReady, only keeps its quota once they are all ready).
     """
     api = facts()["kueue"]["api_version"]
     flavor = f"{environment}-{pool}"
     per_node = per_node_quota(instance_type)
-    resources = [{"name": k, "nominalQuota": _times(v, max_nodes * PODSETS_PER_JOB)} for k, v in sorted(per_node.items())]
+    resources = [{"name": k, "nominalQuota": _times(v, max_nodes)} for k, v in sorted(per_node.items())]
     return [
         {
             "apiVersion": api,

@@ -69,6 +69,18 @@ def test_jobset_and_kueue_are_the_pinned_charts(built: Any) -> None:
         assert json.dumps(values).count(str(PINS[key]["image"]).rsplit(":", 1)[1]) == 1
 
 
+def test_both_charts_wait_for_their_webhooks_within_the_catalog_timeout(built: Any) -> None:
+    """helm --wait on JobSet and Kueue: the CDK handler returns only once the controllers (and their webhooks, which
+    refuse objects while down) are ready, so the queues applied after Kueue are not rejected on a fresh deploy."""
+    _, data = built
+    charts = _charts(data)
+    assert set(charts) == {"jobset", "kueue"}
+    for key, props in charts.items():
+        assert props.get("Wait") is True, key
+        assert props.get("Timeout") == f"{int(PINS[key]['helm_wait_minutes']) * 60}s", key
+        assert int(PINS[key]["helm_wait_minutes"]) < 15  # the CDK Helm handler's Lambda stops at 15 minutes
+
+
 def _paths(doc: Any, prefix: str = "") -> set[str]:
     out: set[str] = set()
     if isinstance(doc, dict):
@@ -99,7 +111,16 @@ def test_kueue_admits_all_or_nothing_and_manages_jobsets() -> None:
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     ready = config["waitForPodsReady"]
     assert ready["blockAdmission"] is True and ready["timeout"] == PINS["kueue"]["wait_for_pods_ready"]["timeout"]
+    # a restart after a rank failure gets the whole timeout (recoveryTimeout "Defaults to the value of timeout"), and
+    # an evicted job keeps its place in the StrictFIFO queue (requeued by creation, not eviction, time)
+    assert "recoveryTimeout" not in ready or _minutes(ready["recoveryTimeout"]) >= _minutes(ready["timeout"])
+    assert ready["requeuingStrategy"] == {"timestamp": "Creation"}
     assert "jobset.x-k8s.io/jobset" in config["integrations"]["frameworks"]
+
+
+def _minutes(duration: str) -> float:
+    value, unit = float(duration[:-1]), duration[-1]
+    return value * {"s": 1 / 60, "m": 1, "h": 60}[unit]
 
 
 def test_queues_for_every_pool_validate_and_wait_for_kueue(built: Any) -> None:
@@ -117,7 +138,8 @@ def test_queues_for_every_pool_validate_and_wait_for_kueue(built: Any) -> None:
 def test_pool_manifests_validate_against_the_kubernetes_schema(built: Any) -> None:
     jobs, _ = built
     kinds = [d["kind"] for d in jobs.pool_documents]
-    assert kinds.count("ServiceAccount") == len(POOLS) and kinds.count("ConfigMap") == len(POOLS)
+    # no pool ConfigMap: each job brings its own programs (job render), so a user's apply never touches the stack's
+    assert kinds.count("ServiceAccount") == len(POOLS) and kinds.count("ConfigMap") == 0
     assert kinds.count("CronJob") == 1  # the Capacity Block pool only
     for d in jobs.pool_documents:
         kubernetes_validate.validate(d, K8S, strict=True)

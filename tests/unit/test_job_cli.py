@@ -33,6 +33,7 @@ def test_render_prints_the_configmap_and_the_jobset_for_the_pool(tmp_path: Path,
     )
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["kind"] for d in docs] == ["ConfigMap", "JobSet"] and list(yaml.safe_load_all(out.read_text())) == docs
+    assert docs[0]["metadata"]["name"] == f"{docs[1]['metadata']['name']}-prejob"  # the job's own, not the stack's
     jobs = {r["name"]: r for r in docs[1]["spec"]["replicatedJobs"]}
     assert jobs["rank"]["template"]["spec"]["parallelism"] == 2
     assert jobs["rank"]["template"]["spec"]["template"]["spec"]["containers"][0]["args"] == ["train.py", "--lr", "1e-4"]
@@ -90,3 +91,44 @@ def test_a_checkpoint_budget_out_of_range_is_one_line_naming_the_key(tmp_path: P
     assert main(["validate", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f"{bad}: training[0].capacity.checkpoint_budget_minutes: 0 is out of range; use at least 1" in err
+
+
+def test_render_warns_before_the_block_starts_and_after_it_ends(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job applied while the block's pool has no nodes is admitted on the static quota and cycles through evictions."""
+    from neuronkit.cli import job_cmd
+
+    pool, end, _ = _block()
+    start = next(c for c in config.load_environment(EKS).training if c.name == pool).capacity.start
+    for now, expected in (
+        (start - dt.timedelta(minutes=1), f"Capacity Block starts {start.isoformat()}"),
+        (end, f"Capacity Block ended {end.isoformat()}"),
+        (start + dt.timedelta(minutes=1), None),
+    ):
+        monkeypatch.setattr(job_cmd, "_now", lambda now=now: now)
+        assert main(["job", "render", pool, "--file", str(EKS)]) == 0
+        err = capsys.readouterr().err
+        warned = [line for line in err.splitlines() if "WARNING" in line and "Capacity Block" in line]
+        if expected is None:
+            assert not warned, err
+        else:
+            assert warned and expected in warned[0], err
+
+
+def test_render_names_the_container_release_when_it_is_not_the_pools(capsys: pytest.CaptureFixture[str]) -> None:
+    from neuronkit.catalog import releases
+
+    pool, _, _ = _block()
+    assert main(["job", "check", pool, "--file", str(EKS)]) == 0
+    captured = capsys.readouterr()
+    image = list(yaml.safe_load_all(captured.out))[1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"
+    ][0]["image"]
+    release = config.pool_releases(config.load_environment(EKS))[pool].release
+    assert release is not None
+    shown = releases.container_release(image)
+    if shown != release.version:
+        assert f"is on Neuron {release.version}; its training container is {shown}'s" in captured.err
+    else:
+        assert "training container is" not in captured.err

@@ -64,6 +64,27 @@ def test_an_old_or_absent_driver_and_no_lustre_fail() -> None:
     assert not prejob.check_lustre(NODE, "tmpfs /fsx tmpfs rw 0 0\n", "/fsx").ok
 
 
+def test_the_driver_rule_is_the_boot_checks_fail_below_the_minimum_warn_below_the_shipped() -> None:
+    """A node the boot check admitted (driver between driver_min and driver_shipped) must not fail every job on it."""
+    rel = releases.release("2.28.1")
+    below_min = prejob.check_driver(NODE, "2.0.0.0", rel.driver_min, rel.driver)
+    assert not below_min.ok and f"minimum {rel.driver_min}" in below_min.reason
+    at_min = prejob.check_driver(NODE, rel.driver_min, rel.driver_min, rel.driver)
+    assert at_min.ok
+    if rel.driver_min != rel.driver:
+        assert at_min.reason.startswith("WARNING:") and rel.driver in at_min.reason
+    shipped = prejob.check_driver(NODE, rel.driver, rel.driver_min, rel.driver)
+    assert shipped.ok and "WARNING" not in shipped.reason
+    # a warning is a pass: the report returns 0 and writes no termination message
+    assert prejob.report([at_min], environment="team", pool="pretrain", termination_log="/nonexistent/x") == 0
+
+
+def test_a_release_whose_minimum_is_below_its_shipped_driver_exists_to_warn_on() -> None:
+    """The warning path is reachable with the catalog's releases (2.28.1: 2.26.5.0 minimum, 2.26.10.0 shipped)."""
+    rel = releases.release("2.28.1")
+    assert prejob._version_key(rel.driver_min) < prejob._version_key(rel.driver)
+
+
 NODES = ["10.30.4.17", "10.30.4.18"]
 
 
@@ -149,6 +170,33 @@ def test_the_sample_checkpoints_on_the_sentinel_and_resumes_from_the_latest(tmp_
     assert state["total"] == sum(range(1, 301))  # resumed at 250, not restarted from 0
 
 
+def test_a_sentinel_older_than_the_pod_never_stops_it_a_newer_one_does(tmp_path: Path) -> None:
+    """The sentinel of a past Capacity Block stays on Lustre: a job started after it must run; one written after the
+    pod started (the CronJob at E - L of the current block) stops it."""
+    sentinel = tmp_path / "checkpoint" / "pretrain"
+    sentinel.parent.mkdir()
+    sentinel.write_text("2027-01-18T10:30:00Z\n")
+    os.utime(sentinel, (1_000, 1_000))
+    contract = cc.Contract(str(sentinel), stop_file=str(tmp_path / "stop"), started=2_000, install=False)
+    assert not contract.should_stop()
+    assert cc.train(checkpoint_dir=tmp_path / "c", steps=20, contract=contract) == 20  # ran to the end
+    os.utime(sentinel, (2_000, 2_000))
+    assert contract.should_stop() and contract.reason.startswith("sentinel")
+    contract.mark_stopped(20)
+    assert contract.stopped_file.read_text().startswith("step 20: sentinel")
+
+
+def test_the_pod_local_stop_file_stops_the_ranks_without_marking_an_early_stop(tmp_path: Path) -> None:
+    stop, stopped = tmp_path / "run" / "stop", tmp_path / "run" / "stopped"
+    contract = cc.Contract(str(tmp_path / "none"), stop_file=str(stop), stopped_file=str(stopped), install=False)
+    assert not contract.should_stop()
+    stop.parent.mkdir()
+    stop.touch()
+    assert cc.train(checkpoint_dir=tmp_path / "c", steps=10, contract=contract) == 1
+    assert contract.reason.startswith("pod stopping") and cc.latest_checkpoint(tmp_path / "c") is not None
+    assert not stopped.exists()  # a drain restarts the job: only the sentinel's stop is final
+
+
 def test_sigterm_asks_the_sample_to_checkpoint(tmp_path: Path) -> None:
     contract = cc.Contract(str(tmp_path / "none"))
     try:
@@ -158,3 +206,12 @@ def test_sigterm_asks_the_sample_to_checkpoint(tmp_path: Path) -> None:
         assert cc.latest_checkpoint(tmp_path / "c") == tmp_path / "c" / "step-00000001"
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def test_only_global_rank_0_writes_the_samples_checkpoints(tmp_path: Path) -> None:
+    """torchrun starts one process per logical core on every node: one writer, not 1,024, per checkpoint directory."""
+    contract = cc.Contract(str(tmp_path / "none"), stop_file=str(tmp_path / "stop"), install=False)
+    assert cc.train(checkpoint_dir=tmp_path / "c", steps=250, contract=contract, rank=5) == 250
+    assert not (tmp_path / "c").exists()
+    assert cc.train(checkpoint_dir=tmp_path / "c", steps=250, contract=contract, rank=0) == 250
+    assert cc.latest_checkpoint(tmp_path / "c") == tmp_path / "c" / "step-00000250"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,7 @@ def test_every_rendered_manifest_validates_against_the_pinned_schemas(rendered: 
     kubernetes_validate.validate(config_map, K8S, strict=True)
     crd_validate(jobset)
     templates = pod_templates(jobset)
-    assert set(templates) == {tj.CHECK_JOB, tj.RANK_JOB}
+    assert set(templates) == {tj.RANK_JOB}
     for name, template in templates.items():
         job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"x-{name}"}}
         job["spec"] = {
@@ -111,7 +112,7 @@ def test_a_misspelt_field_fails_the_jobset_schema() -> None:
     with pytest.raises(jsonschema.ValidationError):
         crd_validate(bad)
     bad = copy.deepcopy(jobset)
-    bad["spec"]["replicatedJobs"][1]["dependsOn"][0]["status"] = "Succeeded"
+    bad["spec"]["failurePolicy"]["rules"][0]["action"] = "FailJobset"
     with pytest.raises(jsonschema.ValidationError):
         crd_validate(bad)
 
@@ -134,25 +135,67 @@ def test_every_pod_asks_for_every_device_and_efa_interface_on_the_pools_nodes(re
     assert jobset["spec"]["suspend"] is True
 
 
-def test_ranks_start_only_after_the_node_checks_and_the_collective(rendered: Any) -> None:
+def test_one_pod_set_per_job_sized_exactly_to_its_nodes(rendered: Any) -> None:
+    """Kueue counts one pod set per replicated job: a kit job has one, of one pod per node, so admission counts exactly
+    the nodes the job holds and nothing is reclaimed mid-job (no check step that succeeds and gives its quota back)."""
+    s, (_, jobset), _ = rendered
+    (only,) = jobset["spec"]["replicatedJobs"]
+    assert only["name"] == tj.RANK_JOB and only["replicas"] == 1 and "dependsOn" not in only
+    job = only["template"]["spec"]
+    assert job["parallelism"] == job["completions"] == s.nodes and job["completionMode"] == "Indexed"
+    assert job["backoffLimit"] == 0 and "activeDeadlineSeconds" not in job  # a deadline would end the training too
+    assert jobset["spec"]["successPolicy"] == {"operator": "All", "targetReplicatedJobs": [tj.RANK_JOB]}
+
+
+def test_ranks_start_only_after_the_node_check_and_the_collective_pass_on_the_same_pods(rendered: Any) -> None:
+    """Init containers run in order, each to success, before the app container starts (restartPolicy Never: a failed
+    one fails the pod); none is a sidecar (an init container with restartPolicy Always would not gate the ranks)."""
     s, (config_map, jobset), _ = rendered
-    jobs = {r["name"]: r for r in jobset["spec"]["replicatedJobs"]}
-    assert jobs[tj.RANK_JOB]["dependsOn"] == [{"name": tj.CHECK_JOB, "status": "Complete"}]
-    assert "startupPolicy" not in jobset["spec"]  # mutually exclusive with dependsOn
-    rank = jobs[tj.RANK_JOB]["template"]["spec"]["template"]["spec"]
-    (init,) = rank["initContainers"]
-    assert init["command"][:3] == ["python3", f"{tj.KIT_MOUNT}/prejob.py", "node"]
+    pod = pod_templates(jobset)[tj.RANK_JOB]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    node_check, collective = pod["initContainers"]
+    (train,) = pod["containers"]
+    assert [node_check["name"], collective["name"], train["name"]] == [
+        tj.NODE_CHECK_CONTAINER,
+        tj.COLLECTIVE_CONTAINER,
+        tj.TRAIN_CONTAINER,
+    ]
+    assert all("restartPolicy" not in c for c in pod["initContainers"])
+    args = node_check["command"]
+    assert args[:3] == ["python3", f"{tj.KIT_MOUNT}/prejob.py", "node"]
     it = catalog.get(s.instance_type)
-    args = init["command"]
     assert args[args.index("--devices") + 1] == str(it.neuron_devices)
     assert args[args.index("--efa") + 1] == str(it.efa_max_interfaces)
-    assert args[args.index("--driver-floor") + 1] == releases.release(s.release).driver
     assert args[args.index("--lustre") + 1] == tj.LUSTRE_MOUNT
-    check = jobs[tj.CHECK_JOB]["template"]["spec"]
-    assert check["parallelism"] == check["completions"] == s.nodes and check["backoffLimit"] == 0
-    assert "prejob.py collective" in check["template"]["spec"]["containers"][0]["command"][2]
-    assert "--min-busbw-gbps" not in check["template"]["spec"]["containers"][0]["command"]  # unset by default
+    assert collective["command"][:3] == ["bash", "-c", tj.COLLECTIVE]
+    assert "prejob.py collective" in collective["command"][2]
+    assert "--min-busbw-gbps" not in collective["command"]  # unset by default
+    env = {e["name"]: e.get("value") for e in collective["env"]}
+    assert env["NEURONKIT_CHECK_DEADLINE_SECONDS"] == str(tj.facts()["defaults"]["check_deadline_seconds"])
+    assert env["NEURONKIT_EXIT_COLLECTIVE_FAILED"] == str(tj.EXIT_COLLECTIVE_FAILED)
+    # the same devices for the checks and the ranks: one pod holds the node from the first check to the last step
+    assert node_check["resources"] == collective["resources"] == train["resources"]
     assert set(config_map["data"]) == {"prejob.py", "checkpoint_contract.py"}
+    assert config_map["data"]["prejob.py"] == (Path(tj.__file__).parent / "prejob.py").read_text()
+
+
+def test_the_job_mounts_its_own_programs_never_the_stacks(rendered: Any) -> None:
+    """The ConfigMap ``job render`` prints is the job's (same kit version as its scripts), never a stack-owned name."""
+    s, (config_map, jobset), _ = rendered
+    assert config_map["metadata"]["name"] == f"{s.name}-prejob" != f"{s.pool}-prejob"
+    assert config_map["metadata"]["labels"][tj.JOB_LABEL] == jobset["metadata"]["labels"][tj.JOB_LABEL] == s.name
+    pod = pod_templates(jobset)[tj.RANK_JOB]["spec"]
+    (kit,) = [v for v in pod["volumes"] if v["name"] == "kit"]
+    assert kit["configMap"]["name"] == config_map["metadata"]["name"]
+
+
+def test_the_driver_rule_is_the_boot_checks(rendered: Any) -> None:
+    """Below driver_min fails, between driver_min and driver_shipped passes with a warning (as the boot check)."""
+    s, (_, jobset), _ = rendered
+    args = pod_templates(jobset)[tj.RANK_JOB]["spec"]["initContainers"][0]["command"]
+    rel = releases.release(s.release)
+    assert args[args.index("--driver-floor") + 1] == rel.driver_min
+    assert args[args.index("--driver-shipped") + 1] == rel.driver
 
 
 def test_rank_environment_is_the_asg_paths_through_the_same_functions(rendered: Any) -> None:
@@ -218,20 +261,53 @@ def test_failure_policy_restarts_the_whole_set_a_bounded_number_of_times(rendere
     _, (_, jobset), _ = rendered
     policy = jobset["spec"]["failurePolicy"]
     assert policy["maxRestarts"] == catalog.eks_facts()["training_jobs"]["defaults"]["max_restarts"]
-    # a failed collective fails the job at once instead of restarting onto the same nodes
-    assert policy["rules"] == [{"name": "pre-job-check-failed", "action": "FailJobSet", "targetReplicatedJobs": [tj.CHECK_JOB]}]
-    for r in jobset["spec"]["replicatedJobs"]:
-        assert r["template"]["spec"]["backoffLimit"] == 0
-        assert r["template"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    (job,) = jobset["spec"]["replicatedJobs"]
+    assert job["template"]["spec"]["backoffLimit"] == 0
+    assert job["template"]["spec"]["template"]["spec"]["restartPolicy"] == "Never"
 
 
-def test_check_only_job_renders_the_collective_alone() -> None:
+def test_a_failed_collective_and_an_early_stop_fail_the_jobset_at_once(rendered: Any) -> None:
+    """The Job's podFailurePolicy fails the Job on the collective's (and the launcher's early-stop) exit code; the
+    JobSet rule with the same index turns that into FailJobSet; any other failure restarts the set."""
+    _, (_, jobset), _ = rendered
+    (job,) = jobset["spec"]["replicatedJobs"]
+    pod_rules = job["template"]["spec"]["podFailurePolicy"]["rules"]
+    assert pod_rules == [
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": tj.COLLECTIVE_CONTAINER, "operator": "In", "values": [tj.EXIT_COLLECTIVE_FAILED]},
+        },
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": tj.TRAIN_CONTAINER, "operator": "In", "values": [tj.EXIT_CHECKPOINTED]},
+        },
+    ]
+    rules = jobset["spec"]["failurePolicy"]["rules"]
+    assert [r["name"] for r in rules] == ["PreJobCollectiveFailed", "CheckpointedAndStoppedEarly"]
+    for i, rule in enumerate(rules):
+        assert rule["action"] == "FailJobSet" and rule["onJobFailureReasons"] == ["PodFailurePolicy"]
+        assert rule["targetReplicatedJobs"] == [tj.RANK_JOB]
+        (pattern,) = rule["onJobFailureMessagePatterns"]
+        # Kubernetes' Job failure message: "Container C for pod NS/P failed with exit code N matching FailJob rule at index I"
+        message = f"Container x for pod ns/p failed with exit code 3 matching FailJob rule at index {i}"
+        assert re.search(pattern, message) and not re.search(pattern, message.replace(f"index {i}", f"index {i + 1}"))
+    assert tj.EXIT_POD_STOPPED not in {c for r in pod_rules for c in r["onExitCodes"]["values"]}  # a drain restarts
+
+
+def test_check_only_job_renders_the_checks_alone() -> None:
     jobset = tj.render_jobset(spec("trn2.48xlarge", "2.28.1", None, check_only=True, min_busbw_gbps=40, calibrate=True))
     crd_validate(jobset)
     assert [r["name"] for r in jobset["spec"]["replicatedJobs"]] == [tj.CHECK_JOB]
-    command = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod = job["template"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == [tj.NODE_CHECK_CONTAINER]
+    assert [c["name"] for c in pod["containers"]] == [tj.COLLECTIVE_CONTAINER]
+    command = pod["containers"][0]["command"]
     assert command[command.index("--min-busbw-gbps") + 1] == "40"
     assert command[command.index("--calibrate") + 1] == tj.calibration_file("pretrain")
+    assert [r["onExitCodes"]["containerName"] for r in job["podFailurePolicy"]["rules"]] == [tj.COLLECTIVE_CONTAINER]
+    assert [r["name"] for r in jobset["spec"]["failurePolicy"]["rules"]] == ["PreJobCollectiveFailed"]
+    assert jobset["spec"]["successPolicy"]["targetReplicatedJobs"] == [tj.CHECK_JOB]
 
 
 def test_kueue_queues_are_sized_to_the_pool_and_validate() -> None:
@@ -243,12 +319,17 @@ def test_kueue_queues_are_sized_to_the_pool_and_validate() -> None:
     assert flavor["spec"]["nodeLabels"] == scheduling.pool_node_selector("pretrain")
     quota = {r["name"]: r["nominalQuota"] for r in queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]}
     it = catalog.get("trn2.48xlarge")
-    assert quota["aws.amazon.com/neuron"] == str(16 * it.neuron_devices * tj.PODSETS_PER_JOB)
-    assert quota["vpc.amazonaws.com/efa"] == str(16 * it.efa_max_interfaces * tj.PODSETS_PER_JOB)
+    # exactly the pool: 16 nodes' devices and interfaces, not a doubled quota that admits a second job on a full pool
+    assert quota["aws.amazon.com/neuron"] == str(16 * it.neuron_devices)
+    assert quota["vpc.amazonaws.com/efa"] == str(16 * it.efa_max_interfaces)
     assert local["metadata"]["namespace"] == scheduling.TRAINING_NAMESPACE and local["spec"]["clusterQueue"] == "team-pretrain"
-    # a job of the pool's size fits its queue; one node more does not
-    per_node = tj.per_node_quota("trn2.48xlarge")
-    assert int(per_node["aws.amazon.com/neuron"]) * 16 * 2 == int(quota["aws.amazon.com/neuron"])
+    # a job of the pool's size fills the queue: its one pod set asks for the whole quota, so nothing else is admitted
+    jobset = tj.render_jobset(spec("trn2.48xlarge", "2.28.1", None, nodes=16))
+    (pod_set,) = jobset["spec"]["replicatedJobs"]
+    pods = pod_set["template"]["spec"]["parallelism"]
+    requests = pod_set["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    for name, total in quota.items():
+        assert tj._times(requests[name], pods) == total, name
 
 
 END = dt.datetime(2027, 1, 18, 11, 30, tzinfo=dt.UTC)
@@ -328,7 +409,7 @@ def test_the_rendered_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
     import sys
 
     shellcheck = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
-    for name, text in (("launcher", tj.LAUNCHER), ("collective", tj.COLLECTIVE)):
+    for name, text in (("launcher", tj.LAUNCHER), ("collective", tj.COLLECTIVE), ("pre-stop", tj.PRE_STOP)):
         path = tmp_path / f"{name}.sh"
         path.write_text("#!/bin/bash\n" + text)
         done = subprocess.run([shellcheck, "--severity=style", str(path)], capture_output=True, text=True, check=False)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
@@ -73,10 +73,11 @@ def kueue_values() -> dict[str, Any]:
         "metrics": {"bindAddress": ":8443"},
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        # recoveryTimeout unset: it defaults to timeout (catalog training_jobs.kueue.wait_for_pods_ready)
         "waitForPodsReady": {
             "timeout": str(ready["timeout"]),
             "blockAdmission": bool(ready["block_admission"]),
-            "recoveryTimeout": str(ready["recovery_timeout"]),
+            "requeuingStrategy": {"timestamp": str(ready["requeuing_timestamp"])},
         },
         "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "batch/job"]},
     }
@@ -141,6 +142,10 @@ class TrainingJobs(Construct):
             namespace=str(pin["namespace"]),
             create_namespace=True,
             values=values,
+            # helm --wait: the controllers' webhooks (failurePolicy Fail) serve before the next resource applies
+            # objects they intercept (the queues after Kueue); without it the CDK handler returns at once.
+            wait=True,
+            timeout=Duration.minutes(int(pin["helm_wait_minutes"])),
         )
 
     def _controllers(self) -> None:
@@ -181,7 +186,6 @@ class TrainingJobs(Construct):
                     "metadata": {"name": tj.service_account(p.name), "namespace": scheduling.TRAINING_NAMESPACE},
                 }
             )
-            docs.append(tj.prejob_config_map(p.name))
             role = pod_role(self, f"PoolRole{i}", f"{self.spec.environment}: training jobs of pool {p.name}")
             # Datasets, artifacts and every checkpoint to read; writes only under s3://CHECKPOINTS/POOL/.
             self._storage.grant_node_access(role, pool=p.name)

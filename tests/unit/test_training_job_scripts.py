@@ -1,0 +1,219 @@
+"""The bash programs of a rendered training job, run for real: the launcher with the checkpoint contract's sample
+(block-specific sentinel, the preStop hook's stop file, the early-stop exit code) and the collective step across two
+simulated pods (one result for all, the private key never on Lustre, the run's directory removed, the deadline).
+
+The programs run as rendered; only absolute paths that need root (``/fsx``, ``/root/.ssh``, ``/usr/sbin/sshd``, the
+run directory in ``/tmp``) are pointed into the test's directory, and ``torchrun``, ``hostname`` and ``nccom-test``
+are stubs on PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neuronkit.kubernetes import checkpoint_contract as cc
+from neuronkit.kubernetes import training_job as tj
+
+KIT = Path(tj.__file__).parent
+FIX = Path(__file__).parents[1] / "fixtures" / "prejob"
+SPEC = tj.JobSpec(
+    name="llama", environment="team", pool="pretrain", instance_type="trn1.32xlarge", nodes=2, release="2.28.1",
+    datasets_bucket="d", checkpoints_bucket="c",
+)  # fmt: skip
+
+
+def _stub(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+
+
+def _container_env(container: str) -> dict[str, str]:
+    pod = tj.render_jobset(SPEC)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    found = next(c for c in pod["initContainers"] + pod["containers"] if c["name"] == container)
+    return {e["name"]: e["value"] for e in found["env"] if "value" in e}
+
+
+# --- the launcher, the preStop hook and the checkpoint contract ------------------------------------------------------
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> dict[str, Any]:
+    """The rendered launcher with a torchrun stub that runs the sample entrypoint as the one rank of one node."""
+    run = tmp_path / "run"
+    env = {**os.environ, **_container_env(tj.TRAIN_CONTAINER)}
+    env.update(
+        {
+            "JOB_COMPLETION_INDEX": "0",
+            "NNODES": "1",
+            "MASTER_ADDR": "localhost",
+            "NEURON_COMPILE_CACHE_URL": str(tmp_path / "cache"),
+            "NEURONKIT_CHECKPOINT_DIR": str(tmp_path / "ckpt"),
+            "NEURONKIT_CHECKPOINT_REQUEST": str(tmp_path / "fsx" / "checkpoint" / "pretrain"),
+            "NEURONKIT_RUN_DIR": str(run),
+            "NEURONKIT_STOP_FILE": env["NEURONKIT_STOP_FILE"].replace(tj.RUN_DIR, str(run)),
+            "NEURONKIT_STOPPED_FILE": env["NEURONKIT_STOPPED_FILE"].replace(tj.RUN_DIR, str(run)),
+            "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        }
+    )
+    # torchrun's own options dropped; the rest is the training command (the sample), run as the node's one rank
+    _stub(tmp_path / "bin", "torchrun", 'while [ "${1#--}" != "$1" ]; do shift; done\nexec python3 "$@"\n')
+    return {"env": env, "run": run, "ckpt": tmp_path / "ckpt", "sentinel": Path(env["NEURONKIT_CHECKPOINT_REQUEST"])}
+
+
+def _start(launcher: dict[str, Any], steps: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["bash", "-c", tj.LAUNCHER, "launcher", str(KIT / "checkpoint_contract.py")],
+        env={**launcher["env"], "NEURONKIT_SAMPLE_STEPS": str(steps)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _running(launcher: dict[str, Any], proc: subprocess.Popen[str]) -> None:
+    """Wait until torchrun runs and the sample has stepped (its first periodic checkpoint is not needed)."""
+    deadline = time.monotonic() + 20
+    while not (launcher["run"] / "torchrun.pid").exists() and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.1)
+    time.sleep(1.5)
+    assert proc.poll() is None
+
+
+def test_a_sentinel_of_a_past_block_does_not_stop_a_new_job(launcher: dict[str, Any]) -> None:
+    sentinel: Path = launcher["sentinel"]
+    sentinel.parent.mkdir(parents=True)
+    sentinel.write_text("2027-01-18T10:30:00Z\n")
+    past = time.time() - 3600
+    os.utime(sentinel, (past, past))
+    proc = _start(launcher, steps=5)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert cc.latest_checkpoint(launcher["ckpt"]) == launcher["ckpt"] / "step-00000005"  # ran to the end
+    assert "checkpointed at step" not in out and not (launcher["run"] / "stopped").exists()
+
+
+def test_a_sentinel_written_while_the_job_runs_stops_it_with_its_own_exit_code(launcher: dict[str, Any]) -> None:
+    proc = _start(launcher, steps=100_000)
+    _running(launcher, proc)
+    launcher["sentinel"].parent.mkdir(parents=True)
+    launcher["sentinel"].write_text("2027-01-18T10:30:00Z\n")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == tj.EXIT_CHECKPOINTED == 75, out  # not 0: the JobSet must not end Completed
+    assert "checkpointed and stopped early: step" in out and "sentinel" in out
+    last = cc.latest_checkpoint(launcher["ckpt"])
+    assert last is not None and (last / cc.COMPLETE).exists()
+
+
+def test_the_pre_stop_hook_stops_the_ranks_through_the_file_and_waits_for_them(launcher: dict[str, Any]) -> None:
+    """Kubernetes runs preStop, then SIGTERM: the hook must return only after the ranks checkpointed and torchrun
+    ended, so the ranks get the pod's grace instead of torchrun's 30 s."""
+    proc = _start(launcher, steps=100_000)
+    _running(launcher, proc)
+    hook = tj.PRE_STOP.replace(tj.RUN_DIR, str(launcher["run"]))
+    done = subprocess.run(["bash", "-c", hook], capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+    assert proc.poll() is not None  # torchrun (and the launcher) ended before the hook returned
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == tj.EXIT_POD_STOPPED, out  # a drain is a rank failure: restart and resume
+    assert "pod stopping" in out
+    assert cc.latest_checkpoint(launcher["ckpt"]) is not None
+
+
+def test_sigterm_to_the_launcher_asks_the_ranks_through_the_file_too(launcher: dict[str, Any]) -> None:
+    proc = _start(launcher, steps=100_000)
+    _running(launcher, proc)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == tj.EXIT_POD_STOPPED, out
+    assert "pod stopping" in out and cc.latest_checkpoint(launcher["ckpt"]) is not None
+
+
+def test_a_failed_training_keeps_its_exit_code(launcher: dict[str, Any], tmp_path: Path) -> None:
+    _stub(tmp_path / "bin", "torchrun", "exit 1\n")
+    proc = _start(launcher, steps=5)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1, out
+
+
+# --- the collective step across two simulated pods -----------------------------------------------------------
+
+
+def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) -> subprocess.Popen[str]:
+    pod = tmp_path / f"pod{index}"
+    bin_dir = pod / "bin"
+    _stub(bin_dir, "hostname", f"echo 10.30.4.{17 + index}\n")
+    _stub(bin_dir, "nccom-test", nccom)
+    _stub(bin_dir, "sshd", "exit 0\n")
+    script = (
+        tj.COLLECTIVE.replace("/fsx/", f"{tmp_path}/fsx/")
+        .replace("/root/.ssh", f"{pod}/ssh")
+        .replace("/usr/sbin/sshd", "sshd")
+        .replace("/run/sshd", f"{pod}/run-sshd")
+        .replace("ssh-keygen -A", "true")
+        .replace("/opt/neuronkit/prejob.py", str(KIT / "prejob.py"))
+        .replace("/tmp/neuronkit-hostfile", f"{pod}/hostfile")
+    )
+    env = {**os.environ, **_container_env(tj.COLLECTIVE_CONTAINER)}
+    env.update(
+        {
+            "JOB_COMPLETION_INDEX": str(index),
+            "NNODES": "2",
+            "NODE_NAME": f"node-{index}",
+            "JOBSET_UID": "uid-1",
+            "JOBSET_RESTART_ATTEMPT": "0",
+            "NEURONKIT_CHECK_DEADLINE_SECONDS": str(deadline),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        }
+    )
+    args = tj.collective_args(SPEC)
+    return subprocess.Popen(
+        ["bash", "-c", script, "collective", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+@pytest.fixture
+def needs_ssh_keygen() -> None:
+    if shutil.which("ssh-keygen") is None:
+        pytest.fail("ssh-keygen (openssh-client) is needed to run the collective step", pytrace=False)
+
+
+def test_a_healthy_collective_passes_on_every_pod_and_leaves_no_key_on_lustre(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    healthy = f"cat {FIX / 'nccom-test-healthy.txt'}\n"
+    pods = [_collective_pod(tmp_path, i, healthy) for i in (1, 0)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], outs
+    run_dir = tmp_path / "fsx" / ".neuronkit" / "prejob" / "uid-1" / "attempt-0"
+    assert not run_dir.exists()  # removed once both read the result: no keys, no addresses left behind
+    assert (tmp_path / "pod0" / "ssh" / "id_ed25519").exists()  # the private key stayed in pod 0
+    assert not (tmp_path / "pod1" / "ssh" / "id_ed25519").exists()
+    assert (tmp_path / "pod1" / "ssh" / "authorized_keys").read_text() == (
+        tmp_path / "pod0" / "ssh" / "id_ed25519.pub"
+    ).read_text()
+    assert (tmp_path / "pod0" / "hostfile").read_text().split() == ["10.30.4.17", "10.30.4.18"]
+
+
+def test_a_failed_collective_fails_every_pod_with_the_code_the_job_fails_on(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    failed = f"cat {FIX / 'nccom-test-failed.txt'}\nexit 1\n"
+    pods = [_collective_pod(tmp_path, i, failed) for i in (0, 1)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert [p.returncode for p in pods] == [tj.EXIT_COLLECTIVE_FAILED] * 2, outs
+    assert "collective: FAILED" in outs[0]
+
+
+def test_a_missing_peer_fails_pod_0_at_the_deadline(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    start = time.monotonic()
+    pod0 = _collective_pod(tmp_path, 0, "exit 0\n", deadline=3)
+    out, _ = pod0.communicate(timeout=30)
+    assert pod0.returncode == tj.EXIT_COLLECTIVE_FAILED, out
+    assert "1 of 2 pods reported within the deadline" in out and time.monotonic() - start < 20

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from neuronkit import config
+from neuronkit import clock, config
 from neuronkit.cli import selection
 from neuronkit.config import lookups
 
@@ -55,6 +55,10 @@ def validate(args: argparse.Namespace) -> int:
             if context is not None:
                 for line in lookups.unpinned_warnings(env, context, _select(Path(f), env.name)):
                     print(f"warning: {f}: {line}", file=sys.stderr)
+            ended = [f"{f}: {key}: {msg}" for key, msg in config.block_problems(list(env.training), clock.now())]
+            if ended:
+                problems += ended
+                continue
             over, budget = _budget_gate(env, f)
             if over:
                 problems += over

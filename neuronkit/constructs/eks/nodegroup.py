@@ -15,7 +15,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from neuronkit import catalog, userdata
+from neuronkit import catalog, clock, userdata
 from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
@@ -30,7 +30,7 @@ from neuronkit.constructs.node_role import SESSION_MANAGER
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.constructs.training_cluster import CapacitySpec, capacity_metadata
+from neuronkit.constructs.training_cluster import CapacitySpec, block_over_message, capacity_metadata
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
@@ -216,6 +216,7 @@ class NeuronNodeGroup(Construct):
         self.spec = spec
         self.group_name = f"{environment}-{spec.name}"
         self._tags = {**(tags or {}), "neuronkit:pool": spec.name}
+        self._block_started = self._block_phase() == "running"
         self._groups(cluster, extra_security_group_ids)
         self._placement()
         self._role()
@@ -235,6 +236,16 @@ class NeuronNodeGroup(Construct):
         self._auto_scaling_group(cluster)
         if spec.capacity.kind == "capacity-block":
             self._block_schedule(cluster)
+
+    def _block_phase(self) -> str | None:
+        """A Capacity Block's phase at synth time (``neuronkit.clock``); a block whose scale-down has passed is refused."""
+        cap = self.spec.capacity
+        if cap.kind != "capacity-block":
+            return None
+        phase = cap.block_phase(clock.now(self))
+        if phase == "over":
+            raise ValueError(block_over_message(cap))
+        return phase
 
     def _groups(self, cluster: NeuronEksCluster, extra: Sequence[str]) -> None:
         self.security_group: ec2.ISecurityGroup | None = None
@@ -301,8 +312,10 @@ class NeuronNodeGroup(Construct):
         spec = self.spec
         image = catalog.eks_facts()["node_images"][spec.image]
         is_block = spec.capacity.kind == "capacity-block"
-        # Capacity Blocks refuse launches before their start: the group stays empty until the scheduled scale-up.
-        min_size, desired = (0, 0) if is_block else (spec.min_size, spec.desired_size)
+        # Capacity Blocks refuse launches before their start: the group stays empty until the scheduled scale-up. A
+        # block already running gets no start action (Auto Scaling refuses one in the past): the group starts at its
+        # size, which EKS accepts while the block is active.
+        min_size, desired = (0, spec.max_size if self._block_started else 0) if is_block else (spec.min_size, spec.desired_size)
         self.nodegroup = eks.Nodegroup(
             self,
             "NodeGroup",
@@ -414,11 +427,14 @@ class NeuronNodeGroup(Construct):
 
     def _block_schedule(self, cluster: NeuronEksCluster) -> None:
         """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
-        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
+        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML"). A block
+        already running gets no start action: Auto Scaling refuses a scheduled action in the past, and the node
+        group starts at its size instead."""
         cap = self.spec.capacity
         assert cap.start and cap.scale_down_at
         group = self.auto_scaling_group_name
-        for step, at, desired in (("BlockStart", cap.start, self.spec.max_size), ("BlockEnd", cap.scale_down_at, 0)):
+        steps = [("BlockStart", cap.start, self.spec.max_size)] if not self._block_started else []
+        for step, at, desired in [*steps, ("BlockEnd", cap.scale_down_at, 0)]:
             autoscaling.CfnScheduledAction(
                 self, step, auto_scaling_group_name=group, start_time=_iso(at), min_size=0,
                 max_size=self.spec.max_size, desired_capacity=desired,

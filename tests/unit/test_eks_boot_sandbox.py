@@ -1,7 +1,7 @@
 """The EKS node's boot check as a program (tests/sandbox.py): the user data of a node group, run on its success
 and failure paths. A node that passes leaves nodeadm alone (nodeadm-run.service, ordered after cloud-final,
-then starts the kubelet and registers it); a node that fails masks nodeadm-run and kubelet and powers off, so it
-never registers and the node group's Auto Scaling group replaces it."""
+then starts the kubelet and registers it); a node that fails holds nodeadm-run and kubelet back with runtime
+drop-ins (ConditionPathExists=!/run/neuronkit/boot-failed) and powers off, so it never registers and the node group's Auto Scaling group replaces it."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ STORAGE = StorageAccess(
     lustre_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
     lustre_mount_name="abcdefgh",
 )
-JOIN = "nodeadm-run.service kubelet.service"
+JOIN = ("nodeadm-run.service", "kubelet.service")
 
 
 def _shell_part(user_data: str) -> str:
@@ -80,17 +80,30 @@ def healthy(**over: Any) -> Scenario:
     return Scenario(**{**base, "instance_type": "trn2.48xlarge", **over})
 
 
+DROP_IN = "[Unit]\nConditionPathExists=!/run/neuronkit/boot-failed\n"
+
+
+def _held_back(run: Run) -> bool:
+    """Both units carry the runtime drop-in that keeps them from starting while the failure marker exists."""
+    for unit in JOIN:
+        path = run.root / f"run/systemd/system/{unit}.d/99-neuronkit.conf"
+        if not path.is_file() or path.read_text() != DROP_IN:
+            return False
+    return (run.root / "run/neuronkit/boot-failed").is_file()
+
+
 def kept_out(run: Run) -> bool:
-    """The node masked nodeadm-run and kubelet, then powered off: it never registers with the cluster."""
-    masks = [i for i, c in enumerate(run.calls) if c.startswith("systemctl mask") and JOIN in c]
+    """The node wrote the drop-ins and the marker, reloaded systemd, then powered off: it never registers."""
+    reloads = [i for i, c in enumerate(run.calls) if c.startswith("systemctl daemon-reload")]
     offs = [i for i, c in enumerate(run.calls) if c.startswith("systemctl poweroff")]
-    return bool(masks and offs and masks[0] < offs[0])
+    return _held_back(run) and bool(reloads and offs and reloads[-1] < offs[0]) and not run.called("systemctl mask")
 
 
 def test_a_healthy_node_leaves_nodeadm_to_join_it(trn2_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(trn2_user_data, healthy(), tmp_path)
     assert run.returncode == 0, run.output[-3000:]
-    assert not kept_out(run) and not run.called("systemctl mask") and not run.called("systemctl poweroff")
+    assert not kept_out(run) and not _held_back(run) and not run.called("systemctl poweroff")
+    assert not (run.root / "run/systemd/system").exists()
     assert "node ready; nodeadm joins it to the cluster" in run.output
     assert run.file("/opt/aws/neuron/logical_nc_config").strip() == "NEURON_LOGICAL_NC_CONFIG=2"
     assert run.called("mount /fsx")

@@ -21,6 +21,7 @@ from neuronkit.config.base import AZ_ID_RE
 from neuronkit.constructs import arns, placement, pseudo
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
+    READY_TAG,
     drain_hook,
     grant_node_lifecycle,
     group_tags,
@@ -380,7 +381,7 @@ class TrainingCluster(Construct):
         # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
         # pool's log groups (not the broad CloudWatchAgentServerPolicy).
         self.role = node_role(self, "NodeRole", description=f"{self.group_name} nodes")
-        grant_node_lifecycle(self.role, self, self.group_name)
+        grant_node_lifecycle(self.role, self, self.group_name, removable_tags=[READY_TAG])
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="DiscoverPeers",

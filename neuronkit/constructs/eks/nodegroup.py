@@ -20,6 +20,8 @@ from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
 from neuronkit.constructs.launch_template import (
+    TOKEN_MARGIN_BYTES,
+    USER_DATA_LIMIT_BYTES,
     capacity_target,
     efa_network_interfaces,
     metadata_options,
@@ -126,13 +128,29 @@ def node_user_data(script: str, max_pods: int) -> str:
     node_config = (
         f"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: {max_pods}\n"
     )
-    return (
+    out = (
         "MIME-Version: 1.0\n"
         f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n\n'
         f"--{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n{node_config}\n"
         f'--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n{script.rstrip()}\n\n'
         f"--{MIME_BOUNDARY}--\n"
     )
+    size, room = len(out.encode()), user_data_room()
+    if size > room:
+        raise ValueError(
+            f"user data: the kit's part is {size} bytes, over the {room} bytes EKS leaves it under EC2's "
+            f"{USER_DATA_LIMIT_BYTES}-byte limit (catalog/eks.yaml user_data.merged_part_reserve_bytes for EKS's "
+            f"NodeConfig part, {TOKEN_MARGIN_BYTES} for tokens that resolve at deploy); shorten the boot scripts or "
+            "ship large files through the artifacts bucket and fetch them at boot"
+        )
+    return out
+
+
+def user_data_room() -> int:
+    """The most bytes the kit's part of a node group's user data may take: EC2's 16 KB, less EKS's merged NodeConfig
+    part (catalog/eks.yaml ``user_data.merged_part_reserve_bytes``) and the margin for tokens resolved at deploy."""
+    reserve = int(catalog.eks_facts()["user_data"]["merged_part_reserve_bytes"])
+    return USER_DATA_LIMIT_BYTES - reserve - TOKEN_MARGIN_BYTES
 
 
 def eks_boot_script(

@@ -109,12 +109,15 @@ def test_a_healthy_node_leaves_nodeadm_to_join_it(trn2_user_data: str, tmp_path:
     assert run.called("mount /fsx")
 
 
-def test_a_driver_newer_than_the_floor_still_joins(trn2_user_data: str, tmp_path: Path) -> None:
+def test_a_driver_newer_than_the_shipped_one_joins_quietly(trn2_user_data: str, tmp_path: Path) -> None:
+    """The pinned EKS Neuron image carries a newer driver than any release shipped: no warning, no datapoint."""
     major, minor, patch, build = DRIVER.split(".")
     newer = f"{major}.{minor}.{int(patch) + 1}.{build}"
     run = run_user_data(trn2_user_data, healthy(driver=newer), tmp_path)
     assert run.returncode == 0 and not kept_out(run), run.output[-3000:]
-    assert f"WARNING: Neuron driver {newer} is newer than {DRIVER}, the release's shipped driver; accepted" in run.output
+    assert f"Neuron driver {newer} is at or above {DRIVER}, the release's shipped driver" in run.output
+    assert "WARNING: Neuron driver" not in run.output
+    assert not any("--metric-name NeuronDriver" in c for c in run.called("aws cloudwatch put-metric-data"))
 
 
 @pytest.mark.parametrize(

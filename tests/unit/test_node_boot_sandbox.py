@@ -94,7 +94,7 @@ def eks_user_data(instance_type: str) -> str:
         stack, "Nodes", environment="team", cluster=cluster, subnets=vpc.private_subnets[:1], script=script, spec=spec,
         observability=ObservabilitySpec(),
     )  # fmt: skip
-    (lt,) = resources(template(stack), "AWS::EC2::LaunchTemplate").values()
+    (lt,) = [v for k, v in resources(template(stack), "AWS::EC2::LaunchTemplate").items() if k.startswith("Nodes")]
     body = resolve(lt["Properties"]["LaunchTemplateData"]["UserData"])
     body = body.split('Content-Type: text/x-shellscript; charset="us-ascii"\n\n', 1)[1]
     return body.rsplit(f"\n\n--{MIME_BOUNDARY}--", 1)[0] + "\n"
@@ -179,6 +179,19 @@ def test_a_driver_between_the_minimum_and_the_shipped_one_joins_with_a_warning_a
         "--metric-name NeuronDriverBelowShipped" in c and f"DriverVersion={between}" in c and "Pool=pool" in c
         for c in run.called("aws cloudwatch put-metric-data")
     )
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_the_driver_of_the_pinned_image_joins_without_a_warning(
+    user_data: dict[tuple[str, str], str], tmp_path: Path, path: str
+) -> None:
+    """The drivers the nodes really carry (the DLAMI's: the release's shipped one; the pinned EKS image's: newer)
+    are at or above driver_shipped: only a driver between driver_min and driver_shipped warns (issue 36)."""
+    assert releases.version_key(DRIVER_ON[path]) >= releases.version_key(RELEASE.driver_shipped)
+    run = run_user_data(user_data[(path, "trn1.2xlarge")], Scenario.of("trn1.2xlarge", driver=DRIVER_ON[path]), tmp_path)
+    assert joined(path, run), run.output[-3000:]
+    assert "WARNING: Neuron driver" not in run.output
+    assert not any("--metric-name NeuronDriver" in c for c in run.called("aws cloudwatch put-metric-data"))
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))

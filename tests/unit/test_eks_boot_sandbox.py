@@ -149,3 +149,51 @@ def test_a_mixed_fleet_node_checks_its_own_types_devices(tmp_path: Path) -> None
     assert ok.returncode == 0 and not kept_out(ok), ok.output[-3000:]
     short = Scenario(neuron_devices=small.neuron_devices - 1, driver=DRIVER, instance_type=small.name)
     assert kept_out(run_user_data(user_data, short, tmp_path / "short"))
+
+
+@pytest.fixture(scope="module")
+def example_user_data() -> dict[str, str]:
+    """The kit's shell part of every pool's user data in examples/environments/eks.yaml, by pool (one per pool)."""
+    import json
+
+    import yaml
+
+    from neuronkit.config.loader import parse_environment
+    from neuronkit.stacks import build_environment
+    from tests.conftest import ROOT, pinned_app
+
+    path = ROOT / "examples" / "environments" / "eks.yaml"
+    env = parse_environment(yaml.safe_load(path.read_text()), str(path))
+    app, _ = pinned_app(lambda a: build_environment(a, env))
+    (eks,) = [s.template for s in app.synth().stacks if s.stack_name.endswith("-eks")]
+    out: dict[str, str] = {}
+    for r in resources(eks, "AWS::EC2::LaunchTemplate").values():
+        data = r["Properties"]["LaunchTemplateData"]
+        tags = json.dumps(data.get("TagSpecifications", []))
+        pool = next((t["Value"] for spec in data.get("TagSpecifications", []) for t in spec["Tags"] if t["Key"] == "neuronkit:pool"), None)
+        if "UserData" in data and pool and "neuronkit:pool" in tags:
+            out[pool] = _shell_part(resolve(data["UserData"]))
+    return out
+
+
+def test_serving_pools_do_not_mount_lustre_on_the_host(example_user_data: dict[str, str], tmp_path: Path) -> None:
+    """Training nodes mount Lustre at boot (a failed mount keeps them out); serving nodes do not: their pods reach
+    the file system through the CSI volume if at all, so a Lustre or package-repository hiccup never powers off a
+    serving node (review nodes-cluster, finding 8)."""
+    from tests.unit.test_node_boot_sandbox import EKS_IMAGE
+
+    assert {"chat", "chat-gpu", "pretrain", "pretrain-gpu"} <= set(example_user_data)
+    for pool in ("pretrain", "pretrain-gpu"):
+        assert "LUSTRE_DNS=''" not in example_user_data[pool], pool
+    for pool in ("chat", "chat-gpu"):
+        assert "LUSTRE_DNS=''" in example_user_data[pool], pool
+    # A chat node whose Lustre mount would fail joins all the same: it never tries.
+    scenario = Scenario.of("inf2.48xlarge", driver=EKS_IMAGE.neuron_driver, fail=["mount /fsx", "dnf install -y -q lustre-client"])
+    run = run_user_data(example_user_data["chat"], scenario, tmp_path / "chat")
+    # (observability.sh's agent steps are best effort and fail in the sandbox: the exit status says nothing here)
+    assert not kept_out(run) and not run.called("systemctl poweroff"), run.output[-3000:]
+    assert "no Lustre file system in this environment" in run.output and not run.called("mount /fsx")
+    assert "node ready; nodeadm joins it to the cluster" in run.output
+    # A training node's failed mount still keeps it out.
+    trn2 = Scenario.of("trn2.48xlarge", driver=EKS_IMAGE.neuron_driver, fail=["mount /fsx"])
+    assert kept_out(run_user_data(example_user_data["pretrain"], trn2, tmp_path / "pretrain"))

@@ -234,6 +234,7 @@ class NeuronNodeGroup(Construct):
         self.spec = spec
         self.group_name = f"{environment}-{spec.name}"
         self._tags = {**(tags or {}), "neuronkit:pool": spec.name}
+        self._serving = role == "inference"
         self._block_started = self._block_phase() == "running"
         self._groups(cluster, extra_security_group_ids)
         self._placement()
@@ -350,6 +351,11 @@ class NeuronNodeGroup(Construct):
             desired_size=desired if desired is not None else min_size,
             capacity_type=eks.CapacityType.CAPACITY_BLOCK if is_block else eks.CapacityType.ON_DEMAND,
             enable_node_auto_repair=True,
+            # A serving group's update waits for its pods' PodDisruptionBudgets instead of evicting through them
+            # (ForceUpdateEnabled: "Force the update if any Pod on the existing node group can't be drained due to a
+            # Pod disruption budget issue"); a training group is updated between jobs and may force.
+            force_update=not self._serving,
+            max_unavailable=1,
             node_role=self.role,
             labels={**scheduling.pool_node_selector(spec.name), **spec.labels},
             taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints]
@@ -361,6 +367,10 @@ class NeuronNodeGroup(Construct):
         cfn = self.nodegroup.node.default_child
         assert isinstance(cfn, eks.CfnNodegroup)
         cfn.add_property_override("AmiType", str(image["ami_type"]))
+        # Accelerated capacity (a fully used Capacity Block, a quota-bound trn2/p5 pool) cannot take the DEFAULT
+        # strategy's surge, which "launches the new instances first": MINIMAL terminates first (EKS API reference,
+        # NodegroupUpdateConfig). The L2 has no update strategy: set it on the L1.
+        cfn.add_property_override("UpdateConfig.UpdateStrategy", "MINIMAL")
         Annotations.of(self.nodegroup).acknowledge_warning(
             "@aws-cdk/aws-eks:gpuInstancesUseAL2",
             "the node group's amiType is the catalog's AL2023 Neuron or NVIDIA variant, set on the L1 above",

@@ -35,10 +35,19 @@ def _eks(now: str) -> dict[str, Any]:
     from aws_cdk import aws_ec2 as ec2
 
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id=VPC_ID, availability_zones=["us-east-1a", "us-east-1b"],
+        stack,
+        "Vpc",
+        vpc_id=VPC_ID,
+        availability_zones=["us-east-1a", "us-east-1b"],
         private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
     )
-    cluster = NeuronEksCluster(stack, "Eks", spec=ClusterSpec(name="team", admins=["arn:aws:iam::123456789012:role/platform-admin"]), vpc=vpc, subnets=vpc.private_subnets)
+    cluster = NeuronEksCluster(
+        stack,
+        "Eks",
+        spec=ClusterSpec(name="team", admins=["arn:aws:iam::123456789012:role/platform-admin"]),
+        vpc=vpc,
+        subnets=vpc.private_subnets,
+    )
     NeuronNodeGroup(
         stack, "Train", environment="team", cluster=cluster, subnets=vpc.private_subnets[:1], script="#!/bin/bash\necho check\n",
         spec=NodeGroupSpec(name="pretrain", instance_types=["trn2.48xlarge"], max_size=16, capacity=BLOCK),

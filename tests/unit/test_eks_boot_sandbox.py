@@ -170,7 +170,9 @@ def example_user_data() -> dict[str, str]:
     for r in resources(eks, "AWS::EC2::LaunchTemplate").values():
         data = r["Properties"]["LaunchTemplateData"]
         tags = json.dumps(data.get("TagSpecifications", []))
-        pool = next((t["Value"] for spec in data.get("TagSpecifications", []) for t in spec["Tags"] if t["Key"] == "neuronkit:pool"), None)
+        pool = next(
+            (t["Value"] for spec in data.get("TagSpecifications", []) for t in spec["Tags"] if t["Key"] == "neuronkit:pool"), None
+        )
         if "UserData" in data and pool and "neuronkit:pool" in tags:
             out[pool] = _shell_part(resolve(data["UserData"]))
     return out
@@ -188,7 +190,9 @@ def test_serving_pools_do_not_mount_lustre_on_the_host(example_user_data: dict[s
     for pool in ("chat", "chat-gpu"):
         assert "LUSTRE_DNS=''" in example_user_data[pool], pool
     # A chat node whose Lustre mount would fail joins all the same: it never tries.
-    scenario = Scenario.of("inf2.48xlarge", driver=EKS_IMAGE.neuron_driver, fail=["mount /fsx", "dnf install -y -q lustre-client"])
+    scenario = Scenario.of(
+        "inf2.48xlarge", driver=EKS_IMAGE.neuron_driver, fail=["mount /fsx", "dnf install -y -q lustre-client"]
+    )
     run = run_user_data(example_user_data["chat"], scenario, tmp_path / "chat")
     # (observability.sh's agent steps are best effort and fail in the sandbox: the exit status says nothing here)
     assert not kept_out(run) and not run.called("systemctl poweroff"), run.output[-3000:]

@@ -242,9 +242,7 @@ def test_a_node_may_remove_only_its_ready_tag_from_itself(odcr: dict[str, Any]) 
 
     from neuronkit.constructs.groups import READY_TAG
 
-    statements = [
-        s for p in resources(odcr, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]
-    ]
+    statements = [s for p in resources(odcr, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
     (untag,) = [s for s in statements if "ec2:DeleteTags" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     assert untag["Action"] == "ec2:DeleteTags"
     (tag,) = [s for s in statements if s["Action"] == "ec2:CreateTags"]
@@ -257,5 +255,5 @@ def test_a_node_may_remove_only_its_ready_tag_from_itself(odcr: dict[str, Any]) 
     assert tag["Condition"]["StringEquals"] == {"aws:ResourceTag/aws:autoscaling:groupName": "team-pretrain"}
     # ... and that key is the one the boot script removes (and sets).
     script = (Path(__file__).parents[2] / "neuronkit" / "userdata" / "training-node.sh").read_text()
-    assert f"delete-tags --region \"${{REGION}}\" --resources \"${{INSTANCE_ID}}\" --tags Key={READY_TAG}" in script
+    assert f'delete-tags --region "${{REGION}}" --resources "${{INSTANCE_ID}}" --tags Key={READY_TAG}' in script
     assert f"Key={READY_TAG},Value=true" in script

@@ -102,8 +102,9 @@ class TrainingCluster(Construct):
     a node runs ``neuronkit-release`` at the end of a job), AZ rebalancing is suspended by the first
     node, and a launch template change never replaces running nodes (no rolling update policy; the
     group points at the template version current at deploy time). Scale to zero with ``nodes.min_size=0``.
-    Capacity Blocks get scheduled actions that scale up at the block's start and to zero
-    ``capacity.drain_minutes`` before EC2 reclaims the nodes, and a termination hook that gives each node
+    Capacity Blocks get scheduled actions that scale up at the block's start (none when synthesized while the block
+    runs, per ``neuronkit.clock``: the group then starts at ``max_size``; a block past its scale-down is refused) and
+    to zero ``capacity.drain_minutes`` before EC2 reclaims the nodes, and a termination hook that gives each node
     that long to checkpoint its job (``kit/neuronkit-drain``). ``lnc`` sets the runtime's logical
     NeuronCore setting (Trn2/Trn3); ``ultraserver_size`` (servers per UltraServer, 0: none) ranks each
     UltraServer's nodes together in the hostfile. ``nodes`` (a :class:`NodePoolSpec`) names the type, the

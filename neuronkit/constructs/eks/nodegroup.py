@@ -208,7 +208,10 @@ class NeuronNodeGroup(Construct):
     tags. ``script`` is the kit's rendered boot script (``neuronkit/userdata/eks-node.sh``): it runs before the
     node registers and keeps a node that fails its check out of the cluster. Node auto-repair is on. A Capacity
     Block group gets scheduled actions on the node group's Auto Scaling group (found with DescribeNodegroup) that
-    scale it up at the block's start and to zero before EC2 reclaims the nodes.
+    scale it up at the block's start and to zero before EC2 reclaims the nodes; synthesized while the block runs
+    (``neuronkit.clock``: the context key ``neuronkit:now``, else the system clock), it gets no start action and
+    starts at ``max_size``, and a block past its scale-down is refused (ValueError). Updates use the MINIMAL strategy
+    (terminate first); a serving group (``role="inference"``) does not force an update through PodDisruptionBudgets.
 
     Public attributes: ``nodegroup``, ``launch_template``, ``security_group`` (or None), ``placement_group`` (or
     None), ``role``, ``spec``.

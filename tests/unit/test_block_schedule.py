@@ -163,3 +163,15 @@ def test_the_validate_command_prints_the_file_key_and_fix(
     assert len(lines) == 1
     monkeypatch.setattr(clock, "utc_now", lambda: clock.parse(DURING))
     assert main(["validate", "--file", str(path)]) == 0
+
+
+def test_validate_takes_the_time_to_check_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from neuronkit.cli import main
+
+    path = _prod_with_block_ending(tmp_path, "2030-03-15T11:30:00Z")
+    assert main(["validate", "--file", str(path), "--now", DURING]) == 0
+    assert main(["validate", "--file", str(path), "--now", AFTER]) == 1
+    assert f"{path}: training[0].capacity.end: the Capacity Block" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["validate", "--file", str(path), "--now", "tomorrow"])
+    assert "'tomorrow' is not an ISO 8601 time" in capsys.readouterr().err

@@ -92,7 +92,8 @@ from pathlib import Path  # noqa: E402
 import cdk_nag  # noqa: E402, F401 -- Node loads cdk-nag now, while the other thread works
 from aws_cdk import App  # noqa: E402
 
-from neuronkit.config import ConfigError, load_all, load_environment, neuron_warnings  # noqa: E402
+from neuronkit import clock  # noqa: E402
+from neuronkit.config import ConfigError, block_problems, load_all, load_environment, neuron_warnings  # noqa: E402
 from neuronkit.constructs import compliance  # noqa: E402
 from neuronkit.stacks import build_environment, failed_lookups, missing_lookups  # noqa: E402
 
@@ -127,6 +128,15 @@ def main() -> None:
     except ConfigError as err:
         for line in err.problems:
             print(line, file=sys.stderr)
+        sys.exit(1)
+    # A Capacity Block whose scale-down has passed cannot be scheduled (neuronkit.clock: -c neuronkit:now=... sets the time).
+    ended = [
+        f"{file or f'environments/{env.name}.yaml'}: {key}: {msg}"
+        for env in environments
+        for key, msg in block_problems(list(env.training), clock.now(app))
+    ]
+    if ended:
+        print("\n".join(ended), file=sys.stderr)
         sys.exit(1)
     for env in environments:
         for line in neuron_warnings(env):

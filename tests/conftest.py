@@ -22,12 +22,29 @@ if _VENV_BIN.is_dir() and not os.environ.get("PATH", "").startswith(str(_VENV_BI
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
 
+# The time the tests synthesize and validate at (neuronkit.clock): before the example Capacity Blocks (2027), so the
+# examples' schedules stay the same whatever day the suite runs; tests about the clock set their own.
+FROZEN_NOW = "2026-11-01T00:00:00Z"
+
+
 def cdk_context() -> dict[str, Any]:
     """The feature flags of cdk.json and the pinned lookups of cdk.context.json (the example environments'
-    AMIs), so in-process apps synthesize exactly as the CLI does."""
+    AMIs), so in-process apps synthesize exactly as the CLI does; the clock frozen at ``FROZEN_NOW``."""
     context: dict[str, Any] = json.loads((ROOT / "cdk.context.json").read_text())
     context.update(json.loads((ROOT / "cdk.json").read_text())["context"])
+    context["neuronkit:now"] = FROZEN_NOW
     return context
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _frozen_clock() -> Iterator[None]:
+    """`neuronkit validate` and constructs without the context key read neuronkit.clock.utc_now: frozen too."""
+    from neuronkit import clock
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(clock, "utc_now", lambda: clock.parse(FROZEN_NOW))
+    yield
+    mp.undo()
 
 
 def stand_in_ami(key: str) -> str:

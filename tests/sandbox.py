@@ -316,7 +316,7 @@ def run_user_data(user_data: str, scenario: Scenario, workdir: Path, timeout: in
 #   directory: every file the boot writes lands there (Run.root). Overlays would spare the copy, but inside a
 #   user namespace the kernel refuses to clone "/" ("failed to clone lowerpath"), and a non-root user cannot
 #   write through an overlay into directories owned by the real root;
-# - /proc (a pid namespace of its own), /run and /tmp fresh; /dev a tmpfs holding the scenario's fake devices,
+# - /proc (a pid namespace of its own), /run (in the upper directory) and /tmp fresh; /dev a tmpfs holding the scenario's fake devices,
 #   with null, zero, random and urandom as symlinks into this machine's /dev (bound below /dev/.host): device
 #   nodes on a tmpfs mounted inside a user namespace cannot be opened.
 _WRITABLE = ("opt", "var", "root", "home", "usr/local")
@@ -349,7 +349,7 @@ def _setup(up: Path, work: Path, root: Path, devices: str, *, infiniband: bool) 
         f"mount --rbind /dev {root}/dev/.host",
         f"for n in null zero random urandom; do ln -s .host/$n {root}/dev/$n; done",
         f"ln -s /proc/self/fd {root}/dev/fd",
-        f"mount -t tmpfs none {root}/run",
+        f"mkdir -p {up}/run && mount --bind {up}/run {root}/run",  # fresh, and kept in Run.root for the tests
         f"mount -t tmpfs none {root}/tmp",
         "touch " + devices if devices else ":",
         "set +e",

@@ -55,7 +55,7 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("validate", arguments="`[FILE ...]`", environments=ENV_ALL),
+    Command("validate", arguments="`[FILE ...]`", environments=ENV_ALL, options=("`--now TIME`",)),
     Command("schema", format="`--format json|markdown`"),
     Command("catalog show", arguments="`[TYPE]`", regions="`--region R` (repeatable)"),
     Command(

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from neuronkit import config
+from neuronkit import clock, config
 from neuronkit.cli import selection
 from neuronkit.config import lookups
 
@@ -16,6 +16,14 @@ from neuronkit.config import lookups
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("validate", help="check environment files without synthesizing")
     selection.add(p)
+    p.add_argument(
+        "--now",
+        type=_time,
+        default=None,
+        metavar="TIME",
+        help="check Capacity Blocks as of this time (ISO 8601, e.g. 2027-01-05T00:00:00Z) instead of the clock: a block "
+        "whose scale-down has passed is refused",
+    )
     p.set_defaults(func=validate)
     s = sub.add_parser("schema", help="print the JSON Schema of an environment file, or its Markdown reference")
     s.add_argument(
@@ -35,6 +43,7 @@ def validate(args: argparse.Namespace) -> int:
         return 1
     problems: list[str] = []
     context = _pinned_context()
+    now = getattr(args, "now", None) or clock.now()
     for f in files:
         try:
             env = config.load_environment(f)
@@ -55,6 +64,10 @@ def validate(args: argparse.Namespace) -> int:
             if context is not None:
                 for line in lookups.unpinned_warnings(env, context, _select(Path(f), env.name)):
                     print(f"warning: {f}: {line}", file=sys.stderr)
+            ended = [f"{f}: {key}: {msg}" for key, msg in config.block_problems(list(env.training), now)]
+            if ended:
+                problems += ended
+                continue
             over, budget = _budget_gate(env, f)
             if over:
                 problems += over
@@ -65,6 +78,13 @@ def validate(args: argparse.Namespace) -> int:
     for line in problems:
         print(line, file=sys.stderr)
     return 1 if problems else 0
+
+
+def _time(value: str) -> Any:
+    try:
+        return clock.parse(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an ISO 8601 time; use e.g. 2027-01-05T00:00:00Z") from None
 
 
 def _budget_gate(env: config.Environment, path: Path) -> tuple[list[str], str]:

@@ -45,6 +45,7 @@ from neuronkit.config.training import (
     OnDemand,
     TrainingCluster,
     ami_family,
+    block_problems,
     gpu_ami_family,
 )
 
@@ -53,6 +54,6 @@ __all__ = [
     "NAME_RE", "REGION_RE", "RESERVATION_RE", "SERVE_COMMAND_MAX", "Alarms", "Ami", "Budget", "Capacity",
     "CapacityBlock", "ConfigError", "DayNight", "Environment", "ExistingVpc", "GpuPool", "HealthCheck",
     "InferenceFleet", "Lustre", "Monitoring", "Network", "OnDemand", "Odcr", "Pilot", "ScheduledCapacity", "Serve",
-    "Storage", "Strict", "TrainingCluster", "ami_family", "environment_files", "gpu_ami_family", "json_schema",
+    "Storage", "Strict", "TrainingCluster", "ami_family", "block_problems", "environment_files", "gpu_ami_family", "json_schema",
     "load_all", "load_environment", "parse_environment", "neuron_warnings", "pool_releases", "PoolRelease", "Workload",
 ]  # fmt: skip

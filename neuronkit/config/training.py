@@ -609,3 +609,30 @@ def _ami_problem(c: TrainingCluster, it: catalog.InstanceType | None) -> str | N
     if ami.kind != kind:
         return f"'{fam}' is not a Neuron DLAMI family ({ami.kind}); {fix}"
     return None
+
+
+def block_problems(training: list[TrainingCluster], now: dt.datetime) -> list[tuple[str, str]]:
+    """(key, fix) for each Capacity Block whose scale-down time (end - EC2's reclaim lead - drain_minutes) is not
+    after ``now``: Auto Scaling refuses a scheduled action in the past (PutScheduledUpdateGroupAction), so the block's
+    scale-down cannot be scheduled. A block that started but scales down later is fine: it gets no start action.
+    Time-dependent, so not part of the model's validation: ``neuronkit validate`` and synth call it with the clock."""
+    reclaim = int(catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"])
+    at = now if now.tzinfo else now.replace(tzinfo=dt.UTC)
+    out: list[tuple[str, str]] = []
+    for i, c in enumerate(training):
+        cap = c.capacity
+        if not isinstance(cap, CapacityBlock):
+            continue
+        end = cap.end if cap.end.tzinfo else cap.end.replace(tzinfo=dt.UTC)
+        stop = end - dt.timedelta(minutes=reclaim + cap.drain_minutes)
+        if stop <= at:
+            iso = end.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            out.append(
+                (
+                    f"training[{i}].capacity.end",
+                    f"the Capacity Block {', '.join(cap.reservations)} is over (ends {iso}; its scale-down "
+                    f"{stop.astimezone(dt.UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} has passed and Auto Scaling refuses a "
+                    "scheduled action in the past); remove the block or replace it with the new one you bought",
+                )
+            )
+    return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_iam as iam
@@ -85,9 +85,15 @@ def drain_hook(heartbeat_seconds: int) -> autoscaling.CfnAutoScalingGroup.Lifecy
     )
 
 
-def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> None:
+# The tag a training node puts on itself once it passed its checks (training-node.sh), which peers' hostfiles
+# select on (kit/neuronkit-hostfile), and which it removes again when it fails after that.
+READY_TAG = "neuronkit:ready"
+
+
+def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str, *, removable_tags: Sequence[str] = ()) -> None:
     """What a node of ``group_name`` may do to its own group and itself: complete its launch hook, drop its
-    scale-in protection at the end of a job, and tag itself (versions, ready), nothing else."""
+    scale-in protection at the end of a job, tag itself (versions, ready) and remove ``removable_tags`` (only those
+    keys) from itself, nothing else."""
     arn = group_arn(scope, group_name)
     add_statement(
         role,
@@ -111,6 +117,22 @@ def grant_node_lifecycle(role: iam.IRole, scope: Construct, group_name: str) -> 
             conditions={"StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": group_name}},
         ),
     )
+    if removable_tags:
+        add_statement(
+            role,
+            iam.PolicyStatement(
+                sid="UntagSelf",
+                actions=["ec2:DeleteTags"],
+                resources=[instances],
+                conditions={
+                    "StringEquals": {"aws:ResourceTag/aws:autoscaling:groupName": group_name},
+                    # Without a Tags parameter DeleteTags removes every tag: aws:TagKeys is then absent, and
+                    # ForAllValues passes on an absent key, so the null check requires the request to name its keys.
+                    "ForAllValues:StringEquals": {"aws:TagKeys": list(removable_tags)},
+                    "Null": {"aws:TagKeys": "false"},
+                },
+            ),
+        )
     acknowledge_each(
         role,
         {

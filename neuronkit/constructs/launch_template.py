@@ -167,6 +167,8 @@ def _efa_only(card: int, device: int, groups: list[str]) -> ec2.CfnLaunchTemplat
 
 USER_DATA_LIMIT_BYTES = 16 * 1024  # EC2 API limit on user data before base64 encoding
 _TOKEN_MARGIN_BYTES = 1024
+# Tokens (bucket names, DNS names) are counted at their placeholder length: the margin for what they resolve to.
+TOKEN_MARGIN_BYTES = _TOKEN_MARGIN_BYTES
 
 
 class AcceleratorLaunchTemplate(Construct):

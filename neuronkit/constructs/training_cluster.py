@@ -16,11 +16,12 @@ from aws_cdk import aws_resourcegroups as resourcegroups
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from neuronkit import catalog, userdata
+from neuronkit import catalog, clock, userdata
 from neuronkit.config.base import AZ_ID_RE
 from neuronkit.constructs import arns, placement, pseudo
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.groups import (
+    READY_TAG,
     drain_hook,
     grant_node_lifecycle,
     group_tags,
@@ -69,6 +70,27 @@ class CapacitySpec:
         reclaim = catalog.capacity_facts()["capacity_blocks"]["reclaim_minutes_before_end"]
         return self.end - dt.timedelta(minutes=reclaim + self.drain_minutes)
 
+    def block_phase(self, now: dt.datetime) -> Literal["upcoming", "running", "over"]:
+        """Where a Capacity Block stands at ``now``: ``upcoming`` (both scheduled actions lie ahead), ``running``
+        (started, scale-down ahead: no start action, the group starts at its block size) or ``over`` (the scale-down
+        time has passed). Auto Scaling refuses a scheduled action in the past (PutScheduledUpdateGroupAction)."""
+        if self.kind != "capacity-block" or self.start is None or self.scale_down_at is None:
+            raise ValueError("block_phase: only a Capacity Block with start and end has a phase")
+        at = _utc(now)
+        if _utc(self.scale_down_at) <= at:
+            return "over"
+        return "running" if _utc(self.start) <= at else "upcoming"
+
+
+def block_over_message(capacity: CapacitySpec) -> str:
+    """What a construct says when a block's scale-down time has passed (validate names the file and key first)."""
+    assert capacity.end is not None and capacity.scale_down_at is not None
+    return (
+        f"capacity: the Capacity Block {capacity.reservation_id or ', '.join(capacity.reservation_ids)} is over (it "
+        f"ends {_iso(capacity.end)}, scale-down at {_iso(capacity.scale_down_at)} has passed; Auto Scaling refuses a "
+        "scheduled action in the past): remove the block or replace it with the new one you bought"
+    )
+
 
 _AZ_ID = re.compile(AZ_ID_RE)
 
@@ -80,8 +102,9 @@ class TrainingCluster(Construct):
     a node runs ``neuronkit-release`` at the end of a job), AZ rebalancing is suspended by the first
     node, and a launch template change never replaces running nodes (no rolling update policy; the
     group points at the template version current at deploy time). Scale to zero with ``nodes.min_size=0``.
-    Capacity Blocks get scheduled actions that scale up at the block's start and to zero
-    ``capacity.drain_minutes`` before EC2 reclaims the nodes, and a termination hook that gives each node
+    Capacity Blocks get scheduled actions that scale up at the block's start (none when synthesized while the block
+    runs, per ``neuronkit.clock``: the group then starts at ``max_size``; a block past its scale-down is refused) and
+    to zero ``capacity.drain_minutes`` before EC2 reclaims the nodes, and a termination hook that gives each node
     that long to checkpoint its job (``kit/neuronkit-drain``). ``lnc`` sets the runtime's logical
     NeuronCore setting (Trn2/Trn3); ``ultraserver_size`` (servers per UltraServer, 0: none) ranks each
     UltraServer's nodes together in the hostfile. ``nodes`` (a :class:`NodePoolSpec`) names the type, the
@@ -168,8 +191,12 @@ class TrainingCluster(Construct):
             instance_type, nodes.ami, storage, extra_security_group_ids, script, nodes.root_volume_gib, capacity, reservation_id
         )
         if is_block:
-            # Capacity Blocks refuse launches before their start: the group stays empty until then.
-            min_size, desired_size = 0, 0
+            # Capacity Blocks refuse launches before their start: the group stays empty until then. A block already
+            # running gets no start action (Auto Scaling refuses one in the past): the group starts at its size.
+            phase = capacity.block_phase(clock.now(self))
+            if phase == "over":
+                raise ValueError(block_over_message(capacity))
+            min_size, desired_size = 0, (max_size if phase == "running" else 0)
             scale_in_protection = False  # the scheduled scale-down before the block's end must not wait
         hooks = [launch_hook(boot_timeout_seconds)] + ([drain_hook(capacity.drain_minutes * 60)] if is_block else [])
         group = self._group(min_size, max_size, desired_size, subnet_id, scale_in_protection, hooks, notifications_topic_arn)
@@ -179,7 +206,7 @@ class TrainingCluster(Construct):
             )
         }
         if is_block:
-            self._block_schedule(capacity, max_size)
+            self._block_schedule(capacity, max_size, started=phase == "running")
 
     def _launch_template(
         self,
@@ -355,7 +382,7 @@ class TrainingCluster(Construct):
         # Metrics and logs come from NodeObservability's statements, scoped to the namespace and the
         # pool's log groups (not the broad CloudWatchAgentServerPolicy).
         self.role = node_role(self, "NodeRole", description=f"{self.group_name} nodes")
-        grant_node_lifecycle(self.role, self, self.group_name)
+        grant_node_lifecycle(self.role, self, self.group_name, removable_tags=[READY_TAG])
         self.role.add_to_policy(
             iam.PolicyStatement(
                 sid="DiscoverPeers",
@@ -465,20 +492,23 @@ class TrainingCluster(Construct):
         return group
 
     # --- a Capacity Block's schedule --------------------------------------------------------------------
-    def _block_schedule(self, capacity: CapacitySpec, max_size: int) -> None:
+    def _block_schedule(self, capacity: CapacitySpec, max_size: int, *, started: bool) -> None:
+        """Scale-up at the block's start (none when the block has ``started``: the group already runs at its size)
+        and to zero before EC2 reclaims the nodes."""
         assert capacity.start and capacity.end
         group = self.auto_scaling_group
         stop = capacity.scale_down_at
         assert stop is not None
-        autoscaling.CfnScheduledAction(
-            self,
-            "BlockStart",
-            auto_scaling_group_name=group.ref,
-            start_time=_iso(capacity.start),
-            min_size=0,
-            max_size=max_size,
-            desired_capacity=max_size,
-        )
+        if not started:
+            autoscaling.CfnScheduledAction(
+                self,
+                "BlockStart",
+                auto_scaling_group_name=group.ref,
+                start_time=_iso(capacity.start),
+                min_size=0,
+                max_size=max_size,
+                desired_capacity=max_size,
+            )
         autoscaling.CfnScheduledAction(
             self,
             "BlockEnd",
@@ -509,3 +539,7 @@ def _iso(when: dt.datetime) -> str:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc(when: dt.datetime) -> dt.datetime:
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)

@@ -307,14 +307,18 @@ class EksStack(NeuronkitStack):
         return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=scaling)
 
     def _script(
-        self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None
+        self, config: Environment, pool: str, types: list[str], efa: bool, lnc: int | None, *, host_lustre: bool = True
     ) -> Callable[[Mapping[str, str | int] | None], str]:
-        """The node group's boot script, given the values of its NodeObservability (created inside the group)."""
+        """The node group's boot script, given the values of its NodeObservability (created inside the group).
+        ``host_lustre`` off (serving pools): no host mount of Lustre, so the file system, the package repository
+        and a kernel-matching client never keep serving nodes from joining; their pods reach Lustre through the
+        CSI volume, if at all (docs/eks.md)."""
         release = self._releases.get(pool)
         rel = release.release if release is not None else None
+        storage = self._access if host_lustre else dataclasses.replace(self._access, lustre_dns_name=None, lustre_mount_name=None)
         render = functools.partial(
             eks_boot_script,
-            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=self._access,
+            environment=config.name, pool=pool, instance_types=types, efa=efa, storage=storage,
             neuron_driver=rel.driver_min if rel else None, neuron_driver_shipped=rel.driver_shipped if rel else None,
             lnc=lnc,
         )  # fmt: skip
@@ -337,7 +341,9 @@ class EksStack(NeuronkitStack):
 
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any) -> None:
         spec = dataclasses.replace(spec, release_version=self._release_version(config, spec.image))
-        script = self._script(config, spec.name, list(spec.instance_types), spec.uses_efa, spec.lnc)
+        script = self._script(
+            config, spec.name, list(spec.instance_types), spec.uses_efa, spec.lnc, host_lustre=role != "inference"
+        )
         self._roles[spec.name] = role
         client = self._access.client_security_group_id
         self.node_groups[spec.name] = NeuronNodeGroup(

@@ -9,8 +9,11 @@
 # catalog lists, the driver of the pool's Neuron release, Lustre. nodeadm-run.service, which starts the
 # kubelet and so registers the node, is ordered after cloud-final.service (awslabs/amazon-eks-ami,
 # templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service), so it waits for this script. Any
-# failure, an unexpected one included (ERR trap), masks nodeadm-run and kubelet and powers the node off: it
-# never registers, and the node group's Auto Scaling group replaces the stopped instance (EC2 health check).
+# failure, an unexpected one included (ERR trap), holds nodeadm-run and kubelet back with runtime drop-ins and
+# powers the node off: it never registers, and the node group's Auto Scaling group replaces the stopped instance
+# (EC2 health check). Drop-ins, not `systemctl mask --runtime`: the AMI installs both units in /etc/systemd/system,
+# which comes before /run/systemd/system in the unit search path, so a runtime mask is ignored (systemd/systemd#10583);
+# drop-ins (*.service.d/*.conf) of every directory are merged, whatever the precedence of the unit file.
 set -Eeuo pipefail
 exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 
@@ -20,13 +23,28 @@ exec > >(tee -a /var/log/neuronkit-boot.log) 2>&1
 # shellcheck source-path=SCRIPTDIR source=node-lib.sh
 . /opt/neuronkit/node-lib.sh
 
+BOOT_FAILED=/run/neuronkit/boot-failed
+
+# nodeadm-run and kubelet start only while the failure marker is absent: a start job already queued (nodeadm-run
+# waits for cloud-final) finds its condition false once the drop-ins are loaded.
+hold_back_join() {
+  local unit
+  for unit in nodeadm-run kubelet; do
+    mkdir -p "/run/systemd/system/${unit}.service.d"
+    printf '[Unit]\nConditionPathExists=!%s\n' "${BOOT_FAILED}" > "/run/systemd/system/${unit}.service.d/99-neuronkit.conf"
+  done
+  mkdir -p "${BOOT_FAILED%/*}"
+  touch "${BOOT_FAILED}"
+  systemctl daemon-reload
+}
+
 fail_node() {
   trap - ERR
   stop_deadline
-  log "node failed: $*; it never joins the cluster (nodeadm and kubelet masked) and powers off so that its node group replaces it"
+  log "node failed: $*; it never joins the cluster (nodeadm-run and kubelet held back) and powers off so that its node group replaces it"
   # Before it goes: a powered-off node is no launch failure, so the pool's NodeBootFailures alarm is what tells.
   publish_failure "${FAIL_REASON:-step}"
-  systemctl mask --runtime nodeadm-run.service kubelet.service || true
+  hold_back_join || log "could not hold nodeadm-run and kubelet back; powering off"
   systemctl poweroff
   exit 1
 }

@@ -49,8 +49,8 @@ package_version() {
 # The Neuron driver rule of the pool's release (docs/neuron-releases.md): EXPECTED_NEURON_DRIVER is the release's
 # driver_min (the oldest driver its runtime works with): an older driver fails the node. NEURON_DRIVER_SHIPPED is the
 # driver the release shipped: a driver at or above driver_min but below it joins with a WARNING line and a
-# NeuronDriverBelowShipped datapoint; a newer one (a re-spun image with a patched driver) joins with a note and a
-# NeuronDriverAboveFloor datapoint, and the pool's NeuronDriverVersions alarm shows any skew (docs/node-lifecycle.md).
+# NeuronDriverBelowShipped datapoint; one at or above it joins quietly (newer images carry newer drivers: the
+# EKS Neuron image's is above every release's shipped one), with an ordinary log line (docs/node-lifecycle.md).
 version_at_least() {  # $1 >= $2, comparing dotted versions numerically
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$2" ]
 }
@@ -71,14 +71,12 @@ check_driver() {
   [ -n "${found}" ] || FAIL_REASON=driver fail_node "no Neuron driver loaded (release minimum ${EXPECTED_NEURON_DRIVER})"
   version_at_least "${found}" "${EXPECTED_NEURON_DRIVER}" \
     || FAIL_REASON=driver fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the release minimum"
-  [ "${found}" = "${shipped}" ] && return 0
-  if ! version_at_least "${found}" "${shipped}"; then
-    log "WARNING: Neuron driver ${found} is below ${shipped}, the release's shipped driver; accepted"
-    put_metric NeuronDriverBelowShipped "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}"
+  if version_at_least "${found}" "${shipped}"; then
+    log "Neuron driver ${found} is at or above ${shipped}, the release's shipped driver"
     return 0
   fi
-  log "WARNING: Neuron driver ${found} is newer than ${shipped}, the release's shipped driver; accepted"
-  put_metric NeuronDriverAboveFloor "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}"
+  log "WARNING: Neuron driver ${found} is below ${shipped}, the release's shipped driver; accepted"
+  put_metric NeuronDriverBelowShipped "DriverVersion=${found},Environment=${ENVIRONMENT},Pool=${POOL}"
 }
 
 # --- failures that speak: before the node goes, it says so (docs/node-lifecycle.md) -----------------------

@@ -482,3 +482,38 @@ def test_only_daemonsets_that_must_run_on_accelerators_tolerate_their_taints(eks
     for w in daemonsets.values():
         if w.name not in placement.MUST_RUN_ON_ACCELERATORS:
             assert not any(placement.tolerates(t, x) for t in w.tolerations for x in (neuron, gpu)), w.name
+
+
+def _dynamic_parts(value: Any) -> int:
+    """How many values of a Fn::Base64 / Fn::Join expression resolve only at deploy (Ref, GetAtt, imports)."""
+    if isinstance(value, str):
+        return 0
+    if isinstance(value, dict) and "Fn::Base64" in value:
+        return _dynamic_parts(value["Fn::Base64"])
+    if isinstance(value, dict) and "Fn::Join" in value:
+        return sum(_dynamic_parts(p) for p in value["Fn::Join"][1])
+    return 1
+
+
+def test_every_pools_user_data_leaves_eks_room_under_the_16_kb_limit(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """EC2: user data "is limited to 16 KB" in raw form (EC2 User Guide, "Run commands when you launch an EC2 instance
+    with user data input"), and EKS merges its own NodeConfig part (cluster endpoint, CA bundle ...) into a managed
+    node group's user data: the kit's part of the largest pool, each deploy-time value counted at 128 bytes, stays
+    under 16 KB less the catalog's reserve for EKS's part."""
+    from neuronkit.constructs.eks.nodegroup import user_data_room
+    from neuronkit.constructs.launch_template import USER_DATA_LIMIT_BYTES
+    from tests.sandbox import resolve
+
+    _, templates = eks_synth
+    sizes = {}
+    for lid, r in templates["eks-eks"]["Resources"].items():
+        data = r["Properties"].get("LaunchTemplateData", {}) if r["Type"] == "AWS::EC2::LaunchTemplate" else {}
+        if "UserData" in data and "neuronkit:pool" in json.dumps(data.get("TagSpecifications", [])):
+            raw = data["UserData"]
+            sizes[lid] = len(resolve(raw).encode()) + 128 * _dynamic_parts(raw)
+    assert len(sizes) >= 4, sizes  # pretrain, pretrain-gpu, chat and chat-gpu (per AZ)
+    reserve = int(EKS["user_data"]["merged_part_reserve_bytes"])
+    largest = max(sizes.values())
+    assert largest <= USER_DATA_LIMIT_BYTES - reserve, (largest, sizes)
+    assert user_data_room() <= USER_DATA_LIMIT_BYTES - reserve - 1024  # the guard keeps a margin for tokens too
+    print(f"largest EKS pool user data: {largest} bytes of {USER_DATA_LIMIT_BYTES - reserve} (sizes {sorted(sizes.values())})")

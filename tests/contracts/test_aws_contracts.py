@@ -178,6 +178,57 @@ def test_a_capacity_block_drains_before_ec2_reclaims_its_nodes(synth: Synth) -> 
         assert "PlacementGroup" not in group["Properties"], (stack, lid)
 
 
+def _one_off_actions(templates: dict[str, dict[str, Any]]) -> list[tuple[str, str, dt.datetime]]:
+    return [
+        (stack, lid, dt.datetime.fromisoformat(r["Properties"]["StartTime"].replace("Z", "+00:00")))
+        for stack, template in templates.items()
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "AWS::AutoScaling::ScheduledAction" and "StartTime" in r["Properties"]
+        and not r["Properties"].get("Recurrence")
+    ]  # fmt: skip
+
+
+def test_no_scheduled_action_lies_in_the_past(synth: Synth) -> None:
+    """Auto Scaling API reference, PutScheduledUpdateGroupAction: "If you try to schedule your action in the past,
+    Amazon EC2 Auto Scaling returns an error message." (CloudFormation's AWS::AutoScaling::ScheduledAction calls it.)
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_PutScheduledUpdateGroupAction.html
+    Every one-off action (a Capacity Block's start and scale-down) lies after the time the app was synthesized at."""
+    from neuronkit import clock
+
+    now = clock.parse(synth.context["neuronkit:now"])
+    actions = _one_off_actions(synth.templates)
+    assert actions  # prod's Capacity Block
+    assert [(s, lid, at) for s, lid, at in actions if at <= now] == []
+
+
+def test_a_running_block_schedules_nothing_in_the_past_on_either_platform() -> None:
+    """PutScheduledUpdateGroupAction: "If you try to schedule your action in the past, Amazon EC2 Auto Scaling returns
+    an error message." The prod (Auto Scaling) and EKS examples synthesized while their block runs: no start action
+    (it would lie in the past), only the scale-down, and the block's group starts at its size."""
+    import yaml
+
+    from neuronkit import clock
+    from neuronkit.config.loader import parse_environment
+    from neuronkit.stacks import build_environment
+    from tests.conftest import ROOT, pinned_app
+
+    during = "2027-01-05T00:00:00Z"
+    for path in (ROOT / "environments" / "prod.yaml", ROOT / "examples" / "environments" / "eks.yaml"):
+        env = parse_environment(yaml.safe_load(path.read_text()), str(path))
+        (block,) = [c.capacity for c in env.training if c.capacity.type == "capacity-block"]
+        assert block.start < clock.parse(during) < block.end, "the example block's dates moved: move `during` too"
+
+        def build(app: Any, env: Any = env) -> Any:
+            app.node.set_context(clock.CONTEXT_KEY, during)
+            return build_environment(app, env)
+
+        app, _ = pinned_app(build)
+        templates = {s.stack_name: s.template for s in app.synth().stacks}
+        actions = _one_off_actions(templates)
+        assert len(actions) == 1, (path.name, actions)  # the scale-down only
+        assert actions[0][2] > clock.parse(during)
+
+
 def _user_data(synth: Synth) -> Iterator[tuple[str, str, str]]:
     for stack, lid, lt in _resources(synth, "AWS::EC2::LaunchTemplate"):
         raw = lt["Properties"]["LaunchTemplateData"].get("UserData")

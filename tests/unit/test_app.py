@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from neuronkit import config
-from tests.conftest import ROOT
+from tests.conftest import FROZEN_NOW, ROOT
 
 
 def test_construct_refusal_is_one_line_without_traceback(
@@ -91,7 +91,12 @@ def _run_app(tmp_path: Path, flags: list[str], *, file: str, outdir: Path) -> su
     (the app skips Python's teardown: jsii's exit handler must still stop Node and remove its files)."""
     tmp = tmp_path / f"tmp-{outdir.name}"
     tmp.mkdir()
-    env = {**os.environ, "CDK_OUTDIR": str(outdir), "CDK_CONTEXT_JSON": json.dumps({"file": file}), "TMPDIR": str(tmp)}
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(outdir),
+        "CDK_CONTEXT_JSON": json.dumps({"file": file, "neuronkit:now": FROZEN_NOW}),
+        "TMPDIR": str(tmp),
+    }
     run = subprocess.run([sys.executable, *flags, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert list(tmp.iterdir()) == [], "the app left files in TMPDIR"
     return run

@@ -44,7 +44,7 @@ def _sandbox_runs_here() -> None:
 TRN = catalog.get("trn1.32xlarge")
 DRIVER = releases.release("2.28.1").driver
 _MAJOR, _MINOR, _PATCH, _BUILD = DRIVER.split(".")
-NEWER_DRIVER = f"{_MAJOR}.{_MINOR}.{int(_PATCH) + 1}.{_BUILD}"  # one patch above the floor
+NEWER_DRIVER = f"{_MAJOR}.{_MINOR}.{int(_PATCH) + 1}.{_BUILD}"  # one patch above the shipped driver
 OLDER_DRIVER = f"{_MAJOR}.{_MINOR}.{int(_PATCH) - 1}.{_BUILD}"
 HOOK = catalog.software_facts()["lifecycle"]["hook_name"]
 STORAGE = StorageAccess(
@@ -115,7 +115,7 @@ def test_a_healthy_node_continues_then_joins_the_ready_set(training_user_data: s
     ready = [i for i, c in enumerate(run.calls) if "Key=neuronkit:ready,Value=true" in c]
     cont = [i for i, c in enumerate(run.calls) if "--lifecycle-action-result CONTINUE" in c]
     assert ready and cont and ready[-1] < cont[0]
-    assert not any("NeuronDriverAboveFloor" in c for c in run.calls)
+    assert not any("NeuronDriver" in c for c in run.calls)  # the shipped driver: no driver datapoint
     assert not run.called("aws ec2 delete-tags")
     assert not run.called("aws autoscaling set-instance-health") and not run.called("aws autoscaling suspend-processes")
     # The job environment is one KEY=value file every systemd unit and shell reads; distinct ports, reserved.
@@ -132,7 +132,7 @@ def test_a_healthy_node_continues_then_joins_the_ready_set(training_user_data: s
     [
         ("missing Neuron device", healthy(neuron_devices=TRN.neuron_devices - 1)),
         ("missing EFA device", healthy(efa_devices=TRN.efa_max_interfaces - 1)),
-        ("Neuron driver older than the release floor", healthy(driver=OLDER_DRIVER)),
+        ("Neuron driver older than the release minimum", healthy(driver=OLDER_DRIVER)),
         ("no Neuron driver loaded", healthy(driver=None)),
         ("failed Lustre mount", healthy(fail=["mount /fsx"])),
         ("failed package step", healthy(fail=["modinfo lustre", "apt-get install"])),
@@ -171,18 +171,19 @@ def test_the_busy_marker_is_one_path_the_publisher_the_hostfile_and_jobs_share(t
     assert len(busy) == 2 and set(busy[0]) == {1.0} and set(busy[1]) == {0.0}, busy
 
 
-def test_a_driver_newer_than_the_floor_continues_with_a_warning_and_a_metric(training_user_data: str, tmp_path: Path) -> None:
+def test_a_driver_newer_than_the_shipped_one_continues_without_a_warning_or_a_metric(
+    training_user_data: str, tmp_path: Path
+) -> None:
+    """Issue 36's rule: only a driver between driver_min and driver_shipped joins with the warning. Newer images
+    carry newer drivers (every EKS Neuron node would warn otherwise): above the shipped driver is no news."""
     run = run_user_data(training_user_data, healthy(driver=NEWER_DRIVER), tmp_path)
     assert hook_results(run) == ["CONTINUE"], run.output[-3000:]
-    assert f"WARNING: Neuron driver {NEWER_DRIVER} is newer than {DRIVER}, the release's shipped driver; accepted" in run.output
-    metric = run.called("aws cloudwatch put-metric-data")
-    assert any(
-        "--metric-name NeuronDriverAboveFloor" in c and f"DriverVersion={NEWER_DRIVER}" in c and "--region us-east-1" in c
-        for c in metric
-    )
+    assert f"Neuron driver {NEWER_DRIVER} is at or above {DRIVER}, the release's shipped driver" in run.output
+    assert "WARNING: Neuron driver" not in run.output
+    assert not any("--metric-name NeuronDriver" in c for c in run.called("aws cloudwatch put-metric-data"))
 
 
-def test_a_driver_older_than_the_floor_abandons_with_the_reason(training_user_data: str, tmp_path: Path) -> None:
+def test_a_driver_older_than_the_minimum_abandons_with_the_reason(training_user_data: str, tmp_path: Path) -> None:
     run = run_user_data(training_user_data, healthy(driver=OLDER_DRIVER), tmp_path)
     assert hook_results(run) == ["ABANDON"]
     assert f"Neuron driver {OLDER_DRIVER} is older than {DRIVER}, the release minimum" in run.output

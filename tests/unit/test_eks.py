@@ -254,3 +254,32 @@ def test_node_group_spec_refuses_mixed_images() -> None:
     with pytest.raises(ValueError, match="one instance type"):
         NodeGroupSpec(name="x", instance_types=["trn1.32xlarge", "trn1n.32xlarge"], max_size=1,
                       capacity=CapacitySpec(kind="odcr", reservation_id="cr-0a1b2c3d4e5f60718"))  # fmt: skip
+
+
+def test_a_kit_part_that_leaves_eks_no_room_is_refused() -> None:
+    """The kit's part of a node group's user data leaves EKS room for its NodeConfig part under EC2's 16 KB: a
+    script one byte over the room fails the synth with the setting and the fix; one that fits passes."""
+    from neuronkit.constructs.eks.nodegroup import user_data_room
+
+    room = user_data_room()
+    frame = len(node_user_data("", 110).encode())
+    fits = "#!/bin/bash\n" + "#" * (room - frame - len("#!/bin/bash\n") - 1)
+    assert len(node_user_data(fits, 110).encode()) <= room
+    with pytest.raises(ValueError, match=r"over the \d+ bytes EKS leaves it.*merged_part_reserve_bytes.*artifacts bucket"):
+        node_user_data(fits + "##", 110)
+
+
+def test_accelerated_groups_update_terminate_first_and_serving_groups_respect_their_pdbs(
+    nodes_template: dict[str, Any],
+) -> None:
+    """EKS API reference, NodegroupUpdateConfig: the DEFAULT strategy "launches the new instances first, before
+    terminating the old instances"; MINIMAL "terminates the old instances before launching the new instances ...
+    useful in scenarios where you are constrained to resources or costs (for example, with hardware accelerators such
+    as GPUs)". A serving group does not force its update through PodDisruptionBudgets (ForceUpdateEnabled false);
+    training groups (updated between jobs) do."""
+    groups = _pool_groups(nodes_template)
+    assert len(groups) == 3
+    for group in groups.values():
+        assert group["Properties"]["UpdateConfig"] == {"MaxUnavailable": 1, "UpdateStrategy": "MINIMAL"}
+    force = {g["Properties"]["NodegroupName"]: g["Properties"]["ForceUpdateEnabled"] for g in groups.values()}
+    assert force == {"team-pretrain": True, "team-chat": False, "team-pretrain-gpu": True}

@@ -17,7 +17,7 @@ from neuronkit.catalog.releases import version_key
 from neuronkit.config.base import ConfigError
 from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import LustreVolume, NeuronWorkloads, WorkloadsSpec
-from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart
+from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart, scheduling
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint, dra_problems
 from tests.templates import bare_stack, one, resources, template
 from tests.unit.test_eks import _cluster
@@ -375,3 +375,19 @@ def test_nvidia_placement_values_are_valid_pod_fields() -> None:
     pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerm"] = []
     with pytest.raises(kubernetes_validate.ValidationError):  # a misspelt key is caught
         kubernetes_validate.validate(pod, K8S, strict=True)
+
+
+def test_the_fsx_addon_waits_for_the_system_nodes_and_the_pod_identity_agent() -> None:
+    """The FSx CSI controller runs on the system node group and "The Amazon FSx CSI Driver EKS add-on requires the EKS
+    Pod Identity Agent for authentication" (EKS User Guide, fsx-csi-create): created before either, it sits DEGRADED."""
+    data = _workloads(neuron_releases=["2.28.1"])
+    addons = {a["Properties"]["AddonName"]: (lid, a) for lid, a in resources(data, "AWS::EKS::Addon").items()}
+    system = [
+        lid
+        for lid, g in resources(data, "AWS::EKS::Nodegroup").items()
+        if g["Properties"]["Labels"].get(scheduling.POOL_LABEL) == scheduling.SYSTEM_POOL
+    ]
+    assert len(system) == 1
+    _, fsx = addons["aws-fsx-csi-driver"]
+    agent, _ = addons["eks-pod-identity-agent"]
+    assert {system[0], agent} <= set(fsx["DependsOn"])

@@ -183,6 +183,19 @@ def test_a_driver_between_the_minimum_and_the_shipped_one_joins_with_a_warning_a
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
+def test_the_driver_of_the_pinned_image_joins_without_a_warning(
+    user_data: dict[tuple[str, str], str], tmp_path: Path, path: str
+) -> None:
+    """The drivers the nodes really carry (the DLAMI's: the release's shipped one; the pinned EKS image's: newer)
+    are at or above driver_shipped: only a driver between driver_min and driver_shipped warns (issue 36)."""
+    assert releases.version_key(DRIVER_ON[path]) >= releases.version_key(RELEASE.driver_shipped)
+    run = run_user_data(user_data[(path, "trn1.2xlarge")], Scenario.of("trn1.2xlarge", driver=DRIVER_ON[path]), tmp_path)
+    assert joined(path, run), run.output[-3000:]
+    assert "WARNING: Neuron driver" not in run.output
+    assert not any("--metric-name NeuronDriver" in c for c in run.called("aws cloudwatch put-metric-data"))
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize(
     ("hang", "called"),
     [

@@ -231,3 +231,29 @@ def test_a_node_pool_spec_is_checked_when_it_is_made(fields: dict[str, Any], mes
     with pytest.raises(ValueError, match=message):
         NodePoolSpec("trn1.32xlarge", **fields)
     assert NodePoolSpec("trn1.32xlarge", max_size=2).root_gib == 512  # the catalog's Trainium minimum
+
+
+def test_a_node_may_remove_only_its_ready_tag_from_itself(odcr: dict[str, Any]) -> None:
+    """A node that tagged itself ready and then failed removes the tag (training-node.sh fail_node) so that its peers'
+    hostfiles drop it: ec2:DeleteTags on instances of its own group, for that key only. EC2 API reference, DeleteTags:
+    "If you omit this parameter, we delete all user-defined tags for the specified resources", so the request must
+    name its keys (aws:TagKeys not null)."""
+    from pathlib import Path
+
+    from neuronkit.constructs.groups import READY_TAG
+
+    statements = [s for p in resources(odcr, "AWS::IAM::Policy").values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    (untag,) = [s for s in statements if "ec2:DeleteTags" in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
+    assert untag["Action"] == "ec2:DeleteTags"
+    (tag,) = [s for s in statements if s["Action"] == "ec2:CreateTags"]
+    assert untag["Resource"] == tag["Resource"]
+    assert untag["Condition"] == {
+        "StringEquals": tag["Condition"]["StringEquals"],
+        "ForAllValues:StringEquals": {"aws:TagKeys": [READY_TAG]},
+        "Null": {"aws:TagKeys": "false"},
+    }
+    assert tag["Condition"]["StringEquals"] == {"aws:ResourceTag/aws:autoscaling:groupName": "team-pretrain"}
+    # ... and that key is the one the boot script removes (and sets).
+    script = (Path(__file__).parents[2] / "neuronkit" / "userdata" / "training-node.sh").read_text()
+    assert f'delete-tags --region "${{REGION}}" --resources "${{INSTANCE_ID}}" --tags Key={READY_TAG}' in script
+    assert f"Key={READY_TAG},Value=true" in script

@@ -15,11 +15,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from neuronkit import catalog, userdata
+from neuronkit import catalog, clock, userdata
 from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
 from neuronkit.constructs.launch_template import (
+    TOKEN_MARGIN_BYTES,
+    USER_DATA_LIMIT_BYTES,
     capacity_target,
     efa_network_interfaces,
     metadata_options,
@@ -30,7 +32,7 @@ from neuronkit.constructs.node_role import SESSION_MANAGER
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.constructs.training_cluster import CapacitySpec, capacity_metadata
+from neuronkit.constructs.training_cluster import CapacitySpec, block_over_message, capacity_metadata
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
@@ -126,13 +128,29 @@ def node_user_data(script: str, max_pods: int) -> str:
     node_config = (
         f"apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: {max_pods}\n"
     )
-    return (
+    out = (
         "MIME-Version: 1.0\n"
         f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n\n'
         f"--{MIME_BOUNDARY}\nContent-Type: application/node.eks.aws\n\n{node_config}\n"
         f'--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n{script.rstrip()}\n\n'
         f"--{MIME_BOUNDARY}--\n"
     )
+    size, room = len(out.encode()), user_data_room()
+    if size > room:
+        raise ValueError(
+            f"user data: the kit's part is {size} bytes, over the {room} bytes EKS leaves it under EC2's "
+            f"{USER_DATA_LIMIT_BYTES}-byte limit (catalog/eks.yaml user_data.merged_part_reserve_bytes for EKS's "
+            f"NodeConfig part, {TOKEN_MARGIN_BYTES} for tokens that resolve at deploy); shorten the boot scripts or "
+            "ship large files through the artifacts bucket and fetch them at boot"
+        )
+    return out
+
+
+def user_data_room() -> int:
+    """The most bytes the kit's part of a node group's user data may take: EC2's 16 KB, less EKS's merged NodeConfig
+    part (catalog/eks.yaml ``user_data.merged_part_reserve_bytes``) and the margin for tokens resolved at deploy."""
+    reserve = int(catalog.eks_facts()["user_data"]["merged_part_reserve_bytes"])
+    return USER_DATA_LIMIT_BYTES - reserve - TOKEN_MARGIN_BYTES
 
 
 def eks_boot_script(
@@ -190,7 +208,10 @@ class NeuronNodeGroup(Construct):
     tags. ``script`` is the kit's rendered boot script (``neuronkit/userdata/eks-node.sh``): it runs before the
     node registers and keeps a node that fails its check out of the cluster. Node auto-repair is on. A Capacity
     Block group gets scheduled actions on the node group's Auto Scaling group (found with DescribeNodegroup) that
-    scale it up at the block's start and to zero before EC2 reclaims the nodes.
+    scale it up at the block's start and to zero before EC2 reclaims the nodes; synthesized while the block runs
+    (``neuronkit.clock``: the context key ``neuronkit:now``, else the system clock), it gets no start action and
+    starts at ``max_size``, and a block past its scale-down is refused (ValueError). Updates use the MINIMAL strategy
+    (terminate first); a serving group (``role="inference"``) does not force an update through PodDisruptionBudgets.
 
     Public attributes: ``nodegroup``, ``launch_template``, ``security_group`` (or None), ``placement_group`` (or
     None), ``role``, ``spec``.
@@ -216,6 +237,8 @@ class NeuronNodeGroup(Construct):
         self.spec = spec
         self.group_name = f"{environment}-{spec.name}"
         self._tags = {**(tags or {}), "neuronkit:pool": spec.name}
+        self._serving = role == "inference"
+        self._block_started = self._block_phase() == "running"
         self._groups(cluster, extra_security_group_ids)
         self._placement()
         self._role()
@@ -235,6 +258,16 @@ class NeuronNodeGroup(Construct):
         self._auto_scaling_group(cluster)
         if spec.capacity.kind == "capacity-block":
             self._block_schedule(cluster)
+
+    def _block_phase(self) -> str | None:
+        """A Capacity Block's phase at synth time (``neuronkit.clock``); a block whose scale-down has passed is refused."""
+        cap = self.spec.capacity
+        if cap.kind != "capacity-block":
+            return None
+        phase = cap.block_phase(clock.now(self))
+        if phase == "over":
+            raise ValueError(block_over_message(cap))
+        return phase
 
     def _groups(self, cluster: NeuronEksCluster, extra: Sequence[str]) -> None:
         self.security_group: ec2.ISecurityGroup | None = None
@@ -301,8 +334,10 @@ class NeuronNodeGroup(Construct):
         spec = self.spec
         image = catalog.eks_facts()["node_images"][spec.image]
         is_block = spec.capacity.kind == "capacity-block"
-        # Capacity Blocks refuse launches before their start: the group stays empty until the scheduled scale-up.
-        min_size, desired = (0, 0) if is_block else (spec.min_size, spec.desired_size)
+        # Capacity Blocks refuse launches before their start: the group stays empty until the scheduled scale-up. A
+        # block already running gets no start action (Auto Scaling refuses one in the past): the group starts at its
+        # size, which EKS accepts while the block is active.
+        min_size, desired = (0, spec.max_size if self._block_started else 0) if is_block else (spec.min_size, spec.desired_size)
         self.nodegroup = eks.Nodegroup(
             self,
             "NodeGroup",
@@ -319,6 +354,11 @@ class NeuronNodeGroup(Construct):
             desired_size=desired if desired is not None else min_size,
             capacity_type=eks.CapacityType.CAPACITY_BLOCK if is_block else eks.CapacityType.ON_DEMAND,
             enable_node_auto_repair=True,
+            # A serving group's update waits for its pods' PodDisruptionBudgets instead of evicting through them
+            # (ForceUpdateEnabled: "Force the update if any Pod on the existing node group can't be drained due to a
+            # Pod disruption budget issue"); a training group is updated between jobs and may force.
+            force_update=not self._serving,
+            max_unavailable=1,
             node_role=self.role,
             labels={**scheduling.pool_node_selector(spec.name), **spec.labels},
             taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints]
@@ -330,6 +370,10 @@ class NeuronNodeGroup(Construct):
         cfn = self.nodegroup.node.default_child
         assert isinstance(cfn, eks.CfnNodegroup)
         cfn.add_property_override("AmiType", str(image["ami_type"]))
+        # Accelerated capacity (a fully used Capacity Block, a quota-bound trn2/p5 pool) cannot take the DEFAULT
+        # strategy's surge, which "launches the new instances first": MINIMAL terminates first (EKS API reference,
+        # NodegroupUpdateConfig). The L2 has no update strategy: set it on the L1.
+        cfn.add_property_override("UpdateConfig.UpdateStrategy", "MINIMAL")
         Annotations.of(self.nodegroup).acknowledge_warning(
             "@aws-cdk/aws-eks:gpuInstancesUseAL2",
             "the node group's amiType is the catalog's AL2023 Neuron or NVIDIA variant, set on the L1 above",
@@ -414,11 +458,14 @@ class NeuronNodeGroup(Construct):
 
     def _block_schedule(self, cluster: NeuronEksCluster) -> None:
         """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
-        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML")."""
+        Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML"). A block
+        already running gets no start action: Auto Scaling refuses a scheduled action in the past, and the node
+        group starts at its size instead."""
         cap = self.spec.capacity
         assert cap.start and cap.scale_down_at
         group = self.auto_scaling_group_name
-        for step, at, desired in (("BlockStart", cap.start, self.spec.max_size), ("BlockEnd", cap.scale_down_at, 0)):
+        steps = [("BlockStart", cap.start, self.spec.max_size)] if not self._block_started else []
+        for step, at, desired in [*steps, ("BlockEnd", cap.scale_down_at, 0)]:
             autoscaling.CfnScheduledAction(
                 self, step, auto_scaling_group_name=group, start_time=_iso(at), min_size=0,
                 max_size=self.spec.max_size, desired_capacity=desired,

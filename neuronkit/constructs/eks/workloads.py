@@ -221,6 +221,13 @@ class NeuronWorkloads(Construct):
             preserve_on_delete=False,
         )
         self.fsx_addon.node.add_dependency(self._pod_identity("FsxPodIdentity", pin, self.fsx_role))
+        # Its controller runs on the system node group and authenticates through the Pod Identity agent ("The Amazon
+        # FSx CSI Driver EKS add-on requires the EKS Pod Identity Agent for authentication"): created after both, so
+        # it does not sit DEGRADED while no node can run it.
+        self.fsx_addon.node.add_dependency(self._cluster.system_nodegroup)
+        agent = self._cluster.addons.get("eks-pod-identity-agent")
+        if agent is not None:
+            self.fsx_addon.node.add_dependency(agent)
         self.chart_versions["aws-fsx-csi-driver"] = str(pin["version"])
 
     def _volume(self, volume: LustreVolume) -> None:

@@ -517,3 +517,44 @@ def test_every_pools_user_data_leaves_eks_room_under_the_16_kb_limit(eks_synth: 
     assert largest <= USER_DATA_LIMIT_BYTES - reserve, (largest, sizes)
     assert user_data_room() <= USER_DATA_LIMIT_BYTES - reserve - 1024  # the guard keeps a margin for tokens too
     print(f"largest EKS pool user data: {largest} bytes of {USER_DATA_LIMIT_BYTES - reserve} (sizes {sorted(sizes.values())})")
+
+
+def test_the_example_spills_chat_to_its_gpu_deployment_and_scales_it_on_requests(
+    eks_synth: tuple[Path, dict[str, Any]],
+) -> None:
+    """Issue 39 on the example: the spill controller of `chat` runs every minute in the VPC, with an access entry whose
+    Kubernetes group a Role binds to the fleet's Deployments only (no access policy), its ENI rights, and a KEDA
+    ScaledObject on the fleet's Neuron Deployment."""
+    import json
+
+    from neuronkit.kubernetes import scheduling
+
+    _, templates = eks_synth
+    res = templates["eks-eks"]["Resources"]
+    functions = {k: r for k, r in res.items() if r["Type"] == "AWS::Lambda::Function" and k.startswith("Spillchat")}
+    ((lid, function),) = functions.items()
+    assert "VpcConfig" in function["Properties"]
+    env = function["Properties"]["Environment"]["Variables"]
+    assert env["GPU_DEPLOYMENT"] == scheduling.gpu_deployment_name("chat")
+    assert env["NEURON_DEPLOYMENT"] == scheduling.neuron_deployment_name("chat")
+    rules = [
+        r
+        for r in res.values()
+        if r["Type"] == "AWS::Events::Rule" and "rate(1 minute)" == r["Properties"].get("ScheduleExpression")
+    ]
+    assert any(lid in json.dumps(r["Properties"]["Targets"]) for r in rules)
+    (entry,) = [r["Properties"] for k, r in res.items() if r["Type"] == "AWS::EKS::AccessEntry" and k.startswith("Spillchat")]
+    assert entry["KubernetesGroups"] and not entry.get("AccessPolicies")
+    role = res[function["Properties"]["Role"]["Fn::GetAtt"][0]]["Properties"]
+    assert "AWSLambdaVPCAccessExecutionRole" in json.dumps(role["ManagedPolicyArns"])
+    rbac = [
+        d for k, r in res.items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and k.startswith("Spillchat")
+        for d in json.loads(r["Properties"]["Manifest"])
+    ]  # fmt: skip
+    (role_doc,) = [d for d in rbac if d["kind"] == "Role"]
+    writes = [r for r in role_doc["rules"] if set(r["verbs"]) & {"patch", "update", "create", "delete"}]
+    assert writes == [
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": ["chat-gpu"], "verbs": ["patch"]}
+    ]
+    scaled = [r for k, r in res.items() if k.startswith("ScalingchatScaledObject")]
+    assert scaled and scheduling.neuron_deployment_name("chat") in json.dumps(scaled[0]["Properties"]["Manifest"])

@@ -25,7 +25,6 @@ under the pool's service account (pod identity: checkpoints under ``s3://CHECKPO
 from __future__ import annotations
 
 import datetime as dt
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -312,10 +311,7 @@ exit "${rc}"
 def _resources(instance_type: str) -> dict[str, dict[str, Any]]:
     """One rank pod per node: every device and EFA interface, the node's CPU and memory less the reserve."""
     it = catalog.get(instance_type)
-    reserve = facts()["node_reserve"]
-    cpu = math.floor(it.vcpus * (1 - float(reserve["cpu_fraction"])))
-    memory_gib = math.floor(it.memory_mib / 1024 * (1 - float(reserve["memory_fraction"])))
-    want: dict[str, Any] = {"cpu": str(cpu), "memory": f"{memory_gib}Gi", NEURON_DEVICE: str(it.neuron_devices)}
+    want: dict[str, Any] = {**scheduling.node_share(instance_type), NEURON_DEVICE: str(it.neuron_devices)}
     if it.efa_supported:
         want[EFA_DEVICE] = str(it.efa_max_interfaces)
     limits = {k: v for k, v in want.items() if k in (NEURON_DEVICE, EFA_DEVICE)}

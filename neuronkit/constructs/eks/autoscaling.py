@@ -20,7 +20,7 @@ from constructs import Construct, IConstruct
 from neuronkit.constructs import pseudo
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
-from neuronkit.constructs.eks.workloads import pod_role
+from neuronkit.constructs.eks.workloads import pod_identity, pod_role
 from neuronkit.kubernetes import autoscaler, keda
 
 
@@ -76,13 +76,8 @@ class ClusterAutoscaling(Construct):
         self.keda_chart = self._keda() if spec.keda else None
 
     def _pod_identity(self, id: str, namespace: str, service_account: str, role: iam.IRole) -> eks.CfnPodIdentityAssociation:
-        return eks.CfnPodIdentityAssociation(
-            self,
-            id,
-            cluster_name=self._cluster.cluster.cluster_name,
-            namespace=namespace,
-            service_account=service_account,
-            role_arn=role.role_arn,
+        return pod_identity(
+            self, id, cluster=self._cluster.cluster, namespace=namespace, service_account=service_account, role=role
         )
 
     def _autoscaler(self) -> eks.HelmChart:

@@ -28,7 +28,7 @@ from neuronkit.catalog import serving
 from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
-from neuronkit.constructs.eks.workloads import pod_role
+from neuronkit.constructs.eks.workloads import pod_identity, pod_role
 from neuronkit.constructs.inference_fleet import (
     HealthCheckSpec,
     ServingSpec,
@@ -54,14 +54,10 @@ class LoadBalancerController(Construct):
         document = lbc.iam_policy_document()
         policy = iam.Policy(self, "Policy", document=iam.PolicyDocument.from_json(document["policy"]), roles=[self.role])
         acknowledge_each(policy, _policy_reasons(document["policy"]))
-        association = eks.CfnPodIdentityAssociation(
-            self,
-            "PodIdentity",
-            cluster_name=cluster.cluster.cluster_name,
-            namespace=str(facts["namespace"]),
-            service_account=str(facts["service_account"]),
-            role_arn=self.role.role_arn,
-        )
+        association = pod_identity(
+            self, "PodIdentity", cluster=cluster.cluster, namespace=str(facts["namespace"]),
+            service_account=str(facts["service_account"]), role=self.role,
+        )  # fmt: skip
         self.chart = eks.HelmChart(
             self,
             "Chart",
@@ -291,14 +287,10 @@ class EksServingFleet(Construct):
                 iam5(compiled): "the compiled artifacts of this fleet's model, keyed by release, engine, type and parallelism",
             },
         )
-        self.pod_identity = eks.CfnPodIdentityAssociation(
-            self,
-            "PodIdentity",
-            cluster_name=cluster.cluster.cluster_name,
-            namespace=self.namespace,
-            service_account=manifests.service_account_name(self.spec.name),
-            role_arn=self.pod_role.role_arn,
-        )
+        self.pod_identity = pod_identity(
+            self, "PodIdentity", cluster=cluster.cluster, namespace=self.namespace,
+            service_account=manifests.service_account_name(self.spec.name), role=self.pod_role,
+        )  # fmt: skip
 
     def _workload(self, t: str, pool: str, replicas: int | None) -> manifests.FleetWorkload:
         p = self.profiles[t]

@@ -21,7 +21,7 @@ from constructs import Construct
 
 from neuronkit.catalog import releases
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
-from neuronkit.constructs.eks.workloads import LustreVolume, pod_role
+from neuronkit.constructs.eks.workloads import LustreVolume, pod_identity, pod_role
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes import lustre, scheduling
 from neuronkit.kubernetes import training_job as tj
@@ -189,14 +189,10 @@ class TrainingJobs(Construct):
             role = pod_role(self, f"PoolRole{i}", f"{self.spec.environment}: training jobs of pool {p.name}")
             # Datasets, artifacts and every checkpoint to read; writes only under s3://CHECKPOINTS/POOL/.
             self._storage.grant_node_access(role, pool=p.name)
-            eks.CfnPodIdentityAssociation(
-                self,
-                f"PoolIdentity{i}",
-                cluster_name=self._cluster.cluster.cluster_name,
-                namespace=scheduling.TRAINING_NAMESPACE,
-                service_account=tj.service_account(p.name),
-                role_arn=role.role_arn,
-            )
+            pod_identity(
+                self, f"PoolIdentity{i}", cluster=self._cluster.cluster, namespace=scheduling.TRAINING_NAMESPACE,
+                service_account=tj.service_account(p.name), role=role,
+            )  # fmt: skip
             self.pool_roles[p.name] = role
             if p.block_end is not None and p.lead_minutes is not None:
                 self.signals[p.name] = tj.checkpoint_signal_cronjob(

@@ -69,6 +69,17 @@ def pod_role(scope: Construct, id: str, description: str) -> iam.Role:
     return role
 
 
+def pod_identity(
+    scope: Construct, id: str, *, cluster: Any, namespace: str, service_account: str, role: iam.IRole
+) -> eks.CfnPodIdentityAssociation:
+    """Pod identity: ``service_account`` in ``namespace`` of ``cluster`` (an eks_v2 cluster) assumes ``role`` (a
+    :func:`pod_role`), the one mechanism for pod roles on the kit's clusters."""
+    return eks.CfnPodIdentityAssociation(
+        scope, id, cluster_name=cluster.cluster_name, namespace=namespace, service_account=service_account,
+        role_arn=role.role_arn,
+    )  # fmt: skip
+
+
 class NeuronWorkloads(Construct):
     """The Neuron chart (``neuron_chart``), the EFA plugin chart (``efa_chart``), the NVIDIA device plugin chart
     (``nvidia_chart``, None without GPU node groups), the FSx CSI add-on (``fsx_addon``) and the Lustre volume
@@ -127,15 +138,11 @@ class NeuronWorkloads(Construct):
         self.neuron_chart.node.add_dependency(self._pod_identity("NpdPodIdentity", npd, self.npd_role))
 
     def _pod_identity(self, id: str, facts: Mapping[str, Any], role: iam.IRole) -> eks.CfnPodIdentityAssociation:
-        """Pod identity: the catalog's namespace and service account assume ``role`` (the one mechanism for pod roles)."""
-        return eks.CfnPodIdentityAssociation(
-            self,
-            id,
-            cluster_name=self._cluster.cluster.cluster_name,
-            namespace=str(facts["namespace"]),
-            service_account=str(facts["service_account"]),
-            role_arn=role.role_arn,
-        )
+        """Pod identity: the catalog's namespace and service account assume ``role``."""
+        return pod_identity(
+            self, id, cluster=self._cluster.cluster, namespace=str(facts["namespace"]),
+            service_account=str(facts["service_account"]), role=role,
+        )  # fmt: skip
 
     def _npd_policy(self, namespace: str) -> None:
         """Node recovery marks the node's instance unhealthy in its (EKS-owned) group: only groups of this cluster."""

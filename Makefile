@@ -7,7 +7,6 @@ STAMP := $(VENV)/.setup-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 export CDK_DISABLE_VERSION_CHECK := 1
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
-export CDK_OUTDIR := cdk.out
 ENV ?=
 CDK_CONTEXT := $(if $(ENV),-c env=$(ENV),)
 
@@ -29,7 +28,7 @@ $(STAMP): requirements.txt requirements-dev.txt package.json package-lock.json p
 
 ## synth: synthesize every environment (or ENV=name) into cdk.out
 synth: setup
-	cdk synth --quiet $(CDK_CONTEXT)
+	cdk synth --quiet --output cdk.out $(CDK_CONTEXT)
 	@ls cdk.out/*.template.json | sed 's/^/synthesized: /'
 
 ## test: lint, then the whole offline test suite

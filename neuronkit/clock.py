@@ -2,23 +2,36 @@
 
 Auto Scaling refuses a scheduled action in the past, so the actions a block gets depend on when the stack is
 synthesized (docs/capacity-blocks.md). The time is injectable: the CDK context key ``neuronkit:now`` (an ISO 8601
-time, e.g. ``cdk synth -c neuronkit:now=2027-01-05T00:00:00Z``; the tests freeze it that way), or ``now=`` where a
-function takes it; otherwise the system clock, in UTC.
+time, e.g. ``cdk synth -c neuronkit:now=2027-01-05T00:00:00Z``), or ``now=`` where a function takes it; else the
+environment variable ``NEURONKIT_NOW`` (same format), which a process and every program it starts inherit: the test
+suite sets it so that the rehearsal's ``cdk synth`` and every CLI subprocess run at the frozen time too
+(docs/testing.md); otherwise the system clock, in UTC. Every command of the kit reads the time here, so pinning it here
+pins it everywhere (a test walks the source for other reads of the wall clock).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # `neuronkit validate` reads the clock without loading the CDK (and Node)
     from constructs import IConstruct
 
 CONTEXT_KEY = "neuronkit:now"
+ENV_VAR = "NEURONKIT_NOW"
 
 
 def utc_now() -> dt.datetime:
-    """The system clock in UTC."""
+    """``NEURONKIT_NOW`` when set (an ISO 8601 time), else the system clock, in UTC."""
+    pinned = os.environ.get(ENV_VAR)
+    if pinned:
+        try:
+            return parse(pinned)
+        except ValueError:
+            raise ValueError(
+                f"environment variable {ENV_VAR}: {pinned!r} is not an ISO 8601 time; use e.g. 2027-01-05T00:00:00Z"
+            ) from None
     return dt.datetime.now(dt.UTC)
 
 

@@ -21,10 +21,18 @@ if _VENV_BIN.is_dir() and not os.environ.get("PATH", "").startswith(str(_VENV_BI
     os.environ["PATH"] = f"{_VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 
+# Every App the suite builds synthesizes into a directory of its own: an App without `outdir` writes to $CDK_OUTDIR
+# when it is set, and two test workers writing and reading one cdk.out read each other's templates (issue 45). With
+# the variable gone an App without `outdir` gets a fresh temporary directory; subprocess tests that want one pass it.
+# `_guard_app_outdirs` below fails a test whose App reuses another App's directory or writes into the repository.
+os.environ.pop("CDK_OUTDIR", None)
 
 # The time the tests synthesize and validate at (neuronkit.clock): before the example Capacity Blocks (2027), so the
-# examples' schedules stay the same whatever day the suite runs; tests about the clock set their own.
+# examples' schedules stay the same whatever day the suite runs; tests about the clock set their own. NEURONKIT_NOW
+# carries it into every program the tests start (the rehearsal's `cdk synth`, app.py, the CLI, the example apps);
+# tests/unit/test_clock_pinned.py checks that no code path reads the wall clock past it.
 FROZEN_NOW = "2026-11-01T00:00:00Z"
+os.environ["NEURONKIT_NOW"] = FROZEN_NOW
 
 
 def cdk_context() -> dict[str, Any]:
@@ -36,15 +44,36 @@ def cdk_context() -> dict[str, Any]:
     return context
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _frozen_clock() -> Iterator[None]:
-    """`neuronkit validate` and constructs without the context key read neuronkit.clock.utc_now: frozen too."""
-    from neuronkit import clock
+_APP_OUTDIRS: dict[str, str] = {}
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(clock, "utc_now", lambda: clock.parse(FROZEN_NOW))
-    yield
-    mp.undo()
+
+def _app_outdir_guard() -> None:
+    """Wrap ``aws_cdk.App.__init__`` so that every App records its output directory: a second App in the same directory
+    (another test's, or this test's) or a directory inside the repository (shared by every worker) fails at once,
+    naming both tests. Installed once per worker."""
+    import aws_cdk
+
+    original = aws_cdk.App.__init__
+    if getattr(original, "__neuronkit_guard__", False):
+        return
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        outdir = os.path.realpath(self.outdir)
+        test = os.environ.get("PYTEST_CURRENT_TEST", "(no test)").rsplit(" ", 1)[0]
+        if outdir == str(ROOT) or outdir.startswith(str(ROOT) + os.sep):
+            raise AssertionError(f"{test}: an App synthesizes into {outdir}, inside the repository; give it a tmp_path")
+        if outdir in _APP_OUTDIRS:
+            raise AssertionError(f"{test}: an App synthesizes into {outdir}, which an App of {_APP_OUTDIRS[outdir]} used already")
+        _APP_OUTDIRS[outdir] = test
+
+    init.__neuronkit_guard__ = True  # type: ignore[attr-defined]
+    aws_cdk.App.__init__ = init  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _guard_app_outdirs() -> None:
+    _app_outdir_guard()
 
 
 def stand_in_ami(key: str) -> str:

@@ -180,7 +180,9 @@ def _guard(name: str, region: str, run: Callable[[], list[Check]]) -> list[Check
 # --------------------------------------------------------------------------------------------
 def run_checks(env: Environment, session: boto3.session.Session, *, now: dt.datetime | None = None) -> list[Check]:
     """Check ``env`` against the account of ``session`` in ``env.region``; see the module docstring."""
-    when = now or dt.datetime.now(dt.UTC)
+    from neuronkit import clock
+
+    when = now or clock.utc_now()
     cfg = client_config()
 
     def client(service: str) -> Client:

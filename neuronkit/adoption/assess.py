@@ -487,7 +487,9 @@ def assess(session: Any, regions: Sequence[str], now: dt.datetime | None = None)
 
     from neuronkit.account.preflight import client_config
 
-    now = now or dt.datetime.now(dt.UTC)
+    from neuronkit import clock
+
+    now = now or clock.utc_now()
     months = int(adoption_facts()["spend"]["months"])
     since, _, labels = month_window(now, months)
     since_dt = dt.datetime.combine(since, dt.time(), tzinfo=dt.UTC)

@@ -59,7 +59,9 @@ def _pilot(env: Environment) -> Pilot:
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
-    return (now or dt.datetime.now(dt.UTC)).strftime("run-%Y%m%dT%H%M%SZ")
+    from neuronkit import clock
+
+    return (now or clock.utc_now()).strftime("run-%Y%m%dT%H%M%SZ")
 
 
 def run_started(run_id: str) -> dt.datetime | None:

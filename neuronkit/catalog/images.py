@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from neuronkit import clock
+
 RECORD = Path(__file__).with_name("published_images.json")
 REGISTRY = "public.ecr.aws"
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
@@ -79,7 +81,7 @@ def refresh(fetch: Fetch = _urlopen, today: dt.date | None = None, path: Path = 
     doc = {
         "about": current.get("about", "Tags published by each repository the kit pins from, read from ECR Public."),
         "source": f"https://{REGISTRY}/v2/<repository>/tags/list (Docker Registry HTTP API v2, anonymous pull token)",
-        "checked": (today or dt.date.today()).isoformat(),
+        "checked": (today or clock.utc_now().date()).isoformat(),
         "repositories": {r: tags(r, fetch) for r in repositories},
     }
     path.write_text(json.dumps(doc, indent=1) + "\n")

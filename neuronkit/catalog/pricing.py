@@ -8,7 +8,6 @@ us-east-1) for each instance type and region. Code never carries a price: it rea
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from neuronkit import catalog
+from neuronkit import catalog, clock
 
 _HERE = Path(__file__).parent
 PRICES_FILE = _HERE / "prices.json"
@@ -220,7 +219,7 @@ def refresh_prices(
     regions = list(regions)
     types = list(instance_types)
     client = session.client("pricing", region_name=PRICING_API_REGION)
-    today = _dt.date.today().isoformat()
+    today = clock.utc_now().date().isoformat()
     prices: dict[str, dict[str, float]] = {}
     lacking: dict[str, list[str]] = {}
     for region in regions:

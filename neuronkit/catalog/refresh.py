@@ -9,10 +9,11 @@ file was made that way; the ``source`` field says which).
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 from pathlib import Path
 from typing import Any
+
+from neuronkit import clock
 
 # Which types the catalog keeps is EC2's answer, not a list here: every type DescribeInstanceTypes reports
 # with NeuronInfo (Trainium, Inferentia) or GpuInfo (the GPU fallback and comparison types), plus the types
@@ -124,7 +125,7 @@ def build(session: Any, regions: tuple[str, ...] = DEFAULT_REGIONS, source: str 
         entry["offerings"] = {r: sorted(set(z)) for r, z in sorted(entry["offerings"].items())}
     return {
         "source": source or "EC2 DescribeInstanceTypes + DescribeInstanceTypeOfferings",
-        "generated": _dt.date.today().isoformat(),
+        "generated": clock.utc_now().date().isoformat(),
         "families": sorted({entry["family"] for entry in types.values()}),
         "regions": list(regions),
         "instance_types": dict(sorted(types.items())),

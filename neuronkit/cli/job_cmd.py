@@ -143,7 +143,9 @@ def _emit(docs: list[dict[str, Any]], output: Path | None) -> None:
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+    from neuronkit import clock
+
+    return clock.utc_now()
 
 
 def notes(spec: tj.JobSpec, pool: Any, now: dt.datetime) -> list[str]:

@@ -19,7 +19,6 @@ moto is a test/dev dependency: it is imported only inside the functions here.
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib.metadata
 import inspect
 import threading
@@ -27,6 +26,8 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from neuronkit import clock
 
 MOTO_VERSION = "5.2.5"
 # Attribute set on every function installed into moto: the name of the workaround that installed it.
@@ -894,7 +895,7 @@ def seed_public_parameter(account: str, region: str, name: str, value: str) -> N
             description="seeded public parameter",
             allowed_pattern=None,
             keyid=None,
-            last_modified_date=dt.datetime.now(dt.UTC),
+            last_modified_date=clock.utc_now(),
             version=1,
             data_type="aws:ec2:image",
         )

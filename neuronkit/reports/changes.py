@@ -212,7 +212,9 @@ def capacity_block_lines(changes: Iterable[Any], new: Templates, stacks: Iterabl
     Blocks for ML"), so the update replaces every node; louder when the block is active at review time."""
     import datetime as dt
 
-    now = now or dt.datetime.now(dt.UTC)
+    from neuronkit import clock
+
+    now = now or clock.utc_now()
     changes = list(changes)
     touched = {(c.stack, c.logical_id): c for c in changes if c.action in ("modified", "replaced")}
     lines: list[str] = []

@@ -200,3 +200,32 @@ def reserved_prod() -> dict[str, Any]:
     data["monitoring"]["day_night"]["training_night_desired"] = 16
     data["monitoring"]["day_night"]["training_day_desired"] = 16
     return data
+
+
+# The boot-script sandbox tests either all run or all fail with the reason (tests/sandbox.py `require`); a skip in any
+# module that uses the sandbox fails the run, so CI never passes with the boot scripts unchecked (issue 45, item 4).
+_SANDBOX_SKIPS: list[str] = []
+
+
+def _uses_sandbox(nodeid: str) -> bool:
+    path = ROOT / nodeid.split("::", 1)[0]
+    return path.is_file() and "tests.sandbox" in path.read_text()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and _uses_sandbox(report.nodeid):
+        _SANDBOX_SKIPS.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _SANDBOX_SKIPS and exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _SANDBOX_SKIPS:
+        terminalreporter.write_line(
+            f"FAILED: {len(_SANDBOX_SKIPS)} boot-sandbox test(s) skipped, e.g. {_SANDBOX_SKIPS[0]}: the sandbox tests must run "
+            "or fail with their reason (tests/sandbox.py)",
+            red=True,
+        )

@@ -376,3 +376,12 @@ def available() -> str | None:
             "kernel.unprivileged_userns_clone=1, or AppArmor's userns restriction off) or run as root"
         )
     return None
+
+
+def require() -> None:
+    """Fail (never skip) the calling test with the reason the sandbox cannot run here (``available``)."""
+    import pytest
+
+    reason = available()
+    if reason is not None:
+        pytest.fail(reason, pytrace=False)

@@ -11,12 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import LustreVolume, NeuronWorkloads, WorkloadsSpec
 from neuronkit.constructs.eks.nodegroup import node_user_data
-from tests.sandbox import Run, available, run_user_data
+from tests.sandbox import Run, require, run_user_data
 from tests.templates import bare_stack, resources, template
 from tests.unit.test_eks import _cluster
 
@@ -30,8 +28,8 @@ def _starts(run: Run) -> list[str]:
     return [c for c in run.calls if STARTS_JOIN.search(c)]
 
 
-@pytest.mark.skipif(available() is not None, reason=str(available()))
 def test_the_boot_check_never_starts_nodeadm_or_the_kubelet_itself(tmp_path: Path) -> None:
+    require()  # never a skip
     from tests.unit.test_eks_boot_sandbox import _node_group_user_data, healthy, kept_out
 
     user_data = _node_group_user_data(["trn2.48xlarge"], efa=True, lnc=2)

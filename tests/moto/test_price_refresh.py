@@ -10,7 +10,6 @@ OnDemand and Reserved terms.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 from pathlib import Path
@@ -23,7 +22,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from neuronkit import catalog
+from neuronkit import catalog, clock
 from neuronkit.catalog import pricing
 from neuronkit.cli import main
 
@@ -150,7 +149,7 @@ def test_refresh_reads_on_demand_prices_and_records_what_has_none(session):
     session.stub.assert_no_pending_responses()
     assert session.asked == [("pricing", "us-east-1")]  # the Price List API answers in us-east-1 for every region
     assert doc["prices"] == {"us-east-2": {"trn1.32xlarge": 21.5}}
-    today = dt.date.today().isoformat()
+    today = clock.utc_now().date().isoformat()
     assert doc["unpriced"] == {
         "trn2u.48xlarge": f"no On-Demand Linux price in the AWS Price List API for us-east-2 (fetched {today})"
     }
@@ -213,12 +212,13 @@ def test_cli_refresh_prices_rewrites_prices_json(session, prices_file, monkeypat
     out = capsys.readouterr().out
     assert out.startswith("wrote ")
     assert (
-        f"(1 prices in 1 regions, as of {dt.date.today().isoformat()}; {len(types) - 1} types without an On-Demand price)" in out
+        f"(1 prices in 1 regions, as of {clock.utc_now().date().isoformat()}; {len(types) - 1} types without an On-Demand price)"
+        in out
     )
     table = pricing.load_prices(prices_file)
     assert table.prices == {"us-east-2": {"trn1.32xlarge": 21.5}}
     assert table.hours_per_month == hours  # carried over from the table it replaces
-    assert table.as_of == dt.date.today().isoformat()
+    assert table.as_of == clock.utc_now().date().isoformat()
 
 
 def test_cli_refresh_prices_without_permission_is_one_line(session, prices_file, monkeypatch, capsys):

@@ -485,9 +485,8 @@ def assess(session: Any, regions: Sequence[str], now: dt.datetime | None = None)
     """Read the account (read-only) and propose; an API the credentials may not call is a problem line."""
     from botocore.exceptions import ClientError
 
-    from neuronkit.account.preflight import client_config
-
     from neuronkit import clock
+    from neuronkit.account.preflight import client_config
 
     now = now or clock.utc_now()
     months = int(adoption_facts()["spend"]["months"])

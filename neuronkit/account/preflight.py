@@ -24,7 +24,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -42,6 +42,7 @@ from botocore.exceptions import (
 )
 
 from neuronkit import catalog
+from neuronkit.account.check import Check, Status  # re-exported: callers import them from here
 from neuronkit.catalog import quotas
 from neuronkit.config import (
     Ami,
@@ -56,7 +57,6 @@ from neuronkit.config import (
 from neuronkit.config.training import _sold_outside_offerings
 from neuronkit.reports.pools import gpu_pool_name, pools_from_environment
 
-Status = Literal["PASS", "WARN", "FAIL"]
 Client = Any  # boto3 clients are generated at run time and untyped here
 
 QUOTA_WARN_RATIO = 0.8  # warn when the clusters' max sizes need more than this share of a quota
@@ -94,16 +94,6 @@ ENDED_STATES = frozenset({"expired", "cancelled", "cancelling", "failed", "payme
 WAITING_STATES = frozenset({"scheduled", "pending", "payment-pending", "assessing", "delayed"})
 
 _RANK = {"PASS": 0, "WARN": 1, "FAIL": 2}
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the preflight report."""
-
-    status: Status
-    name: str
-    detail: str
-    fix: str = ""
 
 
 class PreflightAbort(Exception):

@@ -15,7 +15,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from neuronkit.cli.errors import CliError
 from neuronkit.config import ConfigError
+
+__all__ = ["CliError", "main"]
 
 # Subcommand modules, in the order `neuronkit --help` lists them.
 COMMANDS = (
@@ -32,14 +35,6 @@ COMMANDS = (
     "neuronkit.cli.pilot_cmd",
     "neuronkit.cli.job_cmd",
 )
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit code 2 unless given."""
-
-    def __init__(self, message: str, code: int = 2):
-        super().__init__(message)
-        self.code = code
 
 
 EXIT_CODES = """exit codes: 0 ok; 1 findings (validation problems, preflight FAILs); 2 usage or input error
@@ -151,10 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "command", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    grammar.apply_old_spellings(args, args.command_path)
-    if grammar.command(args.command_path).synth:
-        _kit_node()
     try:
+        grammar.apply_old_spellings(args, args.command_path)
+        if grammar.command(args.command_path).synth:
+            _kit_node()
         code: int = args.func(args)
         return code
     except ConfigError as err:

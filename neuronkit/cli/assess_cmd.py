@@ -16,7 +16,8 @@ from typing import Any
 
 from neuronkit import config
 from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 
 FORMATS = ("text", "markdown", "json")
 

@@ -25,7 +25,7 @@ from neuronkit.account.preflight import (
     client_config,
     iam_action,
 )
-from neuronkit.cli import CliError
+from neuronkit.cli.errors import CliError
 from neuronkit.config import CapacityBlock
 
 PLATFORM = "Linux/UNIX"

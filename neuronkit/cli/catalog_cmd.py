@@ -7,7 +7,7 @@ import argparse
 
 from neuronkit import catalog
 from neuronkit.catalog import pricing, refresh
-from neuronkit.cli import CliError
+from neuronkit.cli.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

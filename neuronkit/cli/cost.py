@@ -18,7 +18,8 @@ from pathlib import Path
 
 from neuronkit import config
 from neuronkit.catalog.pricing import MissingPriceError
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 from neuronkit.reports import cost
 from neuronkit.reports.pools import Pool, PoolError, pools_from_cdk_out, pools_from_environment
 

@@ -20,12 +20,11 @@ Nothing here imports the commands' dependencies: building the parser stays free 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The release in which the old spellings below stop working.
+# The release in which the old spellings below stopped working: they are refused with one line naming the new one.
 REMOVED_IN = "0.3"
 
 ENV_ALL = "`--env NAME` (repeatable), `--file PATH` (repeatable); default: every file under environments/"
@@ -148,10 +147,10 @@ COMMANDS: tuple[Command, ...] = (
 
 @dataclass(frozen=True)
 class Old:
-    """An old spelling: it still works, with a deprecation line, until :data:`REMOVED_IN`.
+    """An old spelling, removed in :data:`REMOVED_IN`: still parsed (hidden from help) so that using it gives one line
+    naming the new spelling instead of argparse's "unrecognized arguments".
 
-    ``kind`` says how its value reaches the new option's ``dest``: ``value`` moves it, ``list`` splits it on
-    commas and spaces and appends, ``flag`` sets ``const``."""
+    ``kind`` says how argparse reads it (``value``, ``list`` of values, ``flag``); ``dest`` is the new option's."""
 
     spelling: str  # as README shows it
     flag: str
@@ -163,7 +162,7 @@ class Old:
     commands: tuple[str, ...] = field(default=())
 
     def message(self) -> str:
-        return f"neuronkit: {self.flag} is deprecated; use {self.new} ({self.flag} is removed in {REMOVED_IN})"
+        return f"{self.flag} was removed in {REMOVED_IN}; use {self.new}"
 
 
 OLD_SPELLINGS: tuple[Old, ...] = (
@@ -199,18 +198,13 @@ def add_old_spellings(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def apply_old_spellings(args: argparse.Namespace, name: str) -> None:
-    """Move what an old spelling gave to its new option (the new one wins when both are given) and say so."""
+    """Refuse an old spelling of command ``name`` with one line naming the new one (:class:`CliError`)."""
+    from neuronkit.cli.errors import CliError
+
     for old in old_spellings(name):
         dest = "old_" + old.flag.lstrip("-").replace("-", "_")
-        value = getattr(args, dest, None)
-        if not value:
-            continue
-        print(old.message(), file=sys.stderr)
-        if old.kind == "list":
-            values = [v for item in value for v in re.split(r"[,\s]+", item) if v]
-            setattr(args, old.dest, [*(getattr(args, old.dest, None) or []), *values])
-        elif getattr(args, old.dest, None) is None:
-            setattr(args, old.dest, old.const if old.kind == "flag" else value)
+        if getattr(args, dest, None):
+            raise CliError(old.message())
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,7 +226,7 @@ def render() -> str:
         lines.append(f"| `{c.name}` | " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     lines += [
         "",
-        f"Old spellings work in this release with a deprecation line on stderr, and are removed in {REMOVED_IN}:",
+        f"Old spellings removed in {REMOVED_IN} (each is refused with one line naming its new spelling; CHANGELOG.md):",
         "",
         "| old spelling | commands | new spelling |",
         "|---|---|---|",

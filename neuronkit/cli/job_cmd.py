@@ -15,7 +15,8 @@ import yaml
 
 from neuronkit import config
 from neuronkit.catalog import releases
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 from neuronkit.config.storage import bucket_names
 from neuronkit.kubernetes import training_job as tj
 

@@ -9,7 +9,8 @@ from pathlib import Path
 from neuronkit import config
 from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session, client_config
 from neuronkit.adoption import pilot, pilot_serving
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

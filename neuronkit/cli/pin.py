@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 from neuronkit.config import lookups
 
 

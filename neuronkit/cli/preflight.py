@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from neuronkit import config
 from neuronkit.account.preflight import Check, PreflightAbort, aws_session, run_checks
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

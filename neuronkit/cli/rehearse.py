@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from neuronkit import config
-from neuronkit.cli import CliError, selection
+from neuronkit.cli import selection
+from neuronkit.cli.errors import CliError
 from neuronkit.rehearsal import RehearsalError, project_root, rehearse, render_verdict
 
 

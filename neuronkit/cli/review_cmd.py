@@ -11,7 +11,7 @@ import argparse
 import subprocess
 from pathlib import Path
 
-from neuronkit.cli import CliError
+from neuronkit.cli.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from neuronkit import config
-from neuronkit.cli import CliError
+from neuronkit.cli.errors import CliError
 
 ENVIRONMENTS_DIR = Path("environments")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from neuronkit.cli import CliError
+from neuronkit.cli.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

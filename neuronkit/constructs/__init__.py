@@ -33,14 +33,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "WorkloadsSpec",
     ),
     "neuronkit.constructs.idle_scale_down": ("IdleScaleDown",),
-    "neuronkit.constructs.inference_fleet": (
-        "HealthCheckSpec",
-        "InferenceFleet",
-        "ScheduleSpec",
-        "ServeSpec",
-        "ServingSpec",
-        "TlsSpec",
-    ),
+    "neuronkit.constructs.inference_fleet": ("InferenceFleet",),
     "neuronkit.constructs.launch_template": ("AcceleratorLaunchTemplate", "AmiSpec", "efa_network_interfaces"),
     "neuronkit.constructs.monitoring": (
         "AlarmThresholds",
@@ -54,6 +47,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "neuronkit.constructs.observability": ("NodeObservability", "ObservabilitySpec"),
     "neuronkit.constructs.pilot": ("LoadJobSpec", "LoadSide", "PilotDashboard", "PilotLoadJob"),
     "neuronkit.constructs.rebalancer": ("Rebalancer",),
+    "neuronkit.constructs.serving_specs": ("HealthCheckSpec", "ScheduleSpec", "ServeSpec", "ServingSpec", "TlsSpec"),
     "neuronkit.constructs.security": ("EfaSecurityGroup",),
     "neuronkit.constructs.storage": ("TrainingStorage",),
     "neuronkit.constructs.training_cluster": ("CapacitySpec", "TrainingCluster"),
@@ -80,14 +74,7 @@ if TYPE_CHECKING:
         WorkloadsSpec,
     )
     from neuronkit.constructs.idle_scale_down import IdleScaleDown
-    from neuronkit.constructs.inference_fleet import (
-        HealthCheckSpec,
-        InferenceFleet,
-        ScheduleSpec,
-        ServeSpec,
-        ServingSpec,
-        TlsSpec,
-    )
+    from neuronkit.constructs.inference_fleet import InferenceFleet
     from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec, efa_network_interfaces
     from neuronkit.constructs.monitoring import AlarmThresholds, EnvironmentMonitoring, LoadBalancerRef, LustreRef, WatchedPool
     from neuronkit.constructs.network import AcceleratorNetwork, plan_subnets
@@ -96,6 +83,7 @@ if TYPE_CHECKING:
     from neuronkit.constructs.pilot import LoadJobSpec, LoadSide, PilotDashboard, PilotLoadJob
     from neuronkit.constructs.rebalancer import Rebalancer
     from neuronkit.constructs.security import EfaSecurityGroup
+    from neuronkit.constructs.serving_specs import HealthCheckSpec, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
     from neuronkit.constructs.storage import TrainingStorage
     from neuronkit.constructs.training_cluster import CapacitySpec, TrainingCluster
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from aws_cdk import (
@@ -17,7 +16,6 @@ from aws_cdk import (
     CfnUpdatePolicy,
     Fn,
     Stack,
-    Token,
 )
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
@@ -29,7 +27,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit import catalog, userdata
-from neuronkit.catalog import releases, serving
+from neuronkit.catalog import serving
 from neuronkit.constructs import durations, placement, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.groups import (
@@ -42,11 +40,26 @@ from neuronkit.constructs.groups import (
     notifications,
 )
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.load_balancing import application_load_balancer, client_ingress, tls_policy
 from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.node_role import node_role
 from neuronkit.constructs.observability import DEFAULT_LOG_RETENTION_DAYS, NodeObservability, ObservabilitySpec
 from neuronkit.constructs.rebalancer import Rebalancer
+from neuronkit.constructs.serving_specs import HealthCheckSpec, ScheduleSpec, ServeSpec, ServingSpec, TlsSpec
 from neuronkit.reports.pools import COMPILE_METADATA_KEY, pool_metadata
+
+# The specs and load balancer helpers moved to modules both platforms import (0.3); importable from here as before.
+__all__ = [
+    "HealthCheckSpec",
+    "InferenceFleet",
+    "ScheduleSpec",
+    "ServeSpec",
+    "ServingSpec",
+    "TERMINATION_POLICIES",
+    "TlsSpec",
+    "application_load_balancer",
+    "client_ingress",
+]
 
 # The systemd unit inference-node.sh runs the model server as; its journal goes to the server log group.
 SERVER_UNIT = "neuronkit-model-server.service"
@@ -63,72 +76,6 @@ _SUSPEND_DURING_UPDATE = ["HealthCheck", "ReplaceUnhealthy", "AZRebalance", "Ala
 # Scale-in removes the lowest-priority type first (AllocationStrategy: for the prioritized On-Demand
 # strategy, the last overrides, i.e. the GPU fallback types), then the default criteria.
 TERMINATION_POLICIES = ["AllocationStrategy", "Default"]
-
-
-@dataclass(frozen=True)
-class HealthCheckSpec:
-    """The target group's health check; ``port`` defaults to the fleet's serving port."""
-
-    path: str = "/health"
-    port: int | None = None
-    protocol: Literal["HTTP", "TCP"] = "HTTP"
-    interval_seconds: int = 15
-    healthy_threshold: int = 2
-    unhealthy_threshold: int = 3
-
-
-@dataclass(frozen=True)
-class ScheduleSpec:
-    """A recurring change of the group's sizes (cron in UTC, e.g. ``0 8 * * 1-5``)."""
-
-    name: str
-    cron: str
-    min_size: int | None = None
-    max_size: int | None = None
-    desired_size: int | None = None
-
-
-@dataclass(frozen=True)
-class ServeSpec:
-    """Your own server commands per accelerator family (instead of :class:`ServingSpec`); ``$MODEL_DIR``,
-    ``$PORT``, ``$ACCELERATOR`` and ``$TENSOR_PARALLEL`` (the type's NeuronCores or GPUs) are set for them."""
-
-    neuron: str
-    gpu: str | None = None
-
-
-@dataclass(frozen=True)
-class ServingSpec:
-    """The model, served by the kit's pinned vLLM containers with a profile per instance type.
-
-    ``neuron_release`` picks the Neuron vLLM container (the release matrix's ``vllm-serving`` container;
-    required with Neuron types unless ``neuron_image`` names one); GPU types run the catalog's pinned GPU
-    vLLM container (or ``gpu_image``). ``registry`` None (the default) creates an ECR pull-through cache
-    rule for ECR Public and pulls through it; or name your own ECR registry/prefix holding the same
-    repositories. ``profiles`` override the derived tensor-parallel degree and vLLM limits per type.
-    ``precompile`` (the default) compiles every new compiled-artifact key on a one-node group of its own
-    before the rolling update starts (docs/serving.md); False leaves the compile to the update's first node.
-    ``lnc`` sets the logical NeuronCore setting of Trn2/Trn3 types (default: the family's, 2): their
-    tensor-parallel degree counts logical cores (64 on trn2.48xlarge at LNC=2), the node and the container
-    get the setting, and it is part of the compiled-artifact key.
-    """
-
-    model: serving.ModelSpec
-    neuron_release: releases.Release | None = None
-    profiles: Mapping[str, serving.ProfileOverride] = field(default_factory=dict)
-    registry: str | None = None
-    neuron_image: str | None = None
-    gpu_image: str | None = None
-    precompile: bool = True
-    lnc: int | None = None
-
-
-@dataclass(frozen=True)
-class TlsSpec:
-    """Terminate TLS on the listener with an ACM certificate (HTTPS on an ALB, TLS on an NLB)."""
-
-    certificate_arn: str
-    port: int = 443
 
 
 class InferenceFleet(Construct):
@@ -437,7 +384,7 @@ class InferenceFleet(Construct):
             )
             self.load_balancer, self.target_group = nlb, ntg
             if tls:
-                _tls_policy(listener)
+                tls_policy(listener)
         self.load_balancer_full_name = self.load_balancer.load_balancer_full_name
         self.target_group_full_name = self.target_group.target_group_full_name
         self.dns_name = self.load_balancer.load_balancer_dns_name
@@ -948,97 +895,3 @@ def _query(
 def _version_of(lt: AcceleratorLaunchTemplate) -> autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty:
     template_id, version = lt.id_and_latest_version
     return autoscaling.CfnAutoScalingGroup.LaunchTemplateSpecificationProperty(launch_template_id=template_id, version=version)
-
-
-def client_ingress(scope: Construct, group: ec2.SecurityGroup, vpc: ec2.IVpc, cidr: str | None, port: int) -> None:
-    """Clients reach the listener from ``cidr``, by default the VPC's CIDR. A CIDR known only at deploy (an ``ec2.Vpc``'s
-    is a CloudFormation attribute) becomes a rule of its own resource, outside the group's inline rules that cdk-nag's
-    AwsSolutions-EC23 reads and cannot evaluate. Shared by the Auto Scaling and the EKS serving paths."""
-    cidr = cidr or vpc.vpc_cidr_block
-    if not Token.is_unresolved(cidr):
-        group.add_ingress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), "Clients in the VPC")
-        return
-    rule = ec2.CfnSecurityGroupIngress(
-        scope,
-        "ClientIngress",
-        group_id=group.security_group_id,
-        ip_protocol="tcp",
-        from_port=port,
-        to_port=port,
-        cidr_ip=cidr,
-        description="Clients in the VPC",
-    )
-    # cdk-nag cannot evaluate a deploy-time CIDR ("Rule threw an error"); this one is the VPC's own block.
-    acknowledge(rule, "AwsSolutions-EC23", "ingress from the VPC's own CIDR block (a deploy-time attribute), never 0.0.0.0/0")
-
-
-def application_load_balancer(
-    scope: Construct,
-    *,
-    vpc: ec2.IVpc,
-    subnets: Sequence[ec2.ISubnet],
-    security_group: ec2.ISecurityGroup,
-    idle_timeout_seconds: int,
-    port: int,
-    listener_port: int,
-    tls: TlsSpec | None,
-    health_check: HealthCheckSpec,
-    target_type: elbv2.TargetType,
-    access_logs_bucket: s3.IBucket | None,
-    log_prefix: str,
-    deregistration_delay_seconds: int | None = None,
-) -> tuple[elbv2.ApplicationLoadBalancer, elbv2.ApplicationTargetGroup, elbv2.ApplicationListener]:
-    """A fleet's internal ALB, its one target group (instance targets on the Auto Scaling path, IP targets on EKS) and
-    its listener: invalid headers dropped, the fleet's idle timeout, access logs, HTTPS with the catalog's TLS policy
-    when ``tls`` names a certificate. Shared by the Auto Scaling and the EKS serving paths."""
-    hc = health_check
-    alb = elbv2.ApplicationLoadBalancer(
-        scope,
-        "LoadBalancer",
-        vpc=vpc,
-        internet_facing=False,
-        vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)),
-        security_group=security_group,
-        drop_invalid_header_fields=True,
-        idle_timeout=durations.seconds(idle_timeout_seconds),
-    )
-    if access_logs_bucket is not None:
-        alb.log_access_logs(access_logs_bucket, prefix=log_prefix)
-    atg = elbv2.ApplicationTargetGroup(
-        scope,
-        "Targets",
-        vpc=vpc,
-        port=port,
-        protocol=elbv2.ApplicationProtocol.HTTP,
-        target_type=target_type,
-        deregistration_delay=durations.seconds(deregistration_delay_seconds)
-        if deregistration_delay_seconds is not None
-        else None,
-        health_check=elbv2.HealthCheck(
-            path=hc.path,
-            port=str(hc.port or port),
-            protocol=elbv2.Protocol.HTTP,
-            interval=durations.seconds(hc.interval_seconds),
-            healthy_threshold_count=hc.healthy_threshold,
-            unhealthy_threshold_count=hc.unhealthy_threshold,
-        ),
-    )
-    # open=False: the security group admits the VPC only (the L2 default opens 0.0.0.0/0).
-    listener = alb.add_listener(
-        "Listener",
-        port=listener_port,
-        protocol=elbv2.ApplicationProtocol.HTTPS if tls else elbv2.ApplicationProtocol.HTTP,
-        certificates=[elbv2.ListenerCertificate.from_arn(tls.certificate_arn)] if tls else None,
-        default_target_groups=[atg],
-        open=False,
-    )
-    if tls:
-        _tls_policy(listener)
-    return alb, atg, listener
-
-
-def _tls_policy(listener: elbv2.ApplicationListener | elbv2.NetworkListener) -> None:
-    """The catalog's TLS policy (TLS 1.3 and 1.2), set on the L1: the L2 enum names it differently."""
-    cfn = listener.node.default_child
-    assert isinstance(cfn, elbv2.CfnListener)
-    cfn.add_property_override("SslPolicy", serving.facts()["tls_policy"])

@@ -12,6 +12,15 @@ from neuronkit.constructs.compliance import acknowledge_each
 
 SESSION_MANAGER = "AmazonSSMManagedInstanceCore"
 
+# The AWS-managed policies of an EKS node role (Amazon EKS User Guide, "Amazon EKS node IAM role"), each with the reason
+# cdk-nag records: the cluster's system node group and every kit node group use them.
+EKS_NODE_POLICIES = {
+    "AmazonEKSWorkerNodePolicy": "AWS-managed policy EKS documents for every node role (kubelet, describe calls)",
+    "AmazonEC2ContainerRegistryPullOnly": "AWS-managed policy EKS documents for nodes pulling images from ECR",
+    "AmazonEKS_CNI_Policy": "AWS-managed policy the VPC CNI needs to attach interfaces and addresses to the node",
+    SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
+}
+
 
 def node_role(
     scope: Construct, id: str, *, description: str | None = None, also_managed: Mapping[str, str] | None = None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import CfnResource, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -66,3 +67,19 @@ def python_function(
     assert isinstance(cfn_policy, iam.CfnPolicy)
     cfn_function.add_override("DependsOn", [Stack.of(scope).get_logical_id(cfn_policy)])
     return function
+
+
+def drop_implied_role_dependency(function: Any) -> None:
+    """Remove a Lambda function's DependsOn its own role, which its Role GetAtt already orders (cfn-lint W3005);
+    the other dependencies (the role's policy) stay. aws-cdk-lib's L2 adds it and has no option against it."""
+    cfn = function.node.default_child if function is not None else None
+    if not isinstance(cfn, CfnResource):
+        return
+    role = function.node.try_find_child("ServiceRole")
+    role_cfn = role.node.default_child if role is not None else None
+    stack = Stack.of(cfn)
+    keep = sorted(stack.get_logical_id(d) for d in cfn.obtain_dependencies() if d is not role_cfn and isinstance(d, CfnResource))
+    if keep:
+        cfn.add_override("DependsOn", keep)
+    else:
+        cfn.add_deletion_override("DependsOn")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from neuronkit import catalog
+from neuronkit.account.check import Check
 
 if TYPE_CHECKING:
-    from neuronkit.account.preflight import Check
     from neuronkit.config import Environment
 
 
@@ -27,8 +27,6 @@ def pinned_addons(env: Environment) -> dict[str, str]:
 
 
 def check_eks_addons(env: Environment, eks: Any) -> list[Check]:
-    from neuronkit.account.preflight import Check
-
     if env.platform != "eks" or env.eks is None:
         return []
     version = env.eks.version

@@ -195,9 +195,9 @@ class EksStack(NeuronkitStack):
         """Fleets with a model: the load balancer controller once, then per fleet its ALB, pod role and manifests, from
         the Auto Scaling path's serving spec (docs/eks.md, "Serving")."""
         from neuronkit.config.inference import model_spec
-        from neuronkit.constructs.inference_fleet import HealthCheckSpec, TlsSpec
+        from neuronkit.constructs.serving_specs import HealthCheckSpec, TlsSpec
         from neuronkit.stacks.base import bucket_names
-        from neuronkit.stacks.inference import serving_spec
+        from neuronkit.stacks.serving import serving_spec
 
         fleets = [f for f in config.inference if model_spec(f) is not None]
         self.load_balancer_controller: LoadBalancerController | None = None

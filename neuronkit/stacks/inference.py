@@ -12,13 +12,11 @@ from neuronkit.catalog import serving
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import pilot as pilot_config
-from neuronkit.config.inference import model_spec
 from neuronkit.constructs.inference_fleet import (
     HealthCheckSpec,
     InferenceFleet,
     ScheduleSpec,
     ServeSpec,
-    ServingSpec,
     TlsSpec,
     _version_of,
 )
@@ -26,6 +24,7 @@ from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.notifications import NotificationTopic, arn_of
 from neuronkit.stacks.base import NeuronkitStack, bucket_names
 from neuronkit.stacks.network import NetworkStack
+from neuronkit.stacks.serving import serving_spec
 from neuronkit.stacks.storage import StorageStack
 from neuronkit.stacks.training import ami_spec
 
@@ -156,7 +155,7 @@ class InferenceStack(NeuronkitStack):
             vpc=network.network.vpc,
             subnet_ids={az: network.network.subnet_ids[az] for az in f.az_ids},
             artifacts_bucket=bucket_names(config)["artifacts"],
-            serving=_serving(config, f, pool),
+            serving=serving_spec(config, f, pool),
             serve=ServeSpec(neuron=f.serve.neuron, gpu=f.serve.gpu) if f.serve else None,
             model_s3_prefix=f.model_s3_prefix,
             gpu_model_s3_prefix=f.gpu_model_s3_prefix,
@@ -185,29 +184,3 @@ class InferenceStack(NeuronkitStack):
 
 def _url(fleet: InferenceFleet) -> str:
     return f"http://{fleet.dns_name}:{fleet.listener_port}"
-
-
-def _serving(config: Environment, f: FleetConfig, name: str) -> ServingSpec | None:
-    model = model_spec(f)
-    if model is None:
-        return None
-    pool = pool_releases(config).get(name)
-    return ServingSpec(
-        model=model,
-        neuron_release=pool.release if pool else None,
-        profiles={
-            t: serving.ProfileOverride(
-                tensor_parallel=o.tensor_parallel, max_model_len=o.max_model_len, max_num_seqs=o.max_num_seqs
-            )
-            for t, o in f.profiles.items()
-        },
-        registry=None if f.images.registry == "pull-through" else f.images.registry,
-        neuron_image=f.images.neuron,
-        gpu_image=f.images.gpu,
-        precompile=f.precompile,
-        lnc=f.lnc,
-    )
-
-
-# The EKS stack serves the same spec (stacks/eks.py, _serving).
-serving_spec = _serving

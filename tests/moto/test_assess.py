@@ -199,9 +199,8 @@ def test_json_output(account: Session, capsys: pytest.CaptureFixture[str], monke
     monkeypatch.setattr("neuronkit.cli.assess_cmd.aws_session", lambda profile: account)
     real_assess = assess.assess
     monkeypatch.setattr(assess, "assess", lambda session, regions: real_assess(session, regions, now=NOW))
-    assert main(["assess", "--regions", REGION, "--json"]) == 0  # the old spellings work for one release
+    assert main(["assess", "--region", REGION, "--format", "json"]) == 0
     captured = capsys.readouterr()
-    assert "--regions is deprecated; use --region R" in captured.err and "--json is deprecated; use --format json" in captured.err
     doc = json.loads(captured.out)
     assert doc["account"] == "123456789012" and set(doc["verdicts"]) == {"training", "inference"}
     assert {w["workload"]["name"] for w in doc["workloads"]} == {

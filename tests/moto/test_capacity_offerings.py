@@ -349,13 +349,6 @@ def test_each_region_given_is_searched_in_turn(monkeypatch: pytest.MonkeyPatch, 
     assert "\nno Capacity Block offerings for 4 x trn1.32xlarge for 48 hours in us-east-2; try other" in out
 
 
-def test_the_old_type_option_still_works_and_says_the_new_spelling(ec2: Stubber, capsys: pytest.CaptureFixture[str]) -> None:
-    ec2.add_response(
-        "describe_capacity_block_offerings",
-        {"CapacityBlockOfferings": []},
-        {"InstanceType": "trn1.32xlarge", "InstanceCount": 4, "CapacityDurationHours": 48},
-    )
-    assert main(["capacity", "offerings", "--type", "trn1.32xlarge", "--count", "4", "--hours", "48"]) == 0
-    captured = capsys.readouterr()
-    assert captured.out.startswith("no Capacity Block offerings for 4 x trn1.32xlarge")
-    assert "neuronkit: --type is deprecated; use capacity offerings TYPE" in captured.err
+def test_the_type_option_removed_in_0_3_says_the_new_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capacity", "offerings", "--type", "trn1.32xlarge", "--count", "4", "--hours", "48"]) == 2
+    assert capsys.readouterr().err == "neuronkit: --type was removed in 0.3; use capacity offerings TYPE\n"

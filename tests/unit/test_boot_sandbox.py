@@ -25,7 +25,7 @@ from neuronkit.constructs import (
     ServeSpec,
     TrainingCluster,
 )
-from neuronkit.constructs.inference_fleet import ServingSpec
+from neuronkit.constructs.serving_specs import ServingSpec
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.userdata.neuron_monitor_publisher import BUSY_MARKER
 from tests.conftest import ROOT

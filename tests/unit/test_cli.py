@@ -292,15 +292,14 @@ def test_environment_help_says_how_many(path: tuple[str, ...]) -> None:
         assert "repeat for more" in env.help and "default: " in env.help
 
 
-def _old_argv(path: tuple[str, ...], old: grammar.Old) -> tuple[list[str], object]:
-    """A command line with the old spelling, and what the new option must hold afterwards."""
+def _old_argv(path: tuple[str, ...], old: grammar.Old) -> list[str]:
+    """A command line with the old spelling and whatever else the command needs."""
     needs = {("capacity", "offerings"): ["--count", "4", "--hours", "48"], ("review",): ["main"]}.get(path, [])
     if old.kind == "flag":
-        return [*path, old.flag, *needs], old.const
+        return [*path, old.flag, *needs]
     if old.kind == "list":
-        return [*path, old.flag, "us-east-1,us-west-2", "eu-west-1", *needs], ["us-east-1", "us-west-2", "eu-west-1"]
-    value = "somewhere.md" if old.path else "trn1.32xlarge"
-    return [*path, old.flag, value, *needs], Path(value) if old.path else value
+        return [*path, old.flag, "us-east-1,us-west-2", "eu-west-1", *needs]
+    return [*path, old.flag, "somewhere.md" if old.path else "trn1.32xlarge", *needs]
 
 
 @pytest.mark.parametrize(
@@ -308,23 +307,20 @@ def _old_argv(path: tuple[str, ...], old: grammar.Old) -> tuple[list[str], objec
     [(tuple(c.split()), o) for o in grammar.OLD_SPELLINGS for c in o.commands],
     ids=lambda x: " ".join(x) if isinstance(x, tuple) else x.flag,
 )
-def test_old_spellings_work_with_a_deprecation_line(
-    path: tuple[str, ...], old: grammar.Old, capsys: pytest.CaptureFixture[str]
+def test_spellings_removed_in_0_3_are_refused_with_the_new_one(
+    path: tuple[str, ...], old: grammar.Old, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    argv, expected = _old_argv(path, old)
-    args, extra = build_parser().parse_known_args(argv)
-    assert extra == []
-    grammar.apply_old_spellings(args, args.command_path)
-    assert getattr(args, old.dest) == expected
-    assert capsys.readouterr().err == f"neuronkit: {old.flag} is deprecated; use {old.new} ({old.flag} is removed in 0.3)\n"
-
-
-def test_an_old_spelling_runs_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["schema", "--markdown"]) == 0
+    assert main(_old_argv(path, old)) == 2
     captured = capsys.readouterr()
-    assert captured.out.startswith("# ") and "--markdown is deprecated; use --format markdown" in captured.err
-    assert main(["assess", "--sample", "--out", str(tmp_path / "a.md")]) == 0
-    assert (tmp_path / "a.md").read_text() == capsys.readouterr().out
+    assert captured.err == f"neuronkit: {old.flag} was removed in 0.3; use {old.new}\n" and captured.out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_changelog_names_every_removed_spelling() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert grammar.OLD_SPELLINGS and grammar.REMOVED_IN == "0.3"
+    for old in grammar.OLD_SPELLINGS:
+        assert f"`{old.flag}`" in changelog and f"`{old.new}`" in changelog, old.flag
 
 
 def test_environment_files_are_arguments_everywhere(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ from aws_cdk import Duration, Stack
 
 from neuronkit.catalog import releases, serving
 from neuronkit.constructs import AmiSpec, FleetNodesSpec, InferenceFleet, ServeSpec
-from neuronkit.constructs.inference_fleet import ServingSpec
+from neuronkit.constructs.serving_specs import ServingSpec
 from neuronkit.reports.pools import COMPILE_METADATA_KEY
 from tests.templates import SUBNET_ID, bare_stack, imported_vpc, resources, template
 

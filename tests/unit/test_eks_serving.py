@@ -22,8 +22,9 @@ from neuronkit.catalog import releases, serving
 from neuronkit.config.base import ConfigError
 from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import EksServingFleet, EksServingSpec, LoadBalancerController
-from neuronkit.constructs.inference_fleet import InferenceFleet, ServingSpec
+from neuronkit.constructs.inference_fleet import InferenceFleet
 from neuronkit.constructs.node_pool import FleetNodesSpec
+from neuronkit.constructs.serving_specs import ServingSpec
 from neuronkit.kubernetes import load_balancer_controller as lbc
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes import serving as ks

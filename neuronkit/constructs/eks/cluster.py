@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from aws_cdk import Annotations, CfnResource, RemovalPolicy, Stack
+from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -17,6 +17,8 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
+from neuronkit.constructs.node_role import EKS_NODE_POLICIES
+from neuronkit.constructs.python_function import drop_implied_role_dependency
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes.neuron_chart import merge, set_path
 
@@ -187,7 +189,6 @@ class NeuronEksCluster(Construct):
     def _system_nodes(self, subnets: Sequence[ec2.ISubnet]) -> None:
         """The system node group: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1 (pods cannot
         take the node role), an encrypted gp3 root volume, every subnet of the cluster (two AZs or more)."""
-        from neuronkit.constructs.eks.nodegroup import NODE_POLICIES  # nodegroup imports this module
         from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
 
         facts = catalog.eks_facts()["system_nodes"]
@@ -197,11 +198,14 @@ class NeuronEksCluster(Construct):
             "SystemNodeRole",
             assumed_by=values.service_principal("ec2.amazonaws.com"),
             description=f"{self.spec.name} EKS system nodes (add-ons and controllers)",
-            managed_policies=[values.aws_managed_policy(n) for n in NODE_POLICIES],
+            managed_policies=[values.aws_managed_policy(n) for n in EKS_NODE_POLICIES],
         )
         acknowledge_each(
             self.system_role,
-            {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r for name, r in NODE_POLICIES.items()},
+            {
+                f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r
+                for name, r in EKS_NODE_POLICIES.items()
+            },
         )
         template = ec2.CfnLaunchTemplate(
             self,
@@ -328,19 +332,3 @@ def _ecr_public_findings(cluster: eks.Cluster) -> list[str]:
         ]
     }
     return [f"AwsSolutions-IAM4[Policy::{json.dumps(arn, separators=(',', ':'))}]"]
-
-
-def drop_implied_role_dependency(function: Any) -> None:
-    """Remove a Lambda function's DependsOn its own role, which its Role GetAtt already orders (cfn-lint W3005);
-    the other dependencies (the role's policy) stay. aws-cdk-lib's L2 adds it and has no option against it."""
-    cfn = function.node.default_child if function is not None else None
-    if not isinstance(cfn, CfnResource):
-        return
-    role = function.node.try_find_child("ServiceRole")
-    role_cfn = role.node.default_child if role is not None else None
-    stack = Stack.of(cfn)
-    keep = sorted(stack.get_logical_id(d) for d in cfn.obtain_dependencies() if d is not role_cfn and isinstance(d, CfnResource))
-    if keep:
-        cfn.add_override("DependsOn", keep)
-    else:
-        cfn.add_deletion_override("DependsOn")

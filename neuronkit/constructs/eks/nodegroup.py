@@ -18,7 +18,7 @@ from constructs import Construct
 from neuronkit import catalog, clock, userdata
 from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
-from neuronkit.constructs.eks.cluster import NeuronEksCluster, drop_implied_role_dependency
+from neuronkit.constructs.eks.cluster import NeuronEksCluster
 from neuronkit.constructs.launch_template import (
     TOKEN_MARGIN_BYTES,
     USER_DATA_LIMIT_BYTES,
@@ -28,8 +28,9 @@ from neuronkit.constructs.launch_template import (
     root_volume,
     tag_specifications,
 )
-from neuronkit.constructs.node_role import SESSION_MANAGER
+from neuronkit.constructs.node_role import EKS_NODE_POLICIES as NODE_POLICIES
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
+from neuronkit.constructs.python_function import drop_implied_role_dependency
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, block_over_message, capacity_metadata
@@ -43,12 +44,6 @@ _AWS_CUSTOM_RESOURCE_SINGLETON = "AWS679f53fac002430cb0da5b7982bd2287"
 ROOT_DEVICE = "/dev/xvda"
 MIME_BOUNDARY = "==NEURONKIT-EKS=="
 # AWS-managed policies EKS documents for a node role (Amazon EKS User Guide, "Amazon EKS node IAM role").
-NODE_POLICIES = {
-    "AmazonEKSWorkerNodePolicy": "AWS-managed policy EKS documents for every node role (kubelet, describe calls)",
-    "AmazonEC2ContainerRegistryPullOnly": "AWS-managed policy EKS documents for nodes pulling images from ECR",
-    "AmazonEKS_CNI_Policy": "AWS-managed policy the VPC CNI needs to attach interfaces and addresses to the node",
-    SESSION_MANAGER: "AWS-maintained Session Manager policy: nodes have no key pair and are reached only through SSM",
-}
 
 
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}

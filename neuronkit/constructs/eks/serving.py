@@ -3,7 +3,7 @@
 :class:`LoadBalancerController` installs the AWS Load Balancer Controller once per cluster (pinned chart, on the
 system node group, its documented policy by pod identity) and the serving namespace labelled for readiness gates.
 :class:`EksServingFleet` is one fleet: the ALB, listener and IP target group of the Auto Scaling path's helpers
-(``inference_fleet.application_load_balancer``), an ECR pull-through cache the nodes pull through, the pods' role by
+(``load_balancing.application_load_balancer``), an ECR pull-through cache the nodes pull through, the pods' role by
 pod identity (the model prefix read, the model's compiled-artifact cache read/write; nodes get no S3 rights for it),
 and the manifests of :mod:`neuronkit.kubernetes.serving` (Service, TargetGroupBinding, Deployments, PDBs, compile
 Jobs). docs/eks.md ("Serving") explains the choices.
@@ -29,13 +29,8 @@ from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
-from neuronkit.constructs.inference_fleet import (
-    HealthCheckSpec,
-    ServingSpec,
-    TlsSpec,
-    application_load_balancer,
-    client_ingress,
-)  # fmt: skip
+from neuronkit.constructs.load_balancing import application_load_balancer, client_ingress
+from neuronkit.constructs.serving_specs import HealthCheckSpec, ServingSpec, TlsSpec
 from neuronkit.kubernetes import load_balancer_controller as lbc
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes import serving as manifests

@@ -1,5 +1,0 @@
-"""Deprecated path: this module moved to ``neuronkit.config.addressing`` (removed in neuronkit 0.3)."""
-
-from neuronkit._moved import alias
-
-alias(__name__)

@@ -1,6 +1,11 @@
 """`make bench`: synth timings against an empty CDK app (the floor), and template sizes.
 
-Prints numbers; asserts nothing. Run through make so the CLI and jsii use the venv's Node 24.
+The gate: `cdk synth` of app.py over every example environment (environments/ and examples/environments/, so the EKS
+charts and manifests are included) against an empty CDK app, interleaved (A B A B ...), five runs each; the median of
+the pairwise ratios is compared with the ratio recorded in tests/bench.json, and a rise of more than 20% fails (exit
+1). A ratio, not seconds: both sides run on the same machine in the same minutes, so the machine's speed cancels.
+After a deliberate change in synth cost, record the new ratio with `BENCH_RECORD=1 make bench` and commit it.
+Run through make so the CLI and jsii use the venv's Node 24.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+FROZEN_NOW = "2026-11-01T00:00:00Z"  # tests/conftest.py's FROZEN_NOW (tests/unit/test_clock_pinned.py checks they agree)
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 
 
@@ -28,7 +34,8 @@ def _context() -> dict[str, object]:
 
 def timed_synth(workdir: Path, *args: str) -> float:
     out = Path(tempfile.mkdtemp(prefix="bench-cdk-out-"))
-    env = {**os.environ, "CDK_DISABLE_VERSION_CHECK": "1"}
+    # The suite's frozen time (tests/conftest.py): the examples' Capacity Blocks synthesize the same whatever the day.
+    env = {**os.environ, "CDK_DISABLE_VERSION_CHECK": "1", "NEURONKIT_NOW": os.environ.get("NEURONKIT_NOW", FROZEN_NOW)}
     start = time.perf_counter()
     command = [str(CDK), "synth", "--quiet", "--output", str(out), *args]
     subprocess.run(command, cwd=workdir, check=True, env=env, capture_output=True)
@@ -83,16 +90,21 @@ def scale_templates() -> tuple[int, int, list[tuple[int, int, str]]]:
     return len(env.training), len(env.inference), sizes
 
 
+RECORDED = Path(__file__).resolve().parent / "bench.json"
+ALLOWED_RISE = 0.20
+
+
 def with_examples() -> Path:
-    """The project with the EKS example added to its environments (symlinks): the whole app as a user who deploys
-    both platforms would synthesize it."""
+    """The project with every example environment (environments/ and examples/environments/, the EKS example among them)
+    in its environments folder (symlinks): the whole app as a user who deploys both platforms would synthesize it."""
     work = Path(tempfile.mkdtemp(prefix="bench-with-eks-"))
     for name in ("app.py", "cdk.json", "cdk.context.json", "neuronkit", "node_modules"):
         (work / name).symlink_to(ROOT / name)
     envs = work / "environments"
     envs.mkdir()
-    for f in [*sorted((ROOT / "environments").glob("*.yaml")), ROOT / "examples" / "environments" / "eks.yaml"]:
-        (envs / f.name).symlink_to(f)
+    for f in [*sorted((ROOT / "environments").glob("*.yaml")), *sorted((ROOT / "examples" / "environments").glob("*.yaml"))]:
+        if not (envs / f.name).exists():
+            (envs / f.name).symlink_to(f)
     return work
 
 
@@ -107,27 +119,53 @@ def interleaved_synths(runs: int = 5, app: Path = ROOT, *args: str) -> tuple[lis
     return whole_times, floor_times
 
 
+def gate(runs: int) -> bool:
+    """Every example environment against the empty app; True when the ratio is within the recorded one + 20%."""
+    times, floor_times = interleaved_synths(runs, with_examples())
+    ratio = statistics.median(w / f for w, f in zip(times, floor_times, strict=True))
+    recorded = json.loads(RECORDED.read_text())
+    limit = recorded["ratio"] * (1 + ALLOWED_RISE)
+    print(
+        f"  app.py, every example environment: {statistics.median(times):6.2f} s, empty app {statistics.median(floor_times):.2f} s"
+    )
+    print(f"  ratio {ratio:.2f}x; recorded {recorded['ratio']:.2f}x ({recorded['recorded']}); limit {limit:.2f}x (+20%)")
+    if os.environ.get("BENCH_RECORD"):
+        RECORDED.write_text(
+            json.dumps({"ratio": round(ratio, 2), "recorded": time.strftime("%Y-%m-%d"), "runs": runs}, indent=2) + "\n"
+        )
+        print(f"  recorded {ratio:.2f}x in {RECORDED.relative_to(ROOT)}")
+        return True
+    return ratio <= limit
+
+
 def main() -> None:
+    os.environ.setdefault("NEURONKIT_NOW", FROZEN_NOW)  # every synth below, the rehearsal's included
     runs = int(os.environ.get("BENCH_RUNS", "5"))
     print(f"neuronkit bench (wall-clock seconds, cold CLI synth, this machine, {runs} interleaved runs, medians)")
+    ok = gate(runs)
+    if not ok or os.environ.get("BENCH_GATE_ONLY"):
+        if not ok:
+            print("bench: the synth ratio rose more than 20% over the recorded one (tests/bench.json)", file=sys.stderr)
+        sys.exit(0 if ok else 1)
     whole_times, floor_times = interleaved_synths(runs)
     floor, whole = statistics.median(floor_times), statistics.median(whole_times)
     ratio = statistics.median(w / f for w, f in zip(whole_times, floor_times, strict=True))
     print(f"  empty CDK app synth (floor):  {floor:6.2f} s  (min {min(floor_times):.2f}, max {max(floor_times):.2f})")
     print(f"  whole app synth (all envs):   {whole:6.2f} s  (min {min(whole_times):.2f}, max {max(whole_times):.2f})")
     print(f"  ratio to floor (pairwise):    {ratio:6.2f}x  (target <= 1.5x)")
-    eks_times, eks_floor = interleaved_synths(runs, with_examples())
-    eks_ratio = statistics.median(w / f for w, f in zip(eks_times, eks_floor, strict=True))
-    print(
-        f"  whole app + EKS example:      {statistics.median(eks_times):6.2f} s  ratio to floor {eks_ratio:.2f}x (target <= 1.5x)"
-    )
     one_times, one_floor = interleaved_synths(runs, ROOT, "-c", "file=examples/environments/eks.yaml")
     one_ratio = statistics.median(w / f for w, f in zip(one_times, one_floor, strict=True))
     print(f"  EKS example alone (-c file=): {statistics.median(one_times):6.2f} s  ratio to floor {one_ratio:.2f}x")
     for nodes in (1, 16, 256):
         print(f"  prod training stack at {nodes:>3} nodes: {training_resources(nodes)} resources")
     out = Path(tempfile.mkdtemp(prefix="bench-sizes-"))
-    subprocess.run([str(CDK), "synth", "--quiet", "--output", str(out)], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [str(CDK), "synth", "--quiet", "--output", str(out)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "NEURONKIT_NOW": os.environ.get("NEURONKIT_NOW", FROZEN_NOW)},
+    )
     sizes = sorted(
         ((p.stat().st_size, len(json.loads(p.read_text())["Resources"]), p.name) for p in out.glob("*.template.json")),
         reverse=True,

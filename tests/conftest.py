@@ -35,6 +35,29 @@ FROZEN_NOW = "2026-11-01T00:00:00Z"
 os.environ["NEURONKIT_NOW"] = FROZEN_NOW
 
 
+# jsii unpacks each package (aws-cdk-lib: ~28 s cold) into its cache under $HOME unless told where the cache is; the
+# example programs run with a HOME of their own (a clean environment) and share the test process's warm cache.
+JSII_PACKAGE_CACHE = os.environ.get("JSII_RUNTIME_PACKAGE_CACHE_ROOT") or str(
+    Path.home() / ".cache" / "aws" / "jsii" / "package-cache"
+)
+
+
+def clean_environment(home: Path) -> dict[str, str]:
+    """The whole environment of a program run as a user would run it (an example app, the docs' blocks): the venv's
+    Python first on PATH, its own HOME, the checkout on PYTHONPATH, no CDK context, the suite's frozen time and the
+    shared jsii package cache."""
+    import sys
+
+    return {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
+        "HOME": str(home),
+        "PYTHONPATH": str(ROOT),  # the checkout under test, as an installed neuronkit would be
+        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+        "JSII_RUNTIME_PACKAGE_CACHE_ROOT": JSII_PACKAGE_CACHE,
+        "NEURONKIT_NOW": FROZEN_NOW,
+    }
+
+
 def cdk_context() -> dict[str, Any]:
     """The feature flags of cdk.json and the pinned lookups of cdk.context.json (the example environments'
     AMIs), so in-process apps synthesize exactly as the CLI does; the clock frozen at ``FROZEN_NOW``."""
@@ -229,3 +252,45 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             "or fail with their reason (tests/sandbox.py)",
             red=True,
         )
+
+
+EKS_EXAMPLE = ROOT / "examples" / "environments" / "eks.yaml"
+
+
+@pytest.fixture(scope="session")
+def eks_example(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
+    """examples/environments/eks.yaml synthesized once per test run, with the cdk-nag plugin as app.py applies it (a
+    finding fails it): the cloud assembly's folder and stack name -> template. The first pytest-xdist worker to ask
+    synthesizes under a lock into a folder every worker of this run sees; the others read the templates it wrote."""
+    import fcntl
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    shared = tmp_path_factory.getbasetemp().parent / f"eks-example-{run}" if run else tmp_path_factory.mktemp("eks-example")
+    shared.mkdir(exist_ok=True)
+    done = shared / "templates.json"
+    with (shared / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            from neuronkit.config import load_environment
+            from neuronkit.constructs import compliance
+            from neuronkit.stacks import build_environment
+
+            env = load_environment(EKS_EXAMPLE)
+
+            def build(app: Any) -> Any:
+                stacks = build_environment(app, env)
+                compliance.apply(app)
+                return stacks
+
+            app, _ = pinned_app(build, shared / "cdk.out")
+            assembly = app.synth()
+            done.write_text(json.dumps({s.stack_name: s.template for s in assembly.stacks}))
+    return shared / "cdk.out", json.loads(done.read_text())
+
+
+@pytest.fixture(scope="session")
+def eks_example_stack(eks_example: tuple[Path, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The EKS example's `-eks` stack template (a copy: tests may not change the shared one)."""
+    import copy
+
+    return copy.deepcopy(next(t for name, t in eks_example[1].items() if name.endswith("-eks")))

@@ -179,6 +179,9 @@ class Rehearsal:
         self._exit.enter_context(_server_log(self.log_file))
         # moto takes the account from MOTO_ACCOUNT_ID before the access key: it must not be set here.
         self._exit.enter_context(safety.without_env("MOTO_ACCOUNT_ID"))
+        # The mock needs none of moto's bundled public images: the rehearsal registers every image the stacks boot
+        # (pinned or stand-in). Loading them costs 20-25 s at a region's first describe_images, against 2.6 s without.
+        self._exit.enter_context(safety.with_env("MOTO_EC2_LOAD_DEFAULT_AMIS", "false"))
         moto_workarounds.apply()
         server = ThreadedMotoServer(ip_address=safety.BIND_ADDRESS, port=0, verbose=False)
         server.start()

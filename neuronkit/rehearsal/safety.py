@@ -108,6 +108,20 @@ def cli_environment(
 
 
 @contextlib.contextmanager
+def with_env(name: str, value: str) -> Iterator[None]:
+    """Set ``name`` in this process's environment for the block, then restore what was there."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+@contextlib.contextmanager
 def without_env(*names: str) -> Iterator[None]:
     """Remove ``names`` from this process's environment for the block (moto reads ``MOTO_ACCOUNT_ID`` first)."""
     saved = {n: os.environ.pop(n) for n in names if n in os.environ}

@@ -16,7 +16,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from neuronkit import catalog
 from neuronkit.config import load_environment
-from tests.conftest import ROOT, pinned_app
+from tests.conftest import ROOT
 from tests.snapshots.test_snapshots import normalise
 
 FILE = ROOT / "examples" / "environments" / "eks.yaml"
@@ -24,21 +24,8 @@ EKS = catalog.eks_facts()
 
 
 @pytest.fixture(scope="module")
-def eks_synth(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, Any]]]:
-    from neuronkit.constructs import compliance
-    from neuronkit.stacks import build_environment
-
-    env = load_environment(FILE)
-    outdir = tmp_path_factory.mktemp("eks.out")
-
-    def build(app: Any) -> Any:
-        stacks = build_environment(app, env)
-        compliance.apply(app)
-        return stacks
-
-    app, _ = pinned_app(build, outdir)
-    assembly = app.synth()  # the cdk-nag plugin fails this on any unacknowledged finding
-    return Path(assembly.directory), {s.stack_name: s.template for s in assembly.stacks}
+def eks_synth(eks_example: tuple[Path, dict[str, dict[str, Any]]]) -> tuple[Path, dict[str, dict[str, Any]]]:
+    return eks_example  # one synthesis per test run, with cdk-nag (tests/conftest.py)
 
 
 def test_the_example_builds_network_storage_and_eks_stacks(eks_synth: tuple[Path, dict[str, Any]]) -> None:

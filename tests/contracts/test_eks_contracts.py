@@ -8,22 +8,17 @@ import json
 from typing import Any
 
 import pytest
-import yaml
 
 from neuronkit.kubernetes import placement, scheduling
-from tests.conftest import ROOT, Synth, pinned_app
+from tests.conftest import ROOT, Synth
 
 EXAMPLE = ROOT / "examples" / "environments" / "eks.yaml"
 
 
 @pytest.fixture(scope="module")
-def eks() -> dict[str, Any]:
-    from neuronkit.config.loader import parse_environment
-    from neuronkit.stacks import build_environment
-
-    env = parse_environment(yaml.safe_load(EXAMPLE.read_text()), str(EXAMPLE))
-    app, _ = pinned_app(lambda a: build_environment(a, env))
-    return dict(next(s.template for s in app.synth().stacks if s.stack_name.endswith("-eks")))
+def eks(eks_example_stack: dict[str, Any]) -> dict[str, Any]:
+    """The eks stack of the synthesized EKS example (one synthesis per test run, tests/conftest.py)."""
+    return eks_example_stack
 
 
 def test_no_daemonset_that_need_not_run_on_accelerators_tolerates_their_taints(eks: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ import pytest
 from neuronkit import config, job_environment
 from neuronkit.cli.job_cmd import block_lead
 from neuronkit.kubernetes import training_job as tj
-from tests.conftest import ROOT, pinned_app
+from tests.conftest import ROOT
 
 IMAGE = "123456789012.dkr.ecr.us-east-2.amazonaws.com/torchneuron-train:2.14.0-sdk2.33.0"
 JOBS = [
@@ -165,17 +165,9 @@ def test_the_ranks_pre_stop_hook_asks_them_to_stop_within_the_pods_grace(jobset:
 
 
 @pytest.fixture(scope="module")
-def eks() -> dict[str, Any]:
-    """The eks stack of the synthesized EKS example."""
-    import yaml
-
-    from neuronkit.config.loader import parse_environment
-    from neuronkit.stacks import build_environment
-
-    example = ROOT / "examples" / "environments" / "eks.yaml"
-    env = parse_environment(yaml.safe_load(example.read_text()), str(example))
-    app, _ = pinned_app(lambda a: build_environment(a, env))
-    return dict(next(s.template for s in app.synth().stacks if s.stack_name.endswith("-eks")))
+def eks(eks_example_stack: dict[str, Any]) -> dict[str, Any]:
+    """The eks stack of the synthesized EKS example (one synthesis per test run, tests/conftest.py)."""
+    return eks_example_stack
 
 
 def test_the_queues_are_applied_only_after_kueue_and_jobset_answer_their_webhooks(eks: dict[str, Any]) -> None:

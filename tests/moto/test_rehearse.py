@@ -8,8 +8,10 @@ moto back with boto3 on their own, independently of the rehearsal's report, and 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,9 +186,13 @@ def test_types_moto_skips_are_reported_and_really_absent(deployed: Deployed, env
         assert "AWS::FSx::FileSystem" not in report.unmodelled and not report.file_systems
         return
     assert report.unmodelled["AWS::FSx::FileSystem"] == [f"{env}-storage/StorageLustre6434AAB0"]
-    assert "AWS::EC2::PlacementGroup" in report.unmodelled
-    # Neither environment creates an ODCR (prod's Capacity Block is bought outside CloudFormation).
-    assert "AWS::EC2::CapacityReservation" not in report.unmodelled
+    # What else is skipped follows the templates, not the examples: a file whose only cluster runs on a Capacity
+    # Block has no placement group (EC2 places a block's instances), and an ODCR is created only where a file asks.
+    stacks = deployed.rehearsal.stacks(env)
+    groups = sorted(f"{s.name}/{logical}" for s in stacks for logical, _ in s.resources("AWS::EC2::PlacementGroup"))
+    assert sorted(report.unmodelled.get("AWS::EC2::PlacementGroup", [])) == groups  # moto's CloudFormation has none
+    if not any(s.resources("AWS::EC2::CapacityReservation") for s in stacks):
+        assert "AWS::EC2::CapacityReservation" not in report.unmodelled
     assert "AWS::CDK::Metadata" not in report.unmodelled  # creates nothing in an account
     # Reported as skipped because it was: moto's FSx holds no file system.
     assert deployed.client("fsx", env).describe_file_systems()["FileSystems"] == []
@@ -384,3 +390,46 @@ def test_redeploy_after_destroy_fails_on_the_retained_buckets_with_the_clis_last
     assert any("dev-storage failed to deploy" in line for line in err.value.tail), "\n".join(err.value.tail)
     assert any("BucketAlreadyExists" in line for line in err.value.tail)
     assert "BucketAlreadyExists" in str(err.value)  # `neuronkit rehearse` prints str(): message and tail
+
+
+# --------------------------------------------------------------------------------------------
+# the samples in README and docs/rehearsal.md (the rehearsal above, not a second one: they used to run their own)
+# --------------------------------------------------------------------------------------------
+def _normal(line: str) -> str:
+    line = re.sub(r"\d+\.\d+ s\b", "N s", line)
+    line = re.sub(r"\blt-[0-9a-f]{17}\b", "lt-ID", line)
+    return " ".join(line.split())
+
+
+def _sample(doc: Path, marker: str) -> list[str]:
+    """The lines of the first fenced block of ``doc`` that contains ``marker``."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", doc.read_text(), flags=re.S | re.M)
+    (block,) = [b for b in blocks if marker in b][:1]
+    return [line for line in block.splitlines() if line.strip() and not line.startswith("$ ")]
+
+
+@pytest.mark.parametrize(
+    ("doc", "marker"),
+    [(ROOT / "README.md", "[prod] cdk deploy"), (ROOT / "docs" / "rehearsal.md", "[dev] cdk bootstrap")],
+    ids=["README", "rehearsal"],
+)
+def test_the_docs_sample_is_what_a_run_prints(deployed: Deployed, doc: Path, marker: str) -> None:
+    """What `neuronkit rehearse` prints: the progress lines, then each environment's report (the CLI's order)."""
+    if not {"dev", "prod"} <= set(deployed.reports):
+        pytest.skip("the samples show the example environments dev and prod")
+    printed = [
+        *deployed.lines,
+        *(line for name in ("dev", "prod") for line in render_report(deployed.reports[name]).splitlines()),
+    ]
+    run_output = [_normal(line) for line in printed]
+    sample = _sample(doc, marker)
+    assert len([s for s in sample if s.strip() != "..."]) >= 5, "the sample is too short to say anything"
+    stale = []
+    for line in sample:
+        if line.strip() == "...":
+            continue
+        want = _normal(line)
+        ok = any(out.startswith(want[: -len("...")]) for out in run_output) if want.endswith(", ...") else want in run_output
+        if not ok:
+            stale.append(line)
+    assert stale == [], f"{doc.name}: lines a real run no longer prints:\n" + "\n".join(stale)

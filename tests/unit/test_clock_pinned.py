@@ -107,3 +107,9 @@ def test_validate_in_a_subprocess_reads_the_pinned_time(tmp_path: Path) -> None:
     )
     assert late.returncode != 0 and "Traceback" not in late.stderr, late.stdout + late.stderr
     assert "capacity.end: the Capacity Block cr-0123456789abcdef0 is over" in late.stdout + late.stderr
+
+
+def test_the_bench_synthesizes_at_the_suites_frozen_time() -> None:
+    from tests import bench
+
+    assert bench.FROZEN_NOW == FROZEN_NOW

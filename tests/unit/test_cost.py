@@ -568,7 +568,7 @@ def test_every_neuron_type_has_a_gpu_equivalent_priced_wherever_it_is():
 
 
 def test_no_prices_or_hours_are_written_into_the_code():
-    sources = [REPO / "neuronkit" / f for f in ("cost.py", "pools.py", "catalog/pricing.py", "cli/cost.py")]
+    sources = [REPO / "neuronkit" / f for f in ("reports/cost.py", "reports/pools.py", "catalog/pricing.py", "cli/cost.py")]
     text = "\n".join(p.read_text() for p in sources)
     numbers = {str(v) for prices in TABLE.prices.values() for v in prices.values()} | {f"{HOURS:g}"}
     found = sorted(n for n in numbers if re.search(rf"(?<![\w.]){re.escape(n)}(?![\w.])", text))

@@ -7,13 +7,12 @@ context and CDK's default feature flags, so a construct that needs one of the ki
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, clean_environment
 
 DOC = ROOT / "docs" / "constructs.md"
 RUNNER = """
@@ -51,12 +50,7 @@ def test_the_examples_run_in_a_clean_environment(tmp_path: Path) -> None:
     assert len(blocks) >= 10
     (tmp_path / "blocks.json").write_text(json.dumps(blocks))
     (tmp_path / "runner.py").write_text(RUNNER)
-    env = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "PYTHONPATH": str(ROOT),
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    }
+    env = clean_environment(tmp_path)
     done = subprocess.run(
         [sys.executable, "runner.py", "blocks.json"],
         cwd=tmp_path,

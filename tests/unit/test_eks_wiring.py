@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import LustreVolume, NeuronWorkloads, WorkloadsSpec
 from neuronkit.constructs.eks.nodegroup import node_user_data
 from tests.sandbox import Run, require, run_user_data
@@ -67,15 +66,10 @@ def test_the_lustre_volume_mounts_the_file_systems_own_mount_name() -> None:
     assert pv["spec"]["csi"]["volumeHandle"] == "fs-0123456789abcdef0"
 
 
-def test_the_example_volume_takes_the_mount_name_from_the_file_system() -> None:
+def test_the_example_volume_takes_the_mount_name_from_the_file_system(eks_example_stack: dict[str, Any]) -> None:
     """Through the stacks: the PV's mountname is the storage stack's LustreMountName attribute (not the id, not a
     literal): FSx gives each file system its own mount name."""
-    from neuronkit.stacks import build_environment
-    from tests.conftest import ROOT, pinned_app
-
-    env = parse_environment(__import__("yaml").safe_load((ROOT / "examples/environments/eks.yaml").read_text()), "eks.yaml")
-    app, _ = pinned_app(lambda a: build_environment(a, env))
-    eks = next(s.template for s in app.synth().stacks if s.stack_name.endswith("-eks"))
+    eks = eks_example_stack
     joins = [
         r["Properties"]["Manifest"]["Fn::Join"][1]
         for r in resources(eks, "Custom::AWSCDK-EKS-KubernetesResource").values()

@@ -7,35 +7,50 @@ one of our flags fails here, as it would in a user's app.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from neuronkit import catalog
-from tests.conftest import ROOT
+from tests.conftest import ROOT, clean_environment
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 
 def run_example(script: Path, workdir: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin",
-        "HOME": str(workdir),
-        "PYTHONPATH": str(ROOT),  # the checkout under test, as an installed neuronkit would be
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
-    }
     return subprocess.run(
-        [sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True, timeout=600, check=False
+        [sys.executable, str(script)],
+        cwd=workdir,
+        env=clean_environment(workdir),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
 
 
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[subprocess.CompletedProcess[str], Path]]:
+    """Each example runs once per module, in a folder of its own; the tests below read that one run."""
+    runs: dict[str, tuple[subprocess.CompletedProcess[str], Path]] = {}
+
+    def get(name: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+        if name not in runs:
+            workdir = tmp_path_factory.mktemp(Path(name).stem)
+            runs[name] = (run_example(ROOT / "examples" / name, workdir), workdir)
+        return runs[name]
+
+    return get
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=[s.stem for s in EXAMPLES])
-def test_example_runs_by_its_documented_command(script: Path, tmp_path: Path) -> None:
+def test_example_runs_by_its_documented_command(script: Path, ran: Callable[[str], Any]) -> None:
     assert f"python examples/{script.name}" in script.read_text(), "the docstring must say how to run it"
-    done = run_example(script, tmp_path)
+    done, tmp_path = ran(script.name)
     assert done.returncode == 0, done.stderr[-3000:]
     assert list((tmp_path / "cdk.out" / "examples").glob("*.template.json")), "the example synthesized no template"
     # Nothing for `cdk synth` to print as a warning: an example shows the way that needs no acknowledging.
@@ -49,8 +64,8 @@ def test_example_runs_by_its_documented_command(script: Path, tmp_path: Path) ->
     assert warnings == []
 
 
-def test_user_training_app_reuses_the_constructs(tmp_path: Path) -> None:
-    done = run_example(ROOT / "examples" / "my_training_app.py", tmp_path)
+def test_user_training_app_reuses_the_constructs(ran: Callable[[str], Any]) -> None:
+    done, tmp_path = ran("my_training_app.py")
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads((tmp_path / "cdk.out" / "examples" / "research-training.template.json").read_text())
     resources = data["Resources"].values()
@@ -65,8 +80,8 @@ def test_user_training_app_reuses_the_constructs(tmp_path: Path) -> None:
     assert not any(r["Type"] == "AWS::S3::Bucket" and "AccessControl" in r["Properties"] for r in resources)
 
 
-def test_user_inference_app_gets_fallback_and_passes_cdk_nag(tmp_path: Path) -> None:
-    done = run_example(ROOT / "examples" / "my_inference_app.py", tmp_path)
+def test_user_inference_app_gets_fallback_and_passes_cdk_nag(ran: Callable[[str], Any]) -> None:
+    done, tmp_path = ran("my_inference_app.py")
     assert done.returncode == 0, done.stderr[-3000:]  # compliance.apply(app) ran: a cdk-nag finding fails here
     data = json.loads((tmp_path / "cdk.out" / "examples" / "research-serving.template.json").read_text())
     resources = list(data["Resources"].values())
@@ -77,8 +92,8 @@ def test_user_inference_app_gets_fallback_and_passes_cdk_nag(tmp_path: Path) -> 
     assert lb["Scheme"] == "internal"
 
 
-def test_a_plain_vpc_app_serves_with_the_kits_profile_and_trains_passing_cdk_nag(tmp_path: Path) -> None:
-    done = run_example(ROOT / "examples" / "my_platform_app.py", tmp_path)
+def test_a_plain_vpc_app_serves_with_the_kits_profile_and_trains_passing_cdk_nag(ran: Callable[[str], Any]) -> None:
+    done, tmp_path = ran("my_platform_app.py")
     assert done.returncode == 0, done.stderr[-3000:]  # compliance.apply(app) ran: cdk-nag findings and throws fail here
     data = json.loads((tmp_path / "cdk.out" / "examples" / "research-platform.template.json").read_text())
     resources = data["Resources"]

@@ -139,7 +139,9 @@ def test_every_expected_alarm_exists_and_notifies_the_topic(synth: Synth, env: s
     assert found
     for name, props in found.items():
         assert props["AlarmActions"] == [topic_ref(synth, env)], name
-        assert props["ActionsEnabled"] is True
+        # AWS::CloudWatch::Alarm ActionsEnabled: "Indicates whether actions should be executed during any changes to
+        # the alarm state. The default is TRUE." (CloudFormation User Guide): absent is enabled; False never.
+        assert props.get("ActionsEnabled", True) is True, name
         assert flatten(props["AlarmDescription"]).strip(), name  # on EKS it names a group read at deploy time
 
 

@@ -25,10 +25,12 @@ from neuronkit.rehearsal import (
     EnvironmentReport,
     Rehearsal,
     RehearsalError,
+    RehearsalResult,
     UnsafeEndpointError,
     assert_local_endpoint,
     cli_environment,
     render_report,
+    render_verdict,
     safety,
 )
 from tests.conftest import ROOT
@@ -417,9 +419,12 @@ def test_the_docs_sample_is_what_a_run_prints(deployed: Deployed, doc: Path, mar
     """What `neuronkit rehearse` prints: the progress lines, then each environment's report (the CLI's order)."""
     if not {"dev", "prod"} <= set(deployed.reports):
         pytest.skip("the samples show the example environments dev and prod")
+    reports = [deployed.reports[name] for name in ("dev", "prod")]
+    verdict = RehearsalResult(reports, [], deployed.rehearsal.synth_seconds, sum(r.wall_seconds for r in reports))
     printed = [
         *deployed.lines,
-        *(line for name in ("dev", "prod") for line in render_report(deployed.reports[name]).splitlines()),
+        *(line for report in reports for line in render_report(report).splitlines()),
+        *render_verdict(verdict).splitlines(),
     ]
     run_output = [_normal(line) for line in printed]
     sample = _sample(doc, marker)

@@ -31,6 +31,19 @@ from pathlib import Path
 
 TERMINATION_LOG = "/dev/termination-log"
 METRIC_NAMESPACE = "neuronkit/prejob"
+# fi_info where the EFA installer puts it. The Neuron training DLCs run efa_installer.sh but never put its bin
+# directory on PATH (aws-neuron/deep-learning-containers pytorch/training/2.9.0/Dockerfile.neuronx, lines 29 and 116
+# set PATH; line 170 or 165 runs the installer), so a bare ``fi_info`` is "not found" in the job's pods. AWS's own
+# runs call it by this path (aws-neuron/aws-neuron-eks-samples dp_bert_hf_pretrain/docker/assets/dump_env.py line 23,
+# "/opt/amazon/efa/bin/fi_info -p efa") or add the directory to PATH themselves (aws/aws-k8s-tester
+# test/images/efa/Dockerfile lines 3 and 30). tests/fixtures/images/ records each pinned image's PATH.
+FI_INFO = "/opt/amazon/efa/bin/fi_info"
+# The EFA devices a pod was given (the EFA device plugin mounts one uverbs device per interface) and the name of the
+# RDMA device behind each (the kernel's infiniband_verbs class): how a missing interface is named.
+UVERBS_DIR = "/dev/infiniband"
+VERBS_CLASS = "/sys/class/infiniband_verbs"
+# The mount table; NEURONKIT_PREJOB_MOUNTS points the check at a recorded one (the sandbox cannot mount Lustre).
+MOUNTS = os.environ.get("NEURONKIT_PREJOB_MOUNTS", "/proc/mounts")
 
 
 @dataclass(frozen=True)
@@ -83,12 +96,42 @@ def efa_domains(fi_info_output: str) -> list[str]:
     return sorted(set(re.findall(r"domain:\s*(\S+-rdm)\b", fi_info_output)))
 
 
-def check_efa(node: str, fi_info_output: str, expected: int, returncode: int = 0) -> Outcome:
+def efa_devices(uverbs_dir: str = UVERBS_DIR, verbs_class: str = VERBS_CLASS) -> dict[str, str]:
+    """The pod's EFA devices: ``/dev/infiniband/uverbsN`` -> its RDMA device name (``rdmap16s0``), or "" when the
+    kernel's class entry is not readable. Empty when the pod has no /dev/infiniband (a type without EFA)."""
+    root = Path(uverbs_dir)
+    if not root.is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for dev in sorted(root.glob("uverbs*"), key=lambda d: int(re.sub(r"\D", "", d.name) or 0)):
+        ibdev = Path(verbs_class, dev.name, "ibdev")
+        try:
+            out[str(dev)] = ibdev.read_text().strip()
+        except OSError:
+            out[str(dev)] = ""
+    return out
+
+
+def check_efa(
+    node: str, fi_info_output: str, expected: int, returncode: int = 0, devices: dict[str, str] | None = None
+) -> Outcome:
+    """The EFA interfaces ``fi_info -p efa`` answers for against the type's count; with ``devices`` (the pod's
+    uverbs devices and their RDMA names) a missing interface is named."""
     domains = efa_domains(fi_info_output)
+    if devices is not None and not devices and expected:
+        return Outcome(node, "efa", False, f"no EFA device in the pod ({UVERBS_DIR} absent), expected {expected}")
     if returncode != 0 and not domains:
-        return Outcome(node, "efa", False, f"fi_info -p efa failed (exit {returncode}): no EFA provider answers")
+        first = fi_info_output.strip().splitlines()[:1]
+        why = f": {first[0]}" if first else ""
+        return Outcome(node, "efa", False, f"fi_info -p efa failed (exit {returncode}): no EFA provider answers{why}")
     if len(domains) != expected:
-        return Outcome(node, "efa", False, f"{len(domains)} EFA interfaces answer fi_info -p efa, expected {expected}")
+        reason = f"{len(domains)} EFA interfaces answer fi_info -p efa, expected {expected}"
+        silent = [f"{name} ({dev})" for dev, name in (devices or {}).items() if name and f"{name}-rdm" not in domains]
+        if silent:
+            reason += f"; no answer from {', '.join(silent)}"
+        elif devices is not None and len(devices) != expected:
+            reason += f"; the pod has {len(devices)} EFA devices"
+        return Outcome(node, "efa", False, reason)
     return Outcome(node, "efa", True, f"{len(domains)} EFA interfaces answer")
 
 
@@ -205,10 +248,10 @@ def node_checks(args: argparse.Namespace) -> list[Outcome]:
     runtime = check_collective([node], result, None)
     outcomes.append(Outcome(node, "runtime", runtime.ok, runtime.reason.replace("all-reduce", f"{args.cores}-core all-reduce")))
     if args.efa:
-        rc, out = _run(["fi_info", "-p", "efa"])
-        outcomes.append(check_efa(node, out, args.efa, rc))
+        rc, out = _run([FI_INFO, "-p", "efa"])
+        outcomes.append(check_efa(node, out, args.efa, rc, devices=efa_devices()))
     if args.lustre:
-        outcomes.append(check_lustre(node, Path("/proc/mounts").read_text(), args.lustre))
+        outcomes.append(check_lustre(node, Path(MOUNTS).read_text(), args.lustre))
     return outcomes
 
 

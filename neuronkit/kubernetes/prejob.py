@@ -230,11 +230,17 @@ def _run(cmd: list[str], timeout: int = 1800) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def nccom_command(*, ranks: int, nodes: int, hosts: list[str], size: str) -> list[str]:
+def nccom_command(*, ranks: int, nodes: int, hosts: list[str], size: str, collector_host: str = "") -> list[str]:
     """A small all-reduce with correctness check (nccom-test user guide: ``-r``, ``-N``, ``-b``/``-e``, ``--check``,
-    ``--hosts``; multi-node runs need ``NEURON_RT_ROOT_COMM_ID`` set to the first host and a free port)."""
+    ``--hosts``; multi-node runs need ``NEURON_RT_ROOT_COMM_ID`` set to the first host and a free port).
+    ``collector_host``: where the peers report their results (``--data-collector-host``); in a pod its IP, as
+    aws/aws-k8s-tester's multi-node nccom-test passes ``--data-collector-host $POD_IP``."""
     cmd = ["nccom-test", "-r", str(ranks), "-N", str(nodes), "-b", size, "-e", size, "-d", "fp32", "--check", "all_ones", "allr"]
-    return cmd + (["--hosts", *hosts] if nodes > 1 else [])
+    if nodes > 1:
+        cmd += ["--hosts", *hosts]
+        if collector_host:
+            cmd += ["--data-collector-host", collector_host]
+    return cmd
 
 
 def node_checks(args: argparse.Namespace) -> list[Outcome]:
@@ -257,7 +263,10 @@ def node_checks(args: argparse.Namespace) -> list[Outcome]:
 
 def collective_check(args: argparse.Namespace) -> list[Outcome]:
     hosts = [h for h in Path(args.hosts_file).read_text().split() if h]
-    rc, out = _run(nccom_command(ranks=args.cores * len(hosts), nodes=len(hosts), hosts=hosts, size=args.size))
+    cmd = nccom_command(
+        ranks=args.cores * len(hosts), nodes=len(hosts), hosts=hosts, size=args.size, collector_host=args.data_collector_host
+    )
+    rc, out = _run(cmd)
     print(out, flush=True)
     result = parse_nccom(out, rc)
     outcome = check_collective(hosts, result, args.min_busbw_gbps)
@@ -288,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--size", default="1MB")
     c.add_argument("--min-busbw-gbps", type=float, default=None)
     c.add_argument("--calibrate", default="")
+    c.add_argument("--data-collector-host", default="", help="nccom-test's --data-collector-host (a pod: its IP)")
     args = p.parse_args(argv)
     outcomes = node_checks(args) if args.mode == "node" else collective_check(args)
     return report(outcomes, environment=args.environment, pool=args.pool)

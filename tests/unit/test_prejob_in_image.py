@@ -80,7 +80,7 @@ def run_node_check(
         },
     )
     tools = {
-        "neuron-ls": 'cat /opt/stubs/rec-neuron-ls\n',
+        "neuron-ls": "cat /opt/stubs/rec-neuron-ls\n",
         "nccom-test": 'echo "nccom-test $*" >> /var/log/stub-calls\ncat /opt/stubs/rec-nccom-test\n',
         # libfabric answers only where the kernel created EFA devices (fi_info(1): -61, no data, otherwise)
         "fi_info": (
@@ -157,7 +157,9 @@ def test_a_bare_fi_info_is_not_found_in_the_image(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(prejob, "__file__", str(bare))
     run = run_node_check(tmp_path / "run", "trn2.48xlarge", PINNED[0])
     assert run.returncode == 1
-    assert f"node {NODE}: efa: FAILED: fi_info -p efa failed (exit 127): no EFA provider answers: fi_info: not found" in run.output
+    assert (
+        f"node {NODE}: efa: FAILED: fi_info -p efa failed (exit 127): no EFA provider answers: fi_info: not found" in run.output
+    )
 
 
 def test_a_type_without_efa_is_not_asked_for_it(tmp_path: Path) -> None:

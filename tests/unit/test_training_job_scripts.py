@@ -170,6 +170,7 @@ def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) 
             "JOB_COMPLETION_INDEX": str(index),
             "NNODES": "2",
             "NODE_NAME": f"node-{index}",
+            "POD_IP": f"10.30.4.{17 + index}",  # the downward API's status.podIP
             "JOBSET_UID": "uid-1",
             "JOBSET_RESTART_ATTEMPT": "0",
             "NEURONKIT_CHECK_DEADLINE_SECONDS": str(deadline),
@@ -211,9 +212,28 @@ def test_a_failed_collective_fails_every_pod_with_the_code_the_job_fails_on(tmp_
     assert "collective: FAILED" in outs[0]
 
 
-def test_a_missing_peer_fails_pod_0_at_the_deadline(tmp_path: Path, needs_ssh_keygen: None) -> None:
+def test_a_missing_peer_is_waiting_not_a_failed_collective(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    """Peers that never arrived (Pending pods: a block's nodes still booting) end pod 0 with the code the JobSet
+    restarts on without counting it, not the failed collective's (FailJobSet)."""
     start = time.monotonic()
     pod0 = _collective_pod(tmp_path, 0, "exit 0\n", deadline=3)
     out, _ = pod0.communicate(timeout=30)
-    assert pod0.returncode == tj.EXIT_COLLECTIVE_FAILED, out
-    assert "1 of 2 pods reported within the deadline" in out and time.monotonic() - start < 20
+    assert pod0.returncode == tj.EXIT_PEERS_MISSING != tj.EXIT_COLLECTIVE_FAILED, out
+    assert "collective: WAITING: 1 of 2 pods reported within the deadline" in out and time.monotonic() - start < 20
+
+
+def test_a_peer_whose_pod_0_never_arrived_waits_too(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    pod1 = _collective_pod(tmp_path, 1, "exit 0\n", deadline=3)
+    out, _ = pod1.communicate(timeout=30)
+    assert pod1.returncode == tj.EXIT_PEERS_MISSING, out
+    assert "collective: WAITING: no public key from pod 0 within 3 s" in out
+
+
+def test_the_collective_reports_to_the_pods_ip_and_uses_the_pods_interface(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    """aws-k8s-tester's multi-node nccom-test on EKS: CCOM_SOCKET_IFNAME=eth0 and --data-collector-host $POD_IP."""
+    record = f'echo "$* IFNAME=${{CCOM_SOCKET_IFNAME}}" > {tmp_path}/nccom-args\ncat {FIX / "nccom-test-healthy.txt"}\n'
+    pods = [_collective_pod(tmp_path, i, record) for i in (0, 1)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], outs
+    args = (tmp_path / "nccom-args").read_text()
+    assert "--hosts 10.30.4.17 10.30.4.18 --data-collector-host 10.30.4.17" in args and "IFNAME=eth0" in args

@@ -133,6 +133,7 @@ COMMANDS: tuple[Command, ...] = (
             "`--name NAME`",
             "`--min-busbw-gbps GBPS`",
             "`--deadline TIME`",
+            "`--hold`",
             "`--command ARGS`",
         ),
     ),

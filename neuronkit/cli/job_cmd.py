@@ -84,6 +84,9 @@ def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...
         raise CliError(f"--nodes {nodes}: pool {pool.name} has at most {pool.max_size} nodes (max_size); ask for fewer")
     names = bucket_names(env.name, env.account, env.region)
     extra: dict[str, Any] = {"command": command} if command else {}
+    budget = getattr(pool.capacity, "checkpoint_budget_minutes", None)
+    if budget is not None:
+        extra["checkpoint_budget_seconds"] = 60 * int(budget)
     try:
         return tj.JobSpec(
             name=args.name or default_name(pool.name, check_only=check_only, now=_now()),

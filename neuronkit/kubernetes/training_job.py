@@ -142,6 +142,9 @@ class JobSpec:
     command: tuple[str, ...] = (f"{KIT_MOUNT}/checkpoint_contract.py",)
     max_restarts: int = field(default_factory=lambda: int(facts()["defaults"]["max_restarts"]))
     termination_grace_seconds: int = field(default_factory=lambda: int(facts()["defaults"]["termination_grace_seconds"]))
+    # How long a checkpoint may take (the pool's capacity.checkpoint_budget_minutes on a Capacity Block): the preStop
+    # hook waits at most this for the ranks, and never past the grace less its margin.
+    checkpoint_budget_seconds: int = field(default_factory=lambda: 60 * int(facts()["defaults"]["checkpoint_budget_minutes"]))
     min_busbw_gbps: float | None = None  # unset by default: completion and correctness only
     calibrate: bool = False
     check_only: bool = False
@@ -158,6 +161,11 @@ class JobSpec:
         if not catalog.get(self.instance_type).is_neuron:
             raise JobError(f"pool {self.pool}: {self.instance_type} has no Neuron devices; training jobs run on Trainium pools")
         self.profile  # noqa: B018 -- refuse a family/release/image that cannot train now, with its fix
+
+    @property
+    def stop_wait_seconds(self) -> int:
+        margin = int(facts()["defaults"]["stop_margin_seconds"])
+        return max(1, min(self.checkpoint_budget_seconds, self.termination_grace_seconds - margin))
 
     @property
     def profile(self) -> LaunchProfile:
@@ -222,6 +230,7 @@ def rank_environment(spec: JobSpec) -> dict[str, str]:
             "NEURONKIT_EXIT_CHECKPOINTED": str(EXIT_CHECKPOINTED),
             "NEURONKIT_EXIT_POD_STOPPED": str(EXIT_POD_STOPPED),
             "CCOM_SOCKET_IFNAME": CCOM_SOCKET_IFNAME,
+            "NEURONKIT_STOP_WAIT_SECONDS": str(spec.stop_wait_seconds),
         }
     )
     return env
@@ -266,10 +275,21 @@ exit "${rc}"
 """
 
 # The preStop hook of the train container: ask the ranks to stop (the pod-local stop file), then wait for torchrun to
-# end. Kubernetes sends SIGTERM only after the hook returns, and the hook counts against the pod's grace period.
+# end, at most NEURONKIT_STOP_WAIT_SECONDS (the checkpoint budget, below the grace): ranks blocked in a collective
+# with a dead peer never reach their checkpoint, so then the hook stops torchrun (its agent ends the workers within
+# 30 s) instead of holding the pod for the whole grace. Kubernetes sends SIGTERM only after the hook returns, and the
+# hook counts against the pod's grace period.
 PRE_STOP = f"""mkdir -p {RUN_DIR} && touch {STOP_FILE}
 pid=$(cat {TORCHRUN_PID} 2>/dev/null) || exit 0
-while kill -0 "${{pid}}" 2>/dev/null; do sleep 5; done
+end=$(( $(date +%s) + ${{NEURONKIT_STOP_WAIT_SECONDS:-60}} ))
+while kill -0 "${{pid}}" 2>/dev/null; do
+  if [ "$(date +%s)" -ge "${{end}}" ]; then
+    echo "neuronkit: the ranks did not stop within ${{NEURONKIT_STOP_WAIT_SECONDS:-60}} s; stopping torchrun"
+    kill -TERM "${{pid}}" 2>/dev/null || true
+    break
+  fi
+  sleep 2
+done
 """
 
 # The collective step, in an init container of every rank pod after its node check: pod 0 keeps the run's SSH key in
@@ -409,6 +429,15 @@ def _collective_env() -> list[dict[str, Any]]:
     return [{"name": k, "value": v} for k, v in sorted(extra.items())] + _jobset_fields() + [pod_ip]
 
 
+def reserved_ports_sysctl() -> dict[str, str]:
+    """MASTER_PORT and the root communicator's port kept out of the pod's ephemeral range, as the Auto Scaling node
+    reserves them (userdata/training-node.sh; AWS's Neuron samples: ``net.ipv4.ip_local_reserved_ports=44000,48620``,
+    aws-neuron/aws-neuron-eks-samples llama3.1_8B_finetune_ray_ptl_neuron/.../tp_zero1_llama3_8b_hf_finetune_ptl.sh
+    line 53). A namespaced sysctl the Pod Security Standards' baseline allows since Kubernetes 1.27."""
+    ports = job_environment.collective_ports()
+    return {"name": "net.ipv4.ip_local_reserved_ports", "value": f"{ports.master_port},{ports.root_comm_port}"}
+
+
 def _pod(spec: JobSpec) -> dict[str, Any]:
     """One pod per node: the node check, the collective across the job's pods, then (unless check-only) the ranks."""
     env = _env_list(rank_environment(spec))
@@ -444,6 +473,7 @@ def _pod(spec: JobSpec) -> dict[str, Any]:
             "nodeSelector": scheduling.pool_node_selector(spec.pool),
             "tolerations": scheduling.accelerator_tolerations("neuron"),
             "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+            "securityContext": {"sysctls": [reserved_ports_sysctl()]},
             "initContainers": init,
             "containers": containers,
             "volumes": volumes,

@@ -130,6 +130,35 @@ def test_the_pre_stop_hook_stops_the_ranks_through_the_file_and_waits_for_them(l
     assert cc.latest_checkpoint(launcher["ckpt"]) is not None
 
 
+def test_the_pre_stop_hook_waits_at_most_the_checkpoint_budget_for_blocked_ranks(
+    launcher: dict[str, Any], tmp_path: Path
+) -> None:
+    """Ranks blocked in a collective with a dead peer never see the stop file: the hook stops torchrun after the
+    checkpoint budget instead of holding the pod for the whole grace."""
+    _stub(tmp_path / "bin", "torchrun", "exec sleep 600\n")  # a rank that never checkpoints
+    proc = _start(launcher, steps=5)
+    deadline = time.monotonic() + 20
+    while not (launcher["run"] / "torchrun.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    hook = tj.PRE_STOP.replace(tj.RUN_DIR, str(launcher["run"]))
+    start = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", hook], env={**os.environ, "NEURONKIT_STOP_WAIT_SECONDS": "2"}, capture_output=True, text=True,
+        timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and time.monotonic() - start < 10, done.stdout + done.stderr
+    assert "did not stop within 2 s; stopping torchrun" in done.stdout
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == tj.EXIT_POD_STOPPED, out
+
+
+def test_the_rendered_wait_is_the_budget_below_the_grace() -> None:
+    spec = tj.JobSpec(**{**SPEC.__dict__, "checkpoint_budget_seconds": 300})
+    assert _container_env(tj.TRAIN_CONTAINER)["NEURONKIT_STOP_WAIT_SECONDS"] == str(SPEC.stop_wait_seconds)
+    assert spec.stop_wait_seconds == 300
+    assert SPEC.stop_wait_seconds == SPEC.termination_grace_seconds - int(tj.facts()["defaults"]["stop_margin_seconds"])
+
+
 def test_sigterm_to_the_launcher_asks_the_ranks_through_the_file_too(launcher: dict[str, Any]) -> None:
     proc = _start(launcher, steps=100_000)
     _running(launcher, proc)

@@ -33,7 +33,7 @@ printf '%s\\n' {" ".join(NODES)} > /etc/neuronkit/hostfile
 {"touch " + BUSY if busy else ":"}
 cat > /opt/stubs/nccom-test <<'NCCOM'
 #!/bin/bash
-echo "nccom-test $* ROOT=${{NEURON_RT_ROOT_COMM_ID}}" >> /var/log/stub-calls
+echo "nccom-test $* ROOT=${{NEURON_RT_ROOT_COMM_ID}} OMPI=${{OMPI_ALLOW_RUN_AS_ROOT:-}}${{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-}}" >> /var/log/stub-calls
 cat /opt/stubs/recording
 exit "$(cat /opt/stubs/rc)"
 NCCOM
@@ -52,8 +52,16 @@ def test_a_healthy_collective_runs_across_every_ready_node(tmp_path: Path) -> No
     assert run.returncode == 0, run.output
     (call,) = run.called("nccom-test")
     assert "-r 192 -N 3" in call and "--check all_ones allr" in call and f"--hosts {' '.join(NODES)}" in call
+    assert "-b 64MB -e 1GB -f 2" in call and "OMPI=11" in call  # a sweep; Open MPI's consent to run as root
     assert f"ROOT={NODES[0]}:{job_environment.collective_ports().root_comm_port}" in call
-    assert f"node {','.join(NODES)}: collective: ok: all-reduce correct, 47.2700 GB/s" in run.output
+    assert f"node {','.join(NODES)}: collective: ok: all-reduce correct, 47.27 GB/s" in run.output
+
+
+def test_the_floor_is_compared_at_the_sweeps_largest_size(tmp_path: Path) -> None:
+    run = _run(tmp_path / "a", "nccom-test-sweep-healthy.txt", 0, "--cores", "64", "--min-busbw-gbps", "45")
+    assert run.returncode == 0 and "all-reduce correct, 47.09 GB/s" in run.output  # not the 44.98 average
+    run = _run(tmp_path / "b", "nccom-test-sweep-slow.txt", 0, "--cores", "64", "--min-busbw-gbps", "40")
+    assert run.returncode == 1 and "bus bandwidth 4.71 GB/s below the floor 40 GB/s" in run.output
 
 
 def test_a_failed_collective_fails_with_the_nodes_and_the_reason(tmp_path: Path) -> None:
@@ -66,7 +74,7 @@ def test_a_failed_collective_fails_with_the_nodes_and_the_reason(tmp_path: Path)
 def test_a_slow_collective_fails_only_with_a_floor(tmp_path: Path) -> None:
     assert _run(tmp_path / "a", "nccom-test-slow.txt", 0, "--cores", "64").returncode == 0
     run = _run(tmp_path / "b", "nccom-test-slow.txt", 0, "--cores", "64", "--min-busbw-gbps", "40")
-    assert run.returncode == 1 and "bus bandwidth 4.7300 GB/s below the floor 40 GB/s" in run.output
+    assert run.returncode == 1 and "bus bandwidth 4.73 GB/s below the floor 40 GB/s" in run.output
 
 
 def test_never_while_a_job_runs_and_cores_are_required(tmp_path: Path) -> None:

@@ -580,6 +580,40 @@ def render_job(spec: JobSpec) -> list[dict[str, Any]]:
 # --- Kueue: one flavor, cluster queue and local queue per pool -----------------------------------------------
 
 
+# The Kubernetes group of eks.job_submitters' access entries, bound to the submitter Role in the training namespace.
+SUBMITTERS_GROUP = "neuronkit:job-submitters"
+
+
+def submitter_rbac() -> list[dict[str, Any]]:
+    """What a job submitter needs beyond EKS's namespace-scoped edit policy: the JobSets (a CRD the EKS policy does not
+    name) and a read of Kueue's workloads and queues, in the training namespace only."""
+    ns = scheduling.TRAINING_NAMESPACE
+    name = "neuronkit-job-submitter"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": ns},
+            "rules": [
+                {
+                    "apiGroups": ["jobset.x-k8s.io"],
+                    "resources": ["jobsets"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": SUBMITTERS_GROUP}],
+        },
+    ]
+
+
 def local_queue_name(pool: str) -> str:
     return pool
 

@@ -210,3 +210,10 @@ def test_a_pools_quota_is_its_nodes_so_admitted_jobs_never_overcommit_them() -> 
         (flavor,) = queue["spec"]["resourceGroups"][0]["flavors"]
         neuron = next(r for r in flavor["resources"] if r["name"] == "aws.amazon.com/neuron")
         assert int(neuron["nominalQuota"]) == pool.max_nodes * catalog.get(pool.instance_type).neuron_devices
+
+
+def test_the_submitter_rbac_validates_and_is_applied_after_the_namespace(built: Any) -> None:
+    jobs, _ = built
+    for d in tj.submitter_rbac():
+        kubernetes_validate.validate(d, K8S, strict=True)
+    assert jobs.namespace in jobs.submitter_rbac.node.dependencies

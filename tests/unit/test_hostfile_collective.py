@@ -82,3 +82,101 @@ def test_never_while_a_job_runs_and_cores_are_required(tmp_path: Path) -> None:
     assert run.returncode == 1 and "a job is running" in run.output and not run.called("nccom-test")
     run = _run(tmp_path / "b", "nccom-test-healthy.txt", 0)
     assert run.returncode == 2 and "--cores N" in run.output
+
+
+# --- across two sandboxed nodes: the pool's SSH trust (kit/neuronkit-ssh-trust), then the collective -----------
+
+SSH_TRUST = ROOT / "neuronkit" / "userdata" / "kit" / "neuronkit-ssh-trust"
+KEY_PARAM = "_neuronkit_team_pretrain_ssh-key"  # /neuronkit/team/pretrain/ssh-key in the stub's store
+PAIR = ["10.0.0.10", "10.0.0.11"]
+
+
+def _boot_node(tmp_path: Path, *, key: str | None = None, tail: str = ":", files: dict[str, str] | None = None) -> Run:
+    """One node of the pool: the kit's node.env and scripts, the pool's SSH trust as at boot, then ``tail``. ``key``:
+    the parameter another node already stored."""
+    port = job_environment.collective_ports().root_comm_port
+    seed = f"mkdir -p /opt/stubs/ssm && cp /opt/stubs/seed-key /opt/stubs/ssm/{KEY_PARAM}" if key else ":"
+    script = f"""#!/bin/bash
+set -euo pipefail
+mkdir -p /etc/neuronkit /usr/local/bin /run/neuronkit
+printf 'ENVIRONMENT=team\\nPOOL=pretrain\\nREGION=us-east-1\\nROOT_COMM_PORT={port}\\nBUSY_MARKER={BUSY}\\n' > /etc/neuronkit/node.env
+{seed}
+cat > /usr/local/bin/neuronkit-ssh-trust <<'KIT_SCRIPT_END'
+{SSH_TRUST.read_text()}KIT_SCRIPT_END
+cat > /usr/local/bin/neuronkit-hostfile <<'KIT_SCRIPT_END'
+{HOSTFILE.read_text()}KIT_SCRIPT_END
+chmod 0755 /usr/local/bin/neuronkit-ssh-trust /usr/local/bin/neuronkit-hostfile
+/usr/local/bin/neuronkit-ssh-trust
+{tail}
+"""
+    stub_files = {**(files or {}), **({"seed-key": key} if key else {})}
+    return run_user_data(script, Scenario(stub_files=stub_files), tmp_path)
+
+
+# nccom-test's MPI launch reduced to what needs trust: an SSH login to every other host of --hosts. The ssh stub
+# plays the network: it admits the login when the key this node's ssh config names is in the peer's authorized_keys.
+_SSH = r"""#!/bin/bash
+host=""; for a in "$@"; do case "${a}" in -*|BatchMode=*|true) ;; *) host="${a}" ;; esac; done
+identity=$(awk '$1 == "IdentityFile" {print $2; exit}' /root/.ssh/config)
+if grep -qxF "$(ssh-keygen -y -f "${identity}")" "/opt/stubs/peer-${host}-authorized_keys" 2>/dev/null; then
+  echo "ssh ${host}: ok" >> /var/log/stub-calls; exit 0
+fi
+echo "ssh ${host}: Permission denied (publickey)" >&2; exit 255
+"""
+_NCCOM_OVER_SSH = r"""#!/bin/bash
+echo "nccom-test $* OMPI=${OMPI_ALLOW_RUN_AS_ROOT:-}${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-}" >> /var/log/stub-calls
+hosts=$(printf '%s\n' "$@" | sed -n '/^--hosts$/,$p' | sed '1d;/^--/,$d')
+for h in $(printf '%s\n' ${hosts} | tail -n +2); do
+  /opt/stubs/ssh -o BatchMode=yes "${h}" true || { echo "error: mpirun could not start ranks on ${h}"; exit 1; }
+done
+cat /opt/stubs/recording
+"""
+
+
+def _collective_tail() -> str:
+    return (
+        f"printf '%s\\n' {' '.join(PAIR)} > /etc/neuronkit/hostfile\n"
+        f"cat > /opt/stubs/ssh <<'STUB'\n{_SSH}STUB\n"
+        f"cat > /opt/stubs/nccom-test <<'STUB'\n{_NCCOM_OVER_SSH}STUB\n"
+        "chmod 0755 /opt/stubs/ssh /opt/stubs/nccom-test\n"
+        "/usr/local/bin/neuronkit-hostfile --collective --cores 64\n"
+    )
+
+
+def test_the_collective_runs_across_two_sandboxed_nodes_that_trust_the_pools_key(tmp_path: Path) -> None:
+    first = _boot_node(tmp_path / "a-boot")
+    assert first.returncode == 0, first.output
+    assert first.called("aws ssm get-parameter") and first.called("aws ssm put-parameter")  # first node: makes it
+    key = (first.root / "opt" / "stubs" / "ssm" / KEY_PARAM).read_text()
+    assert "PRIVATE KEY" in key
+    second = _boot_node(tmp_path / "b-boot", key=key)
+    assert second.returncode == 0, second.output
+    assert not second.called("aws ssm put-parameter")  # a later node reads the pool's key, never replaces it
+    assert second.file("/root/.ssh/neuronkit_pool") == key
+    trusted_by_b = second.file("/root/.ssh/authorized_keys")
+    recording = (FIX / "nccom-test-sweep-healthy.txt").read_text()
+    run = _boot_node(
+        tmp_path / "a-collective", key=key, tail=_collective_tail(),
+        files={"recording": recording, f"peer-{PAIR[1]}-authorized_keys": trusted_by_b},
+    )  # fmt: skip
+    assert run.returncode == 0, run.output
+    assert f"ssh {PAIR[1]}: ok" in run.calls
+    (call,) = run.called("nccom-test")
+    assert f"-r 128 -N 2" in call and f"--hosts {' '.join(PAIR)}" in call and "OMPI=11" in call
+    assert f"node {','.join(PAIR)}: collective: ok: all-reduce correct, 47.09 GB/s" in run.output
+
+
+def test_a_peer_without_the_pools_key_fails_the_collective_naming_it(tmp_path: Path) -> None:
+    first = _boot_node(tmp_path / "a-boot")
+    key = (first.root / "opt" / "stubs" / "ssm" / KEY_PARAM).read_text()
+    stranger = _boot_node(tmp_path / "stranger")  # another pool's store: a key of its own
+    run = _boot_node(
+        tmp_path / "a-collective", key=key, tail=_collective_tail(),
+        files={"recording": (FIX / "nccom-test-sweep-healthy.txt").read_text(),
+               f"peer-{PAIR[1]}-authorized_keys": stranger.file("/root/.ssh/authorized_keys")},
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert (
+        f"collective: FAILED: all-reduce did not complete (nccom-test exit 1): error: mpirun could not start ranks on {PAIR[1]}"
+        in run.output
+    )

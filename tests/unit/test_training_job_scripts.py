@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,13 @@ from typing import Any
 import pytest
 
 from neuronkit.kubernetes import checkpoint_contract as cc
+from neuronkit.catalog import releases
 from neuronkit.kubernetes import training_job as tj
+from tests import image_env
 
 KIT = Path(tj.__file__).parent
 FIX = Path(__file__).parents[1] / "fixtures" / "prejob"
+PINNED = sorted({img for v in releases.versions() if (img := releases.release(v).container("training"))})
 SPEC = tj.JobSpec(
     name="llama", environment="team", pool="pretrain", instance_type="trn1.32xlarge", nodes=2, release="2.28.1",
     datasets_bucket="d", checkpoints_bucket="c",
@@ -178,11 +182,37 @@ def test_a_failed_training_keeps_its_exit_code(launcher: dict[str, Any], tmp_pat
 # --- the collective step across two simulated pods -----------------------------------------------------------
 
 
-def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) -> subprocess.Popen[str]:
+def _image_root(pod: Path, image: str) -> tuple[dict[str, str], Path]:
+    """The image's PATH and LD_LIBRARY_PATH exactly (tests/fixtures/images/), with the directories the image adds
+    (/opt, /home, /usr/local) moved into the pod's fake root, which holds only the tools the fixture places there;
+    the base system's directories are this machine's."""
+    fake = image_env.of(image)
+    root = pod / "image"
+
+    def moved(d: str) -> str:
+        return str(root) + d if d.startswith(("/opt/", "/home/", "/usr/local/")) else d
+
+    env = {k: ":".join(moved(d) if d else d for d in v.split(":")) for k, v in fake.env().items() if k != "HOME"}
+    tool = Path(moved(fake.tools["python3"]))
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.symlink_to(sys.executable)
+    return {**env, "HOME": "/root"}, root
+
+
+def _collective_pod(
+    tmp_path: Path, index: int, nccom: str, deadline: int = 60, image: str | None = None
+) -> subprocess.Popen[str]:
     pod = tmp_path / f"pod{index}"
     bin_dir = pod / "bin"
+    base: dict[str, str] = dict(os.environ)
+    if image is not None:  # only the image's environment: its nccom-test where its Dockerfile puts it
+        base, root = _image_root(pod, image)
+        nccom_at = Path(str(root) + image_env.of(image).tools["nccom-test"])
+        _stub(nccom_at.parent, "nccom-test", nccom)
+        bin_dir = root / "usr" / "local" / "bin"  # the pod's stand-ins (its address, sshd) on the image's PATH
+    else:
+        _stub(bin_dir, "nccom-test", nccom)
     _stub(bin_dir, "hostname", f"echo 10.30.4.{17 + index}\n")
-    _stub(bin_dir, "nccom-test", nccom)
     _stub(bin_dir, "sshd", "exit 0\n")
     script = (
         tj.COLLECTIVE.replace("/fsx/", f"{tmp_path}/fsx/")
@@ -193,7 +223,7 @@ def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) 
         .replace("/opt/neuronkit/prejob.py", str(KIT / "prejob.py"))
         .replace("/tmp/neuronkit-hostfile", f"{pod}/hostfile")
     )
-    env = {**os.environ, **_container_env(tj.COLLECTIVE_CONTAINER)}
+    env = {**base, **_container_env(tj.COLLECTIVE_CONTAINER)}
     env.update(
         {
             "JOB_COMPLETION_INDEX": str(index),
@@ -203,9 +233,10 @@ def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) 
             "JOBSET_UID": "uid-1",
             "JOBSET_RESTART_ATTEMPT": "0",
             "NEURONKIT_CHECK_DEADLINE_SECONDS": str(deadline),
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         }
     )
+    if image is None:
+        env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     args = tj.collective_args(SPEC)
     return subprocess.Popen(
         ["bash", "-c", script, "collective", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -231,6 +262,17 @@ def test_a_healthy_collective_passes_on_every_pod_and_leaves_no_key_on_lustre(tm
         tmp_path / "pod0" / "ssh" / "id_ed25519.pub"
     ).read_text()
     assert (tmp_path / "pod0" / "hostfile").read_text().split() == ["10.30.4.17", "10.30.4.18"]
+
+
+@pytest.mark.parametrize("image", PINNED)
+def test_the_collective_runs_in_each_pinned_images_environment(tmp_path: Path, image: str, needs_ssh_keygen: None) -> None:
+    """The collective step and prejob.py with the image's PATH and LD_LIBRARY_PATH only: every tool they call by name
+    is on the image's PATH (nccom-test in /opt/aws/neuron/bin, from the Dockerfile), none from this machine's."""
+    healthy = f"cat {FIX / 'nccom-test-sweep-healthy.txt'}\n"
+    pods = [_collective_pod(tmp_path, i, healthy, image=image) for i in (1, 0)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], outs
+    assert "collective: ok: all-reduce correct, 47.09 GB/s bus bandwidth" in outs[1]
 
 
 def test_a_failed_collective_fails_every_pod_with_the_code_the_job_fails_on(tmp_path: Path, needs_ssh_keygen: None) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from neuronkit.kubernetes import checkpoint_contract as cc
 from neuronkit.catalog import releases
+from neuronkit.kubernetes import checkpoint_contract as cc
 from neuronkit.kubernetes import training_job as tj
 from tests import image_env
 

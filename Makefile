@@ -39,7 +39,7 @@ lint: setup
 	ruff check neuronkit tests app.py examples
 	ruff format --check neuronkit tests app.py examples
 	mypy neuronkit
-	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh neuronkit/userdata/kit/*.sh neuronkit/userdata/kit/neuronkit-hostfile neuronkit/userdata/kit/neuronkit-release neuronkit/userdata/kit/neuronkit-serve neuronkit/userdata/kit/neuronkit-drain neuronkit/kubernetes/scripts/neuronkit-artifacts
+	shellcheck --severity=style --external-sources neuronkit/userdata/*.sh neuronkit/userdata/kit/*.sh neuronkit/userdata/kit/neuronkit-hostfile neuronkit/userdata/kit/neuronkit-release neuronkit/userdata/kit/neuronkit-serve neuronkit/userdata/kit/neuronkit-drain neuronkit/userdata/kit/neuronkit-ssh-trust neuronkit/kubernetes/scripts/neuronkit-artifacts
 
 ## docs: regenerate schema/environment.schema.json and docs/environment-file.md from the config models, and
 ## README's command-line grammar tables from neuronkit/cli/grammar.py

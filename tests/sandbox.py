@@ -72,6 +72,15 @@ case "$1 $2" in
       all="$*"; f="${all##*file://}"; n=$(find /opt/stubs -name 'put-metric-data-*.json' | wc -l)
       cp "${f%% *}" "/opt/stubs/put-metric-data-$((n + 1)).json" ;; esac ;;
   "ecr get-login-password") echo password ;;
+  # SSM Parameter Store: /opt/stubs/ssm/NAME (slashes as _); a put without --overwrite fails when it exists.
+  "ssm get-parameter"|"ssm put-parameter")
+    name=""; value=""; prev=""
+    for a in "$@"; do case "${prev}" in --name) name="${a}" ;; --value) value="${a}" ;; esac; prev="${a}"; done
+    f="/opt/stubs/ssm/$(printf '%s' "${name}" | tr / _)"
+    if [ "$2" = get-parameter ]; then [ -f "${f}" ] || exit 254; cat "${f}"; exit 0; fi
+    [ -f "${f}" ] && case "$*" in *--overwrite*) ;; *) exit 254 ;; esac
+    mkdir -p /opt/stubs/ssm
+    case "${value}" in file://*) cp "${value#file://}" "${f}" ;; *) printf '%s' "${value}" > "${f}" ;; esac ;;
   "s3 cp") case "$*" in *kit*) [ -f /opt/stubs/kit.zip ] && cp /opt/stubs/kit.zip "${@: -1}" ;; esac ;;
   "s3 sync") case "$*" in s3\ sync\ */compiled\ s3://*) ;; *) mkdir -p "${@: -1}" && echo weights > "${@: -1}/model.safetensors" ;; esac ;;
   # /opt/stubs/instances: the ready nodes of the group (text rows), else this node alone.

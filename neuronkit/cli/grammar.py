@@ -132,6 +132,7 @@ COMMANDS: tuple[Command, ...] = (
             "`--name NAME`",
             "`--min-busbw-gbps GBPS`",
             "`--deadline TIME`",
+            "`--hold`",
             "`--command ARGS`",
         ),
     ),

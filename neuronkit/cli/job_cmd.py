@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         a.add_argument(
             "--image", default=None, metavar="IMAGE", help="the training container (required where no tag is published)"
         )
-        a.add_argument("--name", default=None, metavar="NAME", help="the JobSet's name (default: POOL-job or POOL-check)")
+        a.add_argument("--name", default=None, metavar="NAME",
+                       help="the JobSet's name (default: POOL-MMDD-HHMMSS or POOL-check-MMDD-HHMMSS, UTC: unique per render)")  # fmt: skip
         a.add_argument("--min-busbw-gbps", type=float, default=None, metavar="GBPS",
                        help="fail the collective below this bus bandwidth (default: unset, completion and correctness only)")  # fmt: skip
         a.add_argument(
@@ -49,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         if name == "render":
             a.add_argument("--deadline", default=None, metavar="TIME",
                            help="when the job must be done (UTC, ISO 8601); refused past a Capacity Block's end minus its lead time")  # fmt: skip
+            a.add_argument("--hold", action="store_true",
+                           help="a Capacity Block pool before its start: render the job held (suspended, no queue label) instead of refusing it")  # fmt: skip
             a.add_argument("--command", dest="train_command", nargs=argparse.REMAINDER, default=None, metavar="ARGS",
                            help="the rest of the line: the training script and its arguments after torchrun (default: the checkpoint contract's sample)")  # fmt: skip
             a.set_defaults(func=render)
@@ -82,9 +85,12 @@ def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...
         raise CliError(f"--nodes {nodes}: pool {pool.name} has at most {pool.max_size} nodes (max_size); ask for fewer")
     names = bucket_names(env.name, env.account, env.region)
     extra: dict[str, Any] = {"command": command} if command else {}
+    budget = getattr(pool.capacity, "checkpoint_budget_minutes", None)
+    if budget is not None:
+        extra["checkpoint_budget_seconds"] = 60 * int(budget)
     try:
         return tj.JobSpec(
-            name=args.name or f"{pool.name}-{'check' if check_only else 'job'}",
+            name=args.name or default_name(pool.name, check_only=check_only, now=_now()),
             environment=env.name,
             pool=pool.name,
             instance_type=pool.instance_type,
@@ -97,10 +103,19 @@ def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...
             min_busbw_gbps=args.min_busbw_gbps,
             calibrate=getattr(args, "calibrate", False),
             check_only=check_only,
+            hold=bool(getattr(args, "hold", False)),
             **extra,
         )
     except tj.JobError as err:
         raise CliError(f"{env.name}: pool {pool.name}: {err}") from err
+
+
+def default_name(pool: str, *, check_only: bool, now: dt.datetime) -> str:
+    """A name of its own per render: JobSet's webhook refuses to re-apply a name a finished JobSet still holds. The
+    pool's name is shortened to keep the kit's 40-character limit."""
+    stamp = now.astimezone(dt.UTC).strftime("%m%d-%H%M%S")
+    suffix = f"-check-{stamp}" if check_only else f"-{stamp}"
+    return f"{pool[: 40 - len(suffix)].rstrip('-')}{suffix}"
 
 
 def block_lead(pool: Any) -> tuple[dt.datetime, int] | None:
@@ -152,11 +167,17 @@ def _now() -> dt.datetime:
 def notes(spec: tj.JobSpec, pool: Any, now: dt.datetime) -> list[str]:
     """Stderr lines a user should read before applying: a Capacity Block that has not started or has ended (the queue's
     quota is static: a job applied then is admitted, its pods stay Pending and Kueue evicts and requeues it every
-    waitForPodsReady timeout), and a training container of another release than the pool's."""
+    waitForPodsReady timeout; ``job render`` refuses it unless held), and a training container of another release than the pool's."""
     out: list[str] = []
     cap = pool.capacity
     if getattr(cap, "type", None) == "capacity-block":
-        if now < cap.start:
+        if now < cap.start and spec.hold:
+            out.append(
+                f"neuronkit: pool {pool.name}'s Capacity Block starts {cap.start.isoformat()}: {spec.name} is held (no queue "
+                f"label); at the start run: kubectl label jobset -n {tj.scheduling.TRAINING_NAMESPACE} {spec.name} "
+                f"{tj.QUEUE_LABEL}={tj.local_queue_name(pool.name)}"
+            )
+        elif now < cap.start:
             out.append(
                 f"neuronkit: WARNING: pool {pool.name}'s Capacity Block starts {cap.start.isoformat()}: until then the pool "
                 "has no nodes; a job applied now is admitted but its pods stay Pending (apply it after the start)"
@@ -178,6 +199,12 @@ def notes(spec: tj.JobSpec, pool: Any, now: dt.datetime) -> list[str]:
 def render(args: argparse.Namespace) -> int:
     spec = _spec(args, check_only=False, command=tuple(args.train_command) if args.train_command else None)
     env, pool, _ = _pool(args)
+    cap = pool.capacity
+    if getattr(cap, "type", None) == "capacity-block" and _now() < cap.start and not spec.hold:
+        raise CliError(
+            f"{env.name}: pool {pool.name}: its Capacity Block starts {cap.start.isoformat()} and the pool has no nodes "
+            "until then; apply the job after the start, or render it with --hold (suspended until you label it)"
+        )
     docs = tj.render_job(spec)
     block = block_lead(pool)
     if block is not None:

@@ -87,6 +87,12 @@ class Eks(Strict):
     viewers: list[Principal] = Field(
         default_factory=list, description="IAM role or user ARNs given read-only access (AmazonEKSViewPolicy)."
     )
+    job_submitters: list[Principal] = Field(
+        default_factory=list,
+        description="IAM role or user ARNs that submit training jobs: AmazonEKSEditPolicy scoped to the "
+        "neuronkit-training namespace, plus the kit's Role there for JobSets and Kueue workloads; viewers stay "
+        "read-only.",
+    )
     endpoint: Literal["private", "public-and-private"] = Field(
         default="private",
         description="private: the API answers inside the VPC only (reach it through SSM port forwarding, "

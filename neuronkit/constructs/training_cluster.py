@@ -390,6 +390,19 @@ class TrainingCluster(Construct):
                 resources=["*"],
             )
         )
+        # The pool's SSH key for the collective's MPI launch (kit/neuronkit-ssh-trust): read it, or create it when
+        # first; no --overwrite right, so a node cannot replace the key its peers trust.
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                sid="PoolSshKey",
+                actions=["ssm:GetParameter", "ssm:PutParameter"],
+                resources=[
+                    arns.format_arn(
+                        self, service="ssm", resource="parameter", resource_name=f"neuronkit/{environment}/{name}/ssh-key"
+                    )
+                ],
+            )
+        )
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None
         if storage is not None:
             storage.grant_node_access(self.role, compile_cache_prefix=cache_prefix, pool=name)

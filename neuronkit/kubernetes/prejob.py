@@ -31,6 +31,19 @@ from pathlib import Path
 
 TERMINATION_LOG = "/dev/termination-log"
 METRIC_NAMESPACE = "neuronkit/prejob"
+# fi_info where the EFA installer puts it. The Neuron training DLCs run efa_installer.sh but never put its bin
+# directory on PATH (aws-neuron/deep-learning-containers pytorch/training/2.9.0/Dockerfile.neuronx, lines 29 and 116
+# set PATH; line 170 or 165 runs the installer), so a bare ``fi_info`` is "not found" in the job's pods. AWS's own
+# runs call it by this path (aws-neuron/aws-neuron-eks-samples dp_bert_hf_pretrain/docker/assets/dump_env.py line 23,
+# "/opt/amazon/efa/bin/fi_info -p efa") or add the directory to PATH themselves (aws/aws-k8s-tester
+# test/images/efa/Dockerfile lines 3 and 30). tests/fixtures/images/ records each pinned image's PATH.
+FI_INFO = "/opt/amazon/efa/bin/fi_info"
+# The EFA devices a pod was given (the EFA device plugin mounts one uverbs device per interface) and the name of the
+# RDMA device behind each (the kernel's infiniband_verbs class): how a missing interface is named.
+UVERBS_DIR = "/dev/infiniband"
+VERBS_CLASS = "/sys/class/infiniband_verbs"
+# The mount table; NEURONKIT_PREJOB_MOUNTS points the check at a recorded one (the sandbox cannot mount Lustre).
+MOUNTS = os.environ.get("NEURONKIT_PREJOB_MOUNTS", "/proc/mounts")
 
 
 @dataclass(frozen=True)
@@ -83,12 +96,42 @@ def efa_domains(fi_info_output: str) -> list[str]:
     return sorted(set(re.findall(r"domain:\s*(\S+-rdm)\b", fi_info_output)))
 
 
-def check_efa(node: str, fi_info_output: str, expected: int, returncode: int = 0) -> Outcome:
+def efa_devices(uverbs_dir: str = UVERBS_DIR, verbs_class: str = VERBS_CLASS) -> dict[str, str]:
+    """The pod's EFA devices: ``/dev/infiniband/uverbsN`` -> its RDMA device name (``rdmap16s0``), or "" when the
+    kernel's class entry is not readable. Empty when the pod has no /dev/infiniband (a type without EFA)."""
+    root = Path(uverbs_dir)
+    if not root.is_dir():
+        return {}
+    out: dict[str, str] = {}
+    for dev in sorted(root.glob("uverbs*"), key=lambda d: int(re.sub(r"\D", "", d.name) or 0)):
+        ibdev = Path(verbs_class, dev.name, "ibdev")
+        try:
+            out[str(dev)] = ibdev.read_text().strip()
+        except OSError:
+            out[str(dev)] = ""
+    return out
+
+
+def check_efa(
+    node: str, fi_info_output: str, expected: int, returncode: int = 0, devices: dict[str, str] | None = None
+) -> Outcome:
+    """The EFA interfaces ``fi_info -p efa`` answers for against the type's count; with ``devices`` (the pod's
+    uverbs devices and their RDMA names) a missing interface is named."""
     domains = efa_domains(fi_info_output)
+    if devices is not None and not devices and expected:
+        return Outcome(node, "efa", False, f"no EFA device in the pod ({UVERBS_DIR} absent), expected {expected}")
     if returncode != 0 and not domains:
-        return Outcome(node, "efa", False, f"fi_info -p efa failed (exit {returncode}): no EFA provider answers")
+        first = fi_info_output.strip().splitlines()[:1]
+        why = f": {first[0]}" if first else ""
+        return Outcome(node, "efa", False, f"fi_info -p efa failed (exit {returncode}): no EFA provider answers{why}")
     if len(domains) != expected:
-        return Outcome(node, "efa", False, f"{len(domains)} EFA interfaces answer fi_info -p efa, expected {expected}")
+        reason = f"{len(domains)} EFA interfaces answer fi_info -p efa, expected {expected}"
+        silent = [f"{name} ({dev})" for dev, name in (devices or {}).items() if name and f"{name}-rdm" not in domains]
+        if silent:
+            reason += f"; no answer from {', '.join(silent)}"
+        elif devices is not None and len(devices) != expected:
+            reason += f"; the pod has {len(devices)} EFA devices"
+        return Outcome(node, "efa", False, reason)
     return Outcome(node, "efa", True, f"{len(domains)} EFA interfaces answer")
 
 
@@ -108,11 +151,20 @@ class Collective:
     error: str
 
 
+# The collective's sweep: small sizes measure latency, not bandwidth (nccom-test user guide, 2 x trn1: 1.45 GB/s bus
+# bandwidth at 1 MB against 47.09 GB/s at 1 GB), so the floor is compared at the largest size of a short sweep.
+SWEEP = ("64MB", "1GB")
+_ROW = re.compile(r"^\s*(\d+)\s+\d+\s+\S+\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)\s*$", re.MULTILINE)
+
+
 def parse_nccom(output: str, returncode: int) -> Collective:
     """nccom-test's table (``size(B) count(elems) type time(us) algbw(GB/s) busbw(GB/s)``) and its
-    ``Avg bus bandwidth:`` line; with ``--check`` a wrong result is reported and the exit status is non-zero."""
+    ``Avg bus bandwidth:`` line; with ``--check`` a wrong result is reported and the exit status is non-zero. The bus
+    bandwidth is the largest size's row (the average mixes in the latency-bound sizes of a sweep); the average only
+    when no row is readable."""
+    rows = [(int(size), float(bw)) for size, bw in _ROW.findall(output)]
     avg = re.search(r"Avg bus bandwidth:\s*([0-9.]+)\s*GB/s", output)
-    busbw = float(avg.group(1)) if avg else None
+    busbw = max(rows)[1] if rows else (float(avg.group(1)) if avg else None)
     errors = [ln.strip() for ln in output.splitlines() if re.search(r"error|fail|mismatch", ln, re.IGNORECASE)]
     correct = not any(re.search(r"mismatch|check fail|incorrect|golden", e, re.IGNORECASE) for e in errors)
     completed = returncode == 0 and busbw is not None
@@ -187,11 +239,22 @@ def _run(cmd: list[str], timeout: int = 1800) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
-def nccom_command(*, ranks: int, nodes: int, hosts: list[str], size: str) -> list[str]:
+def nccom_command(
+    *, ranks: int, nodes: int, hosts: list[str], size: str | tuple[str, str], collector_host: str = ""
+) -> list[str]:
     """A small all-reduce with correctness check (nccom-test user guide: ``-r``, ``-N``, ``-b``/``-e``, ``--check``,
-    ``--hosts``; multi-node runs need ``NEURON_RT_ROOT_COMM_ID`` set to the first host and a free port)."""
-    cmd = ["nccom-test", "-r", str(ranks), "-N", str(nodes), "-b", size, "-e", size, "-d", "fp32", "--check", "all_ones", "allr"]
-    return cmd + (["--hosts", *hosts] if nodes > 1 else [])
+    ``--hosts``; multi-node runs need ``NEURON_RT_ROOT_COMM_ID`` set to the first host and a free port).
+    ``collector_host``: where the peers report their results (``--data-collector-host``); in a pod its IP, as
+    aws/aws-k8s-tester's multi-node nccom-test passes ``--data-collector-host $POD_IP``."""
+    begin, end = (size, size) if isinstance(size, str) else size
+    cmd = ["nccom-test", "-r", str(ranks), "-N", str(nodes), "-b", begin, "-e", end]
+    cmd += ["-f", "2"] if begin != end else []  # a sweep doubling the size (aws-k8s-tester passes -f 2 too)
+    cmd += ["-d", "fp32", "--check", "all_ones", "allr"]
+    if nodes > 1:
+        cmd += ["--hosts", *hosts]
+        if collector_host:
+            cmd += ["--data-collector-host", collector_host]
+    return cmd
 
 
 def node_checks(args: argparse.Namespace) -> list[Outcome]:
@@ -205,21 +268,28 @@ def node_checks(args: argparse.Namespace) -> list[Outcome]:
     runtime = check_collective([node], result, None)
     outcomes.append(Outcome(node, "runtime", runtime.ok, runtime.reason.replace("all-reduce", f"{args.cores}-core all-reduce")))
     if args.efa:
-        rc, out = _run(["fi_info", "-p", "efa"])
-        outcomes.append(check_efa(node, out, args.efa, rc))
+        rc, out = _run([FI_INFO, "-p", "efa"])
+        outcomes.append(check_efa(node, out, args.efa, rc, devices=efa_devices()))
     if args.lustre:
-        outcomes.append(check_lustre(node, Path("/proc/mounts").read_text(), args.lustre))
+        outcomes.append(check_lustre(node, Path(MOUNTS).read_text(), args.lustre))
     return outcomes
 
 
 def collective_check(args: argparse.Namespace) -> list[Outcome]:
     hosts = [h for h in Path(args.hosts_file).read_text().split() if h]
-    rc, out = _run(nccom_command(ranks=args.cores * len(hosts), nodes=len(hosts), hosts=hosts, size=args.size))
+    cmd = nccom_command(
+        ranks=args.cores * len(hosts),
+        nodes=len(hosts),
+        hosts=hosts,
+        size=(args.begin, args.end),
+        collector_host=args.data_collector_host,
+    )
+    rc, out = _run(cmd)
     print(out, flush=True)
     result = parse_nccom(out, rc)
     outcome = check_collective(hosts, result, args.min_busbw_gbps)
     if outcome.ok and args.calibrate:
-        record = {"nodes": len(hosts), "size": args.size, "busbw_gbps": result.busbw_gbps, "at": int(time.time())}
+        record = {"nodes": len(hosts), "size": args.end, "busbw_gbps": result.busbw_gbps, "at": int(time.time())}
         Path(args.calibrate).parent.mkdir(parents=True, exist_ok=True)
         Path(args.calibrate).write_text(json.dumps(record, sort_keys=True) + "\n")
         print(f"calibration recorded in {args.calibrate}: {record}", flush=True)
@@ -242,9 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("collective")
     c.add_argument("--hosts-file", required=True)
     c.add_argument("--cores", type=int, required=True)
-    c.add_argument("--size", default="1MB")
+    c.add_argument("--begin", default=SWEEP[0], help="the sweep's first size")
+    c.add_argument("--end", default=SWEEP[1], help="the sweep's last size: the bus bandwidth compared")
     c.add_argument("--min-busbw-gbps", type=float, default=None)
     c.add_argument("--calibrate", default="")
+    c.add_argument("--data-collector-host", default="", help="nccom-test's --data-collector-host (a pod: its IP)")
     args = p.parse_args(argv)
     outcomes = node_checks(args) if args.mode == "node" else collective_check(args)
     return report(outcomes, environment=args.environment, pool=args.pool)

@@ -82,12 +82,35 @@ def fleet_labels(fleet: str) -> dict[str, str]:
     return {"app.kubernetes.io/name": fleet, "app.kubernetes.io/part-of": "neuronkit", "neuronkit.io/fleet": fleet}
 
 
-def node_share(instance_type: str) -> dict[str, str]:
-    """The CPU and memory a whole-node pod requests: the node's less the reserve for kubelet, system daemons and the
-    device plugins' pods (catalog/eks.yaml ``training_jobs.node_reserve``), so the pod is not BestEffort (evicted first
-    under memory pressure) and Cluster Autoscaler sees the node as used."""
+def kube_reserved(vcpus: int, max_pods: int) -> tuple[int, int]:
+    """nodeadm's kube-reserved on an AL2023 node: (CPU millicores, memory MiB) (catalog ``training_jobs.node_reserve``)."""
+    r = catalog.eks_facts()["training_jobs"]["node_reserve"]
+    total = vcpus * 1000
+    cpu = 0.0
+    for start, end, percent in r["kube_reserved_cpu_percent_ranges"]:
+        top = total if end is None else min(total, int(end))
+        cpu += max(0, top - int(start)) * float(percent) / 100
+    memory = int(r["kube_reserved_memory_mib_per_pod"]) * max_pods + int(r["kube_reserved_memory_mib_base"])
+    return int(cpu), memory
+
+
+def allocatable(instance_type: str, max_pods: int | None = None) -> tuple[int, int]:
+    """What kubelet leaves allocatable on a node of the type: (CPU millicores, memory MiB): capacity (memory: EC2's
+    figure less the kernel's share) less kube-reserved and the hard eviction threshold."""
     it = catalog.get(instance_type)
-    reserve = catalog.eks_facts()["training_jobs"]["node_reserve"]
-    cpu = math.floor(it.vcpus * (1 - float(reserve["cpu_fraction"])))
-    memory_gib = math.floor(it.memory_mib / 1024 * (1 - float(reserve["memory_fraction"])))
+    r = catalog.eks_facts()["training_jobs"]["node_reserve"]
+    pods = max_pods if max_pods is not None else int(catalog.eks_facts()["pods"]["max_pods_per_node"])
+    cpu_reserved, mem_reserved = kube_reserved(it.vcpus, pods)
+    capacity_mib = math.floor(it.memory_mib * (1 - float(r["kernel_memory_fraction"])))
+    return it.vcpus * 1000 - cpu_reserved, capacity_mib - mem_reserved - int(r["eviction_hard_memory_mib"])
+
+
+def node_share(instance_type: str) -> dict[str, str]:
+    """The CPU and memory a whole-node pod requests: what kubelet leaves allocatable (:func:`allocatable`) less the
+    DaemonSets' requests, whole cores and GiB, so the pod is not BestEffort (evicted first under memory pressure),
+    fits the node beside its DaemonSets, and Cluster Autoscaler sees the node as used."""
+    cpu_m, mem_mib = allocatable(instance_type)
+    ds = catalog.eks_facts()["training_jobs"]["node_reserve"]["daemonsets"]
+    cpu = math.floor((cpu_m - int(ds["cpu_millicores"])) / 1000)
+    memory_gib = math.floor((mem_mib - int(ds["memory_mib"])) / 1024)
     return {"cpu": str(cpu), "memory": f"{memory_gib}Gi"}

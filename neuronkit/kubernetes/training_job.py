@@ -45,12 +45,21 @@ RANK_JOB = "rank"
 NODE_CHECK_CONTAINER = "node-check"
 COLLECTIVE_CONTAINER = "prejob-collective"
 TRAIN_CONTAINER = "train"
-# Exit codes the Job's podFailurePolicy maps to FailJob (then the JobSet to FailJobSet), never to a restart:
-EXIT_COLLECTIVE_FAILED = 3  # the job-wide collective failed or missed its deadline: the job's nodes are not fit
+# Exit codes the Job's podFailurePolicy maps to FailJob; the JobSet's rules then fail the set or restart it:
+EXIT_COLLECTIVE_FAILED = 3  # the job-wide collective ran and failed (or was wrong): the job's nodes are not fit
+# The collective's peers never arrived within its deadline (pods Pending: a block's nodes still booting, a node being
+# replaced): waiting, not failing. The JobSet restarts without counting it (RestartJobSetAndIgnoreMaxRestarts) and
+# Kueue's waitForPodsReady timeout evicts and requeues the job when its pods are still not ready.
+EXIT_PEERS_MISSING = 4
 EXIT_CHECKPOINTED = checkpoint_contract.EXIT_CHECKPOINTED  # ranks checkpointed and stopped at the sentinel (block end)
 # Not mapped: a pod Kubernetes stopped (drain, node repair) fails like any rank (128 + SIGTERM), so the JobSet restarts
 # and resumes from the checkpoint the ranks wrote within the pod's grace; exit 0 would complete the pod's index.
 EXIT_POD_STOPPED = 143
+# The pod's interface for the collectives' sockets (the pod network's eth0), as AWS's own multi-node nccom-test on EKS
+# sets it (aws/aws-k8s-tester test/cases/neuron/manifests/multi-node-test-neuron.yaml line 36) and the Neuron EKS
+# samples set it for ranks (aws-neuron/aws-neuron-eks-samples dp_bert_hf_pretrain/lib/trn1_dist_ddp.py line 47). EKS
+# only: an Auto Scaling node's interface is not eth0.
+CCOM_SOCKET_IFNAME = "eth0"
 # Pod-local files of the launcher and the checkpoint contract (the container's own /tmp: per pod, never shared).
 RUN_DIR = "/tmp/neuronkit"
 STOP_FILE = f"{RUN_DIR}/stop"  # the preStop hook creates it: the ranks checkpoint and exit within the pod's grace
@@ -133,9 +142,16 @@ class JobSpec:
     command: tuple[str, ...] = (f"{KIT_MOUNT}/checkpoint_contract.py",)
     max_restarts: int = field(default_factory=lambda: int(facts()["defaults"]["max_restarts"]))
     termination_grace_seconds: int = field(default_factory=lambda: int(facts()["defaults"]["termination_grace_seconds"]))
+    # How long a checkpoint may take (the pool's capacity.checkpoint_budget_minutes on a Capacity Block): the preStop
+    # hook waits at most this for the ranks, and never past the grace less its margin.
+    checkpoint_budget_seconds: int = field(default_factory=lambda: 60 * int(facts()["defaults"]["checkpoint_budget_minutes"]))
     min_busbw_gbps: float | None = None  # unset by default: completion and correctness only
     calibrate: bool = False
     check_only: bool = False
+    # Held: rendered without Kueue's queue label, so Kueue leaves it suspended (manageJobsWithoutQueueName is off)
+    # until someone labels it (``kubectl label jobset NAME kueue.x-k8s.io/queue-name=POOL``): Kueue accepts a queue
+    # name added to a suspended job (kueue v0.19.2 pkg/controller/jobframework/validation.go lines 180-184).
+    hold: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -145,6 +161,11 @@ class JobSpec:
         if not catalog.get(self.instance_type).is_neuron:
             raise JobError(f"pool {self.pool}: {self.instance_type} has no Neuron devices; training jobs run on Trainium pools")
         self.profile  # noqa: B018 -- refuse a family/release/image that cannot train now, with its fix
+
+    @property
+    def stop_wait_seconds(self) -> int:
+        margin = int(facts()["defaults"]["stop_margin_seconds"])
+        return max(1, min(self.checkpoint_budget_seconds, self.termination_grace_seconds - margin))
 
     @property
     def profile(self) -> LaunchProfile:
@@ -208,6 +229,8 @@ def rank_environment(spec: JobSpec) -> dict[str, str]:
             "NEURONKIT_STOPPED_FILE": STOPPED_FILE,
             "NEURONKIT_EXIT_CHECKPOINTED": str(EXIT_CHECKPOINTED),
             "NEURONKIT_EXIT_POD_STOPPED": str(EXIT_POD_STOPPED),
+            "CCOM_SOCKET_IFNAME": CCOM_SOCKET_IFNAME,
+            "NEURONKIT_STOP_WAIT_SECONDS": str(spec.stop_wait_seconds),
         }
     )
     return env
@@ -252,10 +275,21 @@ exit "${rc}"
 """
 
 # The preStop hook of the train container: ask the ranks to stop (the pod-local stop file), then wait for torchrun to
-# end. Kubernetes sends SIGTERM only after the hook returns, and the hook counts against the pod's grace period.
+# end, at most NEURONKIT_STOP_WAIT_SECONDS (the checkpoint budget, below the grace): ranks blocked in a collective
+# with a dead peer never reach their checkpoint, so then the hook stops torchrun (its agent ends the workers within
+# 30 s) instead of holding the pod for the whole grace. Kubernetes sends SIGTERM only after the hook returns, and the
+# hook counts against the pod's grace period.
 PRE_STOP = f"""mkdir -p {RUN_DIR} && touch {STOP_FILE}
 pid=$(cat {TORCHRUN_PID} 2>/dev/null) || exit 0
-while kill -0 "${{pid}}" 2>/dev/null; do sleep 5; done
+end=$(( $(date +%s) + ${{NEURONKIT_STOP_WAIT_SECONDS:-60}} ))
+while kill -0 "${{pid}}" 2>/dev/null; do
+  if [ "$(date +%s)" -ge "${{end}}" ]; then
+    echo "neuronkit: the ranks did not stop within ${{NEURONKIT_STOP_WAIT_SECONDS:-60}} s; stopping torchrun"
+    kill -TERM "${{pid}}" 2>/dev/null || true
+    break
+  fi
+  sleep 2
+done
 """
 
 # The collective step, in an init container of every rank pod after its node check: pod 0 keeps the run's SSH key in
@@ -267,13 +301,19 @@ COLLECTIVE = """set -euo pipefail
 deadline=$(( $(date +%s) + NEURONKIT_CHECK_DEADLINE_SECONDS ))
 left() { echo $(( deadline - $(date +%s) )); }
 dir="/fsx/.neuronkit/prejob/${JOBSET_UID}/attempt-${JOBSET_RESTART_ATTEMPT}"
+# fail CODE REASON: pod 0 hands the code to the others; "peers never arrived" is waiting, not a failed collective
 fail() {
-  [ "${JOB_COMPLETION_INDEX}" != 0 ] || echo "${NEURONKIT_EXIT_COLLECTIVE_FAILED}" > "${dir}/result" || true
-  echo "node ${NODE_NAME}: collective: FAILED: $*" | { tee /dev/termination-log || true; } >&2
-  exit "${NEURONKIT_EXIT_COLLECTIVE_FAILED}"
+  code="$1"; shift
+  [ "${JOB_COMPLETION_INDEX}" != 0 ] || echo "${code}" > "${dir}/result" || true
+  if [ "${code}" = "${NEURONKIT_EXIT_PEERS_MISSING}" ]; then what="WAITING"; else what="FAILED"; fi
+  echo "node ${NODE_NAME}: collective: ${what}: $*" | { tee /dev/termination-log || true; } >&2
+  exit "${code}"
 }
 wait_for() {
-  until [ -e "$1" ]; do [ "$(left)" -gt 0 ] || fail "no $2 within ${NEURONKIT_CHECK_DEADLINE_SECONDS} s"; sleep 2; done
+  until [ -e "$1" ]; do
+    [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no $2 within ${NEURONKIT_CHECK_DEADLINE_SECONDS} s"
+    sleep 2
+  done
 }
 mkdir -p "${dir}/hosts" "${dir}/ack" /root/.ssh && chmod 700 /root/.ssh
 if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
@@ -287,14 +327,15 @@ hostname -i | awk '{print $1}' > "${dir}/hosts/${JOB_COMPLETION_INDEX}"
 if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
   printf 'Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n' > /root/.ssh/config
   until [ "$(find "${dir}/hosts" -type f | wc -l)" -ge "${NNODES}" ]; do
-    [ "$(left)" -gt 0 ] || fail "$(find "${dir}/hosts" -type f | wc -l) of ${NNODES} pods reported within the deadline"
+    [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "$(find "${dir}/hosts" -type f | wc -l) of ${NNODES} pods reported within the deadline"
     sleep 2
   done
   for i in $(seq 0 $((NNODES - 1))); do cat "${dir}/hosts/${i}"; done > /tmp/neuronkit-hostfile
   NEURON_RT_ROOT_COMM_ID="$(head -n1 /tmp/neuronkit-hostfile):${NEURONKIT_ROOT_COMM_PORT}"
   export NEURON_RT_ROOT_COMM_ID
-  [ "$(left)" -gt 0 ] || fail "no time left for the all-reduce"
-  rc=0; timeout "$(left)" python3 /opt/neuronkit/prejob.py collective --hosts-file /tmp/neuronkit-hostfile "$@" || rc=$?
+  [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no time left for the all-reduce"
+  rc=0; timeout "$(left)" python3 /opt/neuronkit/prejob.py collective --hosts-file /tmp/neuronkit-hostfile \
+    --data-collector-host "${POD_IP}" "$@" || rc=$?
   [ "${rc}" = 0 ] || rc="${NEURONKIT_EXIT_COLLECTIVE_FAILED}"
   echo "${rc}" > "${dir}/result"
   until [ "$(find "${dir}/ack" -type f | wc -l)" -ge $((NNODES - 1)) ] || [ "$(left)" -le 0 ]; do sleep 2; done
@@ -377,10 +418,24 @@ def _collective_env() -> list[dict[str, Any]]:
     extra = {
         "NEURONKIT_CHECK_DEADLINE_SECONDS": str(int(facts()["defaults"]["check_deadline_seconds"])),
         "NEURONKIT_EXIT_COLLECTIVE_FAILED": str(EXIT_COLLECTIVE_FAILED),
+        "NEURONKIT_EXIT_PEERS_MISSING": str(EXIT_PEERS_MISSING),
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     }
-    return [{"name": k, "value": v} for k, v in sorted(extra.items())] + _jobset_fields()
+    # nccom-test's --data-collector-host: the pod's IP, as aws-k8s-tester passes it ("--data-collector-host $POD_IP",
+    # multi-node-test-neuron.yaml lines 21-24 and 38); its default, the current host's name, is a short pod hostname
+    # its peers may not resolve (JobSet publishes <pod>.<jobset>.<namespace>.svc).
+    pod_ip = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    return [{"name": k, "value": v} for k, v in sorted(extra.items())] + _jobset_fields() + [pod_ip]
+
+
+def reserved_ports_sysctl() -> dict[str, str]:
+    """MASTER_PORT and the root communicator's port kept out of the pod's ephemeral range, as the Auto Scaling node
+    reserves them (userdata/training-node.sh; AWS's Neuron samples: ``net.ipv4.ip_local_reserved_ports=44000,48620``,
+    aws-neuron/aws-neuron-eks-samples llama3.1_8B_finetune_ray_ptl_neuron/.../tp_zero1_llama3_8b_hf_finetune_ptl.sh
+    line 53). A namespaced sysctl the Pod Security Standards' baseline allows since Kubernetes 1.27."""
+    ports = job_environment.collective_ports()
+    return {"name": "net.ipv4.ip_local_reserved_ports", "value": f"{ports.master_port},{ports.root_comm_port}"}
 
 
 def _pod(spec: JobSpec) -> dict[str, Any]:
@@ -418,6 +473,7 @@ def _pod(spec: JobSpec) -> dict[str, Any]:
             "nodeSelector": scheduling.pool_node_selector(spec.pool),
             "tolerations": scheduling.accelerator_tolerations("neuron"),
             "terminationGracePeriodSeconds": spec.termination_grace_seconds,
+            "securityContext": {"sysctls": [reserved_ports_sysctl()]},
             "initContainers": init,
             "containers": containers,
             "volumes": volumes,
@@ -425,12 +481,18 @@ def _pod(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def fail_job_rules(spec: JobSpec) -> list[tuple[str, str, int]]:
-    """The Job's podFailurePolicy FailJob rules, in order: (JobSet rule name, container, exit code). Each fails the
-    Job with reason PodFailurePolicy and a message ending "matching FailJob rule at index N"."""
-    rules = [("PreJobCollectiveFailed", COLLECTIVE_CONTAINER, EXIT_COLLECTIVE_FAILED)]
+def fail_job_rules(spec: JobSpec) -> list[tuple[str, str, int, str]]:
+    """The Job's podFailurePolicy FailJob rules, in order: (JobSet rule name, container, exit code, JobSet action).
+    Each fails the Job with reason PodFailurePolicy and a message ending "matching FailJob rule at index N"; the
+    JobSet rule of the same index applies its action (jobset v0.12.0 api/jobset/v1alpha2/jobset_types.go lines
+    414-449: FailJobSet, RestartJobSetAndIgnoreMaxRestarts ...)."""
+    collective = COLLECTIVE_CONTAINER
+    rules = [
+        ("PreJobCollectiveFailed", collective, EXIT_COLLECTIVE_FAILED, "FailJobSet"),
+        ("PreJobPeersNeverArrived", collective, EXIT_PEERS_MISSING, "RestartJobSetAndIgnoreMaxRestarts"),
+    ]
     if not spec.check_only:
-        rules.append(("CheckpointedAndStoppedEarly", TRAIN_CONTAINER, EXIT_CHECKPOINTED))
+        rules.append(("CheckpointedAndStoppedEarly", TRAIN_CONTAINER, EXIT_CHECKPOINTED, "FailJobSet"))
     return rules
 
 
@@ -445,7 +507,7 @@ def _job(spec: JobSpec) -> dict[str, Any]:
         "podFailurePolicy": {
             "rules": [
                 {"action": "FailJob", "onExitCodes": {"containerName": c, "operator": "In", "values": [code]}}
-                for _, c, code in fail_job_rules(spec)
+                for _, c, code, _ in fail_job_rules(spec)
             ]
         },
         "template": _pod(spec),
@@ -457,16 +519,16 @@ def render_jobset(spec: JobSpec) -> dict[str, Any]:
     job check``), so Kueue sees one pod set of exactly the job's nodes."""
     job = CHECK_JOB if spec.check_only else RANK_JOB
     # JobSet rules are matched in order; the first that matches a failed Job applies. The Job's FailJob rules become
-    # FailJobSet by their index in the Job's failure message; any other failure restarts the whole set.
+    # their JobSet action by their index in the Job's failure message; any other failure restarts the whole set.
     rules: list[dict[str, Any]] = [
         {
             "name": name,
-            "action": "FailJobSet",
+            "action": action,
             "onJobFailureReasons": ["PodFailurePolicy"],
             "onJobFailureMessagePatterns": [f"matching FailJob rule at index {i}$"],
             "targetReplicatedJobs": [job],
         }
-        for i, (name, _, _) in enumerate(fail_job_rules(spec))
+        for i, (name, _, _, action) in enumerate(fail_job_rules(spec))
     ]
     return {
         "apiVersion": facts()["jobset"]["api_version"],
@@ -474,7 +536,11 @@ def render_jobset(spec: JobSpec) -> dict[str, Any]:
         "metadata": {
             "name": spec.name,
             "namespace": scheduling.TRAINING_NAMESPACE,
-            "labels": {QUEUE_LABEL: local_queue_name(spec.pool), scheduling.POOL_LABEL: spec.pool, JOB_LABEL: spec.name},
+            "labels": {
+                **({} if spec.hold else {QUEUE_LABEL: local_queue_name(spec.pool)}),
+                scheduling.POOL_LABEL: spec.pool,
+                JOB_LABEL: spec.name,
+            },
         },
         "spec": {
             "suspend": True,  # Kueue unsuspends it once the whole job fits (gang admission)
@@ -512,6 +578,40 @@ def render_job(spec: JobSpec) -> list[dict[str, Any]]:
 
 
 # --- Kueue: one flavor, cluster queue and local queue per pool -----------------------------------------------
+
+
+# The Kubernetes group of eks.job_submitters' access entries, bound to the submitter Role in the training namespace.
+SUBMITTERS_GROUP = "neuronkit:job-submitters"
+
+
+def submitter_rbac() -> list[dict[str, Any]]:
+    """What a job submitter needs beyond EKS's namespace-scoped edit policy: the JobSets (a CRD the EKS policy does not
+    name) and a read of Kueue's workloads and queues, in the training namespace only."""
+    ns = scheduling.TRAINING_NAMESPACE
+    name = "neuronkit-job-submitter"
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": ns},
+            "rules": [
+                {
+                    "apiGroups": ["jobset.x-k8s.io"],
+                    "resources": ["jobsets"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"]},
+                {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "localqueues"], "verbs": ["get", "list", "watch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": ns},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": SUBMITTERS_GROUP}],
+        },
+    ]
 
 
 def local_queue_name(pool: str) -> str:

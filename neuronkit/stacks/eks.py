@@ -68,6 +68,7 @@ class EksStack(NeuronkitStack):
             "Cluster",
             spec=ClusterSpec(
                 name=config.name, version=eks.version, admins=eks.admins, viewers=eks.viewers, endpoint=eks.endpoint,
+                job_submitters=eks.job_submitters,
                 public_access_cidrs=eks.public_access_cidrs, max_pods_per_node=eks.max_pods_per_node,
                 system_nodes=SystemNodesSpec(**eks.system_nodes.resolved()),  # type: ignore[arg-type]
             ),

@@ -86,7 +86,10 @@ PROFILE
 # EC2 caps user data at 16 KB.
 install_hostfile_service() {
   local kit=/opt/neuronkit/kit
-  install -m 0755 "${kit}/neuronkit-hostfile" "${kit}/neuronkit-release" "${kit}/neuronkit-drain" /usr/local/bin/
+  install -m 0755 "${kit}/neuronkit-hostfile" "${kit}/neuronkit-release" "${kit}/neuronkit-drain" \
+    "${kit}/neuronkit-ssh-trust" /usr/local/bin/
+  # the pool's SSH key for the collective's MPI launch across the ready nodes (kit/neuronkit-ssh-trust)
+  retry 3 /usr/local/bin/neuronkit-ssh-trust
   install -m 0644 "${kit}/neuronkit-hostfile.service" "${kit}/neuronkit-hostfile.timer" /etc/systemd/system/
   mkdir -p /run/neuronkit
   systemctl daemon-reload

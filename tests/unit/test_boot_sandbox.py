@@ -124,6 +124,10 @@ def test_a_healthy_node_continues_then_joins_the_ready_set(training_user_data: s
     assert "2022,46820" in run.file("/etc/sysctl.d/90-neuronkit.conf")
     assert "EnvironmentFile=/etc/neuronkit/job.env" in run.file("/etc/systemd/system/neuronkit-hostfile.service")
     assert "network-online.target" in run.file("/etc/fstab") and "network.service" not in run.file("/etc/fstab")
+    # the pool's SSH trust for the collective's MPI launch (kit/neuronkit-ssh-trust), before CONTINUE
+    trust = [i for i, c in enumerate(run.calls) if c.startswith("aws ssm put-parameter") and "/ssh-key" in c]
+    assert trust and trust[0] < cont[0]
+    assert run.file("/root/.ssh/neuronkit_pool.pub").strip() in run.file("/root/.ssh/authorized_keys")
     assert run.returncode in (0, 1)  # observability's agent steps are best effort; the node itself is ready
 
 

@@ -37,7 +37,7 @@ QUIET = [
     ["catalog", "refresh", "--help"],
     ["pilot", "start", "--help"],
     ["pin", "--help"],
-    ["job", "render", "pretrain", "--file", "examples/environments/eks.yaml", "-o", "{tmp}/job.yaml"],
+    ["job", "render", "pretrain", "--hold", "--file", "examples/environments/eks.yaml", "-o", "{tmp}/job.yaml"],
     ["job", "check", "pretrain", "--file", "examples/environments/eks.yaml", "-o", "{tmp}/check.yaml"],
 ]
 

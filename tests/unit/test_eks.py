@@ -283,3 +283,49 @@ def test_accelerated_groups_update_terminate_first_and_serving_groups_respect_th
         assert group["Properties"]["UpdateConfig"] == {"MaxUnavailable": 1, "UpdateStrategy": "MINIMAL"}
     force = {g["Properties"]["NodegroupName"]: g["Properties"]["ForceUpdateEnabled"] for g in groups.values()}
     assert force == {"team-pretrain": True, "team-chat": False, "team-pretrain-gpu": True}
+
+
+SUBMITTER = "arn:aws:iam::123456789012:role/ml-submitters"
+
+
+def test_job_submitters_edit_the_training_namespace_only_and_viewers_stay_read_only() -> None:
+    from neuronkit.kubernetes import scheduling
+    from neuronkit.kubernetes import training_job as tj
+
+    stack = bare_stack()
+    _cluster(stack, job_submitters=[SUBMITTER, VIEWER])  # a viewer who also submits keeps one entry
+    entries = {
+        e["Properties"]["PrincipalArn"]: e["Properties"]
+        for e in resources(template(stack), "AWS::EKS::AccessEntry").values()
+        if isinstance(e["Properties"]["PrincipalArn"], str)
+    }
+    assert set(entries) == {ADMIN, VIEWER, SUBMITTER}
+    edit = EKS["access_policies"]["job_submitter"]
+    namespaced = {"Type": "namespace", "Namespaces": [scheduling.TRAINING_NAMESPACE]}
+    submitter = entries[SUBMITTER]
+    assert [(_arn(a["PolicyArn"]), a["AccessScope"]) for a in submitter["AccessPolicies"]] == [(edit, namespaced)]
+    assert submitter["KubernetesGroups"] == [tj.SUBMITTERS_GROUP]
+    viewer = sorted((_arn(a["PolicyArn"]), a["AccessScope"]["Type"]) for a in entries[VIEWER]["AccessPolicies"])
+    assert viewer == sorted([(EKS["access_policies"]["viewer"], "cluster"), (edit, "namespace")])
+    # viewers alone stay read-only: the default cluster has no edit policy anywhere
+    plain = bare_stack()
+    _cluster(plain)
+    policies = [
+        _arn(a["PolicyArn"])
+        for e in resources(template(plain), "AWS::EKS::AccessEntry").values()
+        for a in e["Properties"]["AccessPolicies"]
+    ]
+    assert edit not in policies
+
+
+def test_the_submitter_role_grants_jobsets_in_the_training_namespace_only() -> None:
+    from neuronkit.kubernetes import scheduling
+    from neuronkit.kubernetes import training_job as tj
+
+    role, binding = tj.submitter_rbac()
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == scheduling.TRAINING_NAMESPACE
+    assert role["kind"] == "Role" and binding["kind"] == "RoleBinding"  # never cluster-wide
+    jobsets = next(r for r in role["rules"] if r["resources"] == ["jobsets"])
+    assert "create" in jobsets["verbs"] and jobsets["apiGroups"] == ["jobset.x-k8s.io"]
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": tj.SUBMITTERS_GROUP}]
+    assert not any("nodes" in r["resources"] for r in role["rules"])

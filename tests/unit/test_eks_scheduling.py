@@ -382,3 +382,33 @@ def test_no_nvidia_plugin_without_a_gpu_group() -> None:
     data["inference"][0].pop("fallback_types")
     charts = _charts(_eks_template(data))
     assert "neuron-helm-chart" in charts and "nvidia-device-plugin" not in charts
+
+
+@pytest.mark.parametrize("instance_type", sorted(t for t in catalog.instance_types() if t.startswith("trn")))
+def test_a_whole_node_pod_fits_what_kubelet_leaves_allocatable(instance_type: str) -> None:
+    """nodeadm (amazon-eks-ami nodeadm/internal/kubelet/config.go): kube-reserved memory 11*maxPods+255 MiB, CPU
+    6%/1%/0.5%/0.25% by core ranges, evictionHard memory.available 100Mi. The pod's request plus the DaemonSets' must
+    fit the allocatable, for every Trainium type."""
+    from neuronkit.kubernetes import scheduling
+
+    it = catalog.get(instance_type)
+    max_pods = int(catalog.eks_facts()["pods"]["max_pods_per_node"])
+    cpu_reserved, mem_reserved = scheduling.kube_reserved(it.vcpus, max_pods)
+    assert mem_reserved == 11 * max_pods + 255
+    expected_cpu = 60 + 10 + 10 + (it.vcpus * 1000 - 4000) * 0.0025 if it.vcpus >= 4 else None
+    if expected_cpu is not None:
+        assert cpu_reserved == int(expected_cpu)
+    cpu_m, mem_mib = scheduling.allocatable(instance_type)
+    assert mem_mib <= it.memory_mib - mem_reserved - 100
+    share = scheduling.node_share(instance_type)
+    ds = catalog.eks_facts()["training_jobs"]["node_reserve"]["daemonsets"]
+    assert int(share["cpu"]) * 1000 + int(ds["cpu_millicores"]) <= cpu_m
+    assert int(share["memory"].removesuffix("Gi")) * 1024 + int(ds["memory_mib"]) <= mem_mib
+
+
+def test_trn1_2xlarge_asks_for_what_its_node_leaves_not_a_fraction() -> None:
+    """The review's case: 29 of 32 GiB from a fraction. nodeadm leaves 32768 - 3% - 1465 - 100 MiB."""
+    from neuronkit.kubernetes import scheduling
+
+    assert scheduling.allocatable("trn1.2xlarge") == (7910, 30219)
+    assert scheduling.node_share("trn1.2xlarge") == {"cpu": "7", "memory": "28Gi"}

@@ -110,7 +110,9 @@ def test_kueue_admits_all_or_nothing_and_manages_jobsets() -> None:
     config = yaml.safe_load(kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
     assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
     ready = config["waitForPodsReady"]
-    assert ready["blockAdmission"] is True and ready["timeout"] == PINS["kueue"]["wait_for_pods_ready"]["timeout"]
+    assert ready["timeout"] == PINS["kueue"]["wait_for_pods_ready"]["timeout"]
+    # cluster-wide in Kueue 0.19.2: on, one pool's job waiting for its block would stop admission in every pool
+    assert ready["blockAdmission"] is False
     # a restart after a rank failure gets the whole timeout (recoveryTimeout "Defaults to the value of timeout"), and
     # an evicted job keeps its place in the StrictFIFO queue (requeued by creation, not eviction, time)
     assert "recoveryTimeout" not in ready or _minutes(ready["recoveryTimeout"]) >= _minutes(ready["timeout"])
@@ -173,3 +175,45 @@ def test_spec_refuses_what_cannot_work() -> None:
         TrainingJobsSpec(environment="team", pools=[])
     with pytest.raises(ValueError, match="together"):
         TrainingPool(name="x", instance_type="trn2.48xlarge", max_nodes=1, release="2.28.1", block_end=END)
+
+
+def _kueue_admits(
+    block_admission: bool, not_ready: dict[str, list[str]], cluster_queue: str, free_nodes: int, nodes: int
+) -> bool:
+    """Kueue v0.19.2's admission of a workload, reduced to what decides it here: quota in its own ClusterQueue, and
+    with blockAdmission, no ClusterQueue anywhere holding a workload not yet ready (pkg/cache/scheduler/cache.go lines
+    250-259: ``for _, cq := range c.hm.ClusterQueues() { if len(cq.WorkloadsNotReady) > 0 { return false } }``;
+    pkg/scheduler/scheduler.go waitForPodsReadyIfNeeded)."""
+    del cluster_queue  # the wait does not look at which queue the workload is in
+    if block_admission and any(not_ready.values()):
+        return False
+    return nodes <= free_nodes
+
+
+def test_two_pools_jobs_are_admitted_independently() -> None:
+    """Recorded state: pool a's job was admitted before its Capacity Block started (its pods Pending, not ready);
+    pool b has free nodes and a job queued. With the kit's configuration b's job is admitted."""
+    config = yaml.safe_load(kueue_values()["managerConfig"]["controllerManagerConfigYaml"])
+    block = bool(config["waitForPodsReady"]["blockAdmission"])
+    state = {"team-a": ["team/a-1128-101500"], "team-b": []}
+    assert _kueue_admits(block, state, "team-b", free_nodes=4, nodes=4)
+    assert not _kueue_admits(True, state, "team-b", free_nodes=4, nodes=4)  # what blockAdmission: true did
+
+
+def test_a_pools_quota_is_its_nodes_so_admitted_jobs_never_overcommit_them() -> None:
+    """Why blockAdmission is not needed: the quota of a pool is max_size whole nodes, each rank pod asks for a whole
+    node, so the jobs admitted in one pool fit its nodes together."""
+    for pool in POOLS:
+        queue = tj.kueue_manifests(
+            environment="team", pool=pool.name, instance_type=pool.instance_type, max_nodes=pool.max_nodes
+        )[1]
+        (flavor,) = queue["spec"]["resourceGroups"][0]["flavors"]
+        neuron = next(r for r in flavor["resources"] if r["name"] == "aws.amazon.com/neuron")
+        assert int(neuron["nominalQuota"]) == pool.max_nodes * catalog.get(pool.instance_type).neuron_devices
+
+
+def test_the_submitter_rbac_validates_and_is_applied_after_the_namespace(built: Any) -> None:
+    jobs, _ = built
+    for d in tj.submitter_rbac():
+        kubernetes_validate.validate(d, K8S, strict=True)
+    assert jobs.namespace in jobs.submitter_rbac.node.dependencies

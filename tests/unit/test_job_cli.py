@@ -24,6 +24,56 @@ def _block() -> tuple[str, dt.datetime, int]:
     return pool.name, cap.end, lead
 
 
+@pytest.fixture(autouse=True)
+def _inside_the_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example's Capacity Block is running (a job before its start is refused: tested below)."""
+    from neuronkit.cli import job_cmd
+
+    pool = next(c for c in config.load_environment(EKS).training if c.name == _block()[0])
+    monkeypatch.setattr(job_cmd, "_now", lambda: pool.capacity.start + dt.timedelta(hours=1))
+
+
+def test_render_refuses_a_job_before_its_block_starts_and_holds_it_when_asked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from neuronkit.cli import job_cmd
+
+    pool, _, _ = _block()
+    start = next(c for c in config.load_environment(EKS).training if c.name == pool).capacity.start
+    monkeypatch.setattr(job_cmd, "_now", lambda: start - dt.timedelta(minutes=1))
+    assert main(["job", "render", pool, "--file", str(EKS)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"pool {pool}: its Capacity Block starts {start.isoformat()}" in err[0] and "--hold" in err[0]
+    assert main(["job", "render", pool, "--hold", "--file", str(EKS)]) == 0
+    out = capsys.readouterr()
+    jobset = list(yaml.safe_load_all(out.out))[1]
+    assert jobset["spec"]["suspend"] is True and tj.QUEUE_LABEL not in jobset["metadata"]["labels"]
+    assert (
+        f"kubectl label jobset -n {tj.scheduling.TRAINING_NAMESPACE} {jobset['metadata']['name']} {tj.QUEUE_LABEL}={pool}"
+        in out.err
+    )
+
+
+def test_each_render_gets_its_own_name_unless_one_is_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """JobSet's webhook refuses to re-apply the name of a finished JobSet: two renders never share a default name."""
+    from neuronkit.cli import job_cmd
+
+    pool, _, _ = _block()
+    start = next(c for c in config.load_environment(EKS).training if c.name == pool).capacity.start
+    names = []
+    for seconds in (0, 1):
+        monkeypatch.setattr(job_cmd, "_now", lambda s=seconds: start + dt.timedelta(hours=1, seconds=s))
+        assert main(["job", "render", pool, "--file", str(EKS)]) == 0
+        names.append(list(yaml.safe_load_all(capsys.readouterr().out))[1]["metadata"]["name"])
+    assert names[0] != names[1] and all(n.startswith(f"{pool}-") and len(n) <= 40 for n in names)
+    assert main(["job", "render", pool, "--name", "llama-1", "--file", str(EKS)]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out))[1]["metadata"]["name"] == "llama-1"
+    assert job_cmd.default_name("p" * 40, check_only=True, now=start).endswith("-check-" + start.strftime("%m%d-%H%M%S"))
+    assert len(job_cmd.default_name("p" * 40, check_only=True, now=start)) == 40
+
+
 def test_render_prints_the_configmap_and_the_jobset_for_the_pool(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pool, _, _ = _block()
     out = tmp_path / "job.yaml"
@@ -93,16 +143,13 @@ def test_a_checkpoint_budget_out_of_range_is_one_line_naming_the_key(tmp_path: P
     assert f"{bad}: training[0].capacity.checkpoint_budget_minutes: 0 is out of range; use at least 1" in err
 
 
-def test_render_warns_before_the_block_starts_and_after_it_ends(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_render_warns_after_the_block_ends(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A job applied while the block's pool has no nodes is admitted on the static quota and cycles through evictions."""
     from neuronkit.cli import job_cmd
 
     pool, end, _ = _block()
     start = next(c for c in config.load_environment(EKS).training if c.name == pool).capacity.start
     for now, expected in (
-        (start - dt.timedelta(minutes=1), f"Capacity Block starts {start.isoformat()}"),
         (end, f"Capacity Block ended {end.isoformat()}"),
         (start + dt.timedelta(minutes=1), None),
     ):

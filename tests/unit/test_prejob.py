@@ -108,6 +108,21 @@ def test_a_slow_collective_fails_only_with_a_threshold() -> None:
     assert not o.ok and o.reason == "all-reduce bus bandwidth 4.73 GB/s below the floor 40 GB/s"
 
 
+def test_the_floor_is_compared_at_the_largest_size_of_the_sweep_not_the_average() -> None:
+    """nccom-test's guide: small sizes measure latency (1.45 GB/s at 1 MB, 47.09 GB/s at 1 GB on two trn1)."""
+    healthy = prejob.parse_nccom(read("nccom-test-sweep-healthy.txt"), 0)
+    assert healthy.busbw_gbps == pytest.approx(47.09)  # the 1 GB row; the average line says 44.98
+    assert prejob.check_collective(NODES, healthy, 45.0).ok
+    slow = prejob.parse_nccom(read("nccom-test-sweep-slow.txt"), 0)
+    assert not prejob.check_collective(NODES, slow, 40.0).ok
+
+
+def test_the_collective_sweeps_to_a_size_that_measures_bandwidth() -> None:
+    cmd = prejob.nccom_command(ranks=64, nodes=2, hosts=NODES, size=prejob.SWEEP, collector_host="10.30.4.17")
+    assert cmd[cmd.index("-b") + 1] == "64MB" and cmd[cmd.index("-e") + 1] == "1GB" and cmd[cmd.index("-f") + 1] == "2"
+    assert cmd[-2:] == ["--data-collector-host", "10.30.4.17"]
+
+
 def test_nccom_command_is_a_small_checked_all_reduce_across_the_hosts() -> None:
     cmd = prejob.nccom_command(ranks=128, nodes=2, hosts=NODES, size="1MB")
     assert cmd[:3] == ["nccom-test", "-r", "128"] and cmd[cmd.index("-N") + 1] == "2"

@@ -256,7 +256,8 @@ def test_failure_policy_restarts_the_whole_set_a_bounded_number_of_times(rendere
 
 def test_a_failed_collective_and_an_early_stop_fail_the_jobset_at_once(rendered: Any) -> None:
     """The Job's podFailurePolicy fails the Job on the collective's (and the launcher's early-stop) exit code; the
-    JobSet rule with the same index turns that into FailJobSet; any other failure restarts the set."""
+    JobSet rule with the same index turns that into FailJobSet, and peers that never arrived into a restart that
+    does not count; any other failure restarts the set."""
     _, (_, jobset), _ = rendered
     (job,) = jobset["spec"]["replicatedJobs"]
     pod_rules = job["template"]["spec"]["podFailurePolicy"]["rules"]
@@ -267,13 +268,18 @@ def test_a_failed_collective_and_an_early_stop_fail_the_jobset_at_once(rendered:
         },
         {
             "action": "FailJob",
+            "onExitCodes": {"containerName": tj.COLLECTIVE_CONTAINER, "operator": "In", "values": [tj.EXIT_PEERS_MISSING]},
+        },
+        {
+            "action": "FailJob",
             "onExitCodes": {"containerName": tj.TRAIN_CONTAINER, "operator": "In", "values": [tj.EXIT_CHECKPOINTED]},
         },
     ]
     rules = jobset["spec"]["failurePolicy"]["rules"]
-    assert [r["name"] for r in rules] == ["PreJobCollectiveFailed", "CheckpointedAndStoppedEarly"]
+    assert [r["name"] for r in rules] == ["PreJobCollectiveFailed", "PreJobPeersNeverArrived", "CheckpointedAndStoppedEarly"]
+    assert [r["action"] for r in rules] == ["FailJobSet", "RestartJobSetAndIgnoreMaxRestarts", "FailJobSet"]
     for i, rule in enumerate(rules):
-        assert rule["action"] == "FailJobSet" and rule["onJobFailureReasons"] == ["PodFailurePolicy"]
+        assert rule["onJobFailureReasons"] == ["PodFailurePolicy"]
         assert rule["targetReplicatedJobs"] == [tj.RANK_JOB]
         (pattern,) = rule["onJobFailureMessagePatterns"]
         # Kubernetes' Job failure message: "Container C for pod NS/P failed with exit code N matching FailJob rule at index I"
@@ -293,8 +299,8 @@ def test_check_only_job_renders_the_checks_alone() -> None:
     command = pod["containers"][0]["command"]
     assert command[command.index("--min-busbw-gbps") + 1] == "40"
     assert command[command.index("--calibrate") + 1] == tj.calibration_file("pretrain")
-    assert [r["onExitCodes"]["containerName"] for r in job["podFailurePolicy"]["rules"]] == [tj.COLLECTIVE_CONTAINER]
-    assert [r["name"] for r in jobset["spec"]["failurePolicy"]["rules"]] == ["PreJobCollectiveFailed"]
+    assert [r["onExitCodes"]["containerName"] for r in job["podFailurePolicy"]["rules"]] == [tj.COLLECTIVE_CONTAINER] * 2
+    assert [r["name"] for r in jobset["spec"]["failurePolicy"]["rules"]] == ["PreJobCollectiveFailed", "PreJobPeersNeverArrived"]
     assert jobset["spec"]["successPolicy"]["targetReplicatedJobs"] == [tj.CHECK_JOB]
 
 

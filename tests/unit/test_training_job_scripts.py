@@ -13,17 +13,21 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from neuronkit.catalog import releases
 from neuronkit.kubernetes import checkpoint_contract as cc
 from neuronkit.kubernetes import training_job as tj
+from tests import image_env
 
 KIT = Path(tj.__file__).parent
 FIX = Path(__file__).parents[1] / "fixtures" / "prejob"
+PINNED = sorted({img for v in releases.versions() if (img := releases.release(v).container("training"))})
 SPEC = tj.JobSpec(
     name="llama", environment="team", pool="pretrain", instance_type="trn1.32xlarge", nodes=2, release="2.28.1",
     datasets_bucket="d", checkpoints_bucket="c",
@@ -130,6 +134,35 @@ def test_the_pre_stop_hook_stops_the_ranks_through_the_file_and_waits_for_them(l
     assert cc.latest_checkpoint(launcher["ckpt"]) is not None
 
 
+def test_the_pre_stop_hook_waits_at_most_the_checkpoint_budget_for_blocked_ranks(
+    launcher: dict[str, Any], tmp_path: Path
+) -> None:
+    """Ranks blocked in a collective with a dead peer never see the stop file: the hook stops torchrun after the
+    checkpoint budget instead of holding the pod for the whole grace."""
+    _stub(tmp_path / "bin", "torchrun", "exec sleep 600\n")  # a rank that never checkpoints
+    proc = _start(launcher, steps=5)
+    deadline = time.monotonic() + 20
+    while not (launcher["run"] / "torchrun.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    hook = tj.PRE_STOP.replace(tj.RUN_DIR, str(launcher["run"]))
+    start = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", hook], env={**os.environ, "NEURONKIT_STOP_WAIT_SECONDS": "2"}, capture_output=True, text=True,
+        timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and time.monotonic() - start < 10, done.stdout + done.stderr
+    assert "did not stop within 2 s; stopping torchrun" in done.stdout
+    out, _ = proc.communicate(timeout=10)
+    assert proc.returncode == tj.EXIT_POD_STOPPED, out
+
+
+def test_the_rendered_wait_is_the_budget_below_the_grace() -> None:
+    spec = tj.JobSpec(**{**SPEC.__dict__, "checkpoint_budget_seconds": 300})
+    assert _container_env(tj.TRAIN_CONTAINER)["NEURONKIT_STOP_WAIT_SECONDS"] == str(SPEC.stop_wait_seconds)
+    assert spec.stop_wait_seconds == 300
+    assert SPEC.stop_wait_seconds == SPEC.termination_grace_seconds - int(tj.facts()["defaults"]["stop_margin_seconds"])
+
+
 def test_sigterm_to_the_launcher_asks_the_ranks_through_the_file_too(launcher: dict[str, Any]) -> None:
     proc = _start(launcher, steps=100_000)
     _running(launcher, proc)
@@ -149,11 +182,37 @@ def test_a_failed_training_keeps_its_exit_code(launcher: dict[str, Any], tmp_pat
 # --- the collective step across two simulated pods -----------------------------------------------------------
 
 
-def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) -> subprocess.Popen[str]:
+def _image_root(pod: Path, image: str) -> tuple[dict[str, str], Path]:
+    """The image's PATH and LD_LIBRARY_PATH exactly (tests/fixtures/images/), with the directories the image adds
+    (/opt, /home, /usr/local) moved into the pod's fake root, which holds only the tools the fixture places there;
+    the base system's directories are this machine's."""
+    fake = image_env.of(image)
+    root = pod / "image"
+
+    def moved(d: str) -> str:
+        return str(root) + d if d.startswith(("/opt/", "/home/", "/usr/local/")) else d
+
+    env = {k: ":".join(moved(d) if d else d for d in v.split(":")) for k, v in fake.env().items() if k != "HOME"}
+    tool = Path(moved(fake.tools["python3"]))
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    tool.symlink_to(sys.executable)
+    return {**env, "HOME": "/root"}, root
+
+
+def _collective_pod(
+    tmp_path: Path, index: int, nccom: str, deadline: int = 60, image: str | None = None
+) -> subprocess.Popen[str]:
     pod = tmp_path / f"pod{index}"
     bin_dir = pod / "bin"
+    base: dict[str, str] = dict(os.environ)
+    if image is not None:  # only the image's environment: its nccom-test where its Dockerfile puts it
+        base, root = _image_root(pod, image)
+        nccom_at = Path(str(root) + image_env.of(image).tools["nccom-test"])
+        _stub(nccom_at.parent, "nccom-test", nccom)
+        bin_dir = root / "usr" / "local" / "bin"  # the pod's stand-ins (its address, sshd) on the image's PATH
+    else:
+        _stub(bin_dir, "nccom-test", nccom)
     _stub(bin_dir, "hostname", f"echo 10.30.4.{17 + index}\n")
-    _stub(bin_dir, "nccom-test", nccom)
     _stub(bin_dir, "sshd", "exit 0\n")
     script = (
         tj.COLLECTIVE.replace("/fsx/", f"{tmp_path}/fsx/")
@@ -164,18 +223,20 @@ def _collective_pod(tmp_path: Path, index: int, nccom: str, deadline: int = 60) 
         .replace("/opt/neuronkit/prejob.py", str(KIT / "prejob.py"))
         .replace("/tmp/neuronkit-hostfile", f"{pod}/hostfile")
     )
-    env = {**os.environ, **_container_env(tj.COLLECTIVE_CONTAINER)}
+    env = {**base, **_container_env(tj.COLLECTIVE_CONTAINER)}
     env.update(
         {
             "JOB_COMPLETION_INDEX": str(index),
             "NNODES": "2",
             "NODE_NAME": f"node-{index}",
+            "POD_IP": f"10.30.4.{17 + index}",  # the downward API's status.podIP
             "JOBSET_UID": "uid-1",
             "JOBSET_RESTART_ATTEMPT": "0",
             "NEURONKIT_CHECK_DEADLINE_SECONDS": str(deadline),
-            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         }
     )
+    if image is None:
+        env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     args = tj.collective_args(SPEC)
     return subprocess.Popen(
         ["bash", "-c", script, "collective", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -203,6 +264,17 @@ def test_a_healthy_collective_passes_on_every_pod_and_leaves_no_key_on_lustre(tm
     assert (tmp_path / "pod0" / "hostfile").read_text().split() == ["10.30.4.17", "10.30.4.18"]
 
 
+@pytest.mark.parametrize("image", PINNED)
+def test_the_collective_runs_in_each_pinned_images_environment(tmp_path: Path, image: str, needs_ssh_keygen: None) -> None:
+    """The collective step and prejob.py with the image's PATH and LD_LIBRARY_PATH only: every tool they call by name
+    is on the image's PATH (nccom-test in /opt/aws/neuron/bin, from the Dockerfile), none from this machine's."""
+    healthy = f"cat {FIX / 'nccom-test-sweep-healthy.txt'}\n"
+    pods = [_collective_pod(tmp_path, i, healthy, image=image) for i in (1, 0)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], outs
+    assert "collective: ok: all-reduce correct, 47.09 GB/s bus bandwidth" in outs[1]
+
+
 def test_a_failed_collective_fails_every_pod_with_the_code_the_job_fails_on(tmp_path: Path, needs_ssh_keygen: None) -> None:
     failed = f"cat {FIX / 'nccom-test-failed.txt'}\nexit 1\n"
     pods = [_collective_pod(tmp_path, i, failed) for i in (0, 1)]
@@ -211,9 +283,28 @@ def test_a_failed_collective_fails_every_pod_with_the_code_the_job_fails_on(tmp_
     assert "collective: FAILED" in outs[0]
 
 
-def test_a_missing_peer_fails_pod_0_at_the_deadline(tmp_path: Path, needs_ssh_keygen: None) -> None:
+def test_a_missing_peer_is_waiting_not_a_failed_collective(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    """Peers that never arrived (Pending pods: a block's nodes still booting) end pod 0 with the code the JobSet
+    restarts on without counting it, not the failed collective's (FailJobSet)."""
     start = time.monotonic()
     pod0 = _collective_pod(tmp_path, 0, "exit 0\n", deadline=3)
     out, _ = pod0.communicate(timeout=30)
-    assert pod0.returncode == tj.EXIT_COLLECTIVE_FAILED, out
-    assert "1 of 2 pods reported within the deadline" in out and time.monotonic() - start < 20
+    assert pod0.returncode == tj.EXIT_PEERS_MISSING != tj.EXIT_COLLECTIVE_FAILED, out
+    assert "collective: WAITING: 1 of 2 pods reported within the deadline" in out and time.monotonic() - start < 20
+
+
+def test_a_peer_whose_pod_0_never_arrived_waits_too(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    pod1 = _collective_pod(tmp_path, 1, "exit 0\n", deadline=3)
+    out, _ = pod1.communicate(timeout=30)
+    assert pod1.returncode == tj.EXIT_PEERS_MISSING, out
+    assert "collective: WAITING: no public key from pod 0 within 3 s" in out
+
+
+def test_the_collective_reports_to_the_pods_ip_and_uses_the_pods_interface(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    """aws-k8s-tester's multi-node nccom-test on EKS: CCOM_SOCKET_IFNAME=eth0 and --data-collector-host $POD_IP."""
+    record = f'echo "$* IFNAME=${{CCOM_SOCKET_IFNAME}}" > {tmp_path}/nccom-args\ncat {FIX / "nccom-test-healthy.txt"}\n'
+    pods = [_collective_pod(tmp_path, i, record) for i in (0, 1)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], outs
+    args = (tmp_path / "nccom-args").read_text()
+    assert "--hosts 10.30.4.17 10.30.4.18 --data-collector-host 10.30.4.17" in args and "IFNAME=eth0" in args

@@ -59,7 +59,8 @@ class ClusterSpec:
 
     ``version`` (e.g. "1.35"), ``addon_versions`` (add-on name -> version) and the kubectl layer default to
     the pins of ``neuronkit/catalog/eks.yaml``. ``admins`` get AmazonEKSClusterAdminPolicy and ``viewers``
-    AmazonEKSViewPolicy, cluster-wide, through access entries; the principal that deploys the stack gets no
+    AmazonEKSViewPolicy, cluster-wide, through access entries; ``job_submitters`` AmazonEKSEditPolicy scoped to the
+    training namespace and the Kubernetes group the kit's submitter Role is bound to; the principal that deploys the stack gets no
     access of its own. ``endpoint`` defaults to private (the API answers inside the VPC only);
     ``public-and-private`` needs ``public_access_cidrs``. ``max_pods_per_node`` bounds the VPC CNI's warm
     pool in step with the nodes' kubelet maxPods (defaults to the catalog's 110).
@@ -69,6 +70,7 @@ class ClusterSpec:
     version: str = field(default_factory=lambda: str(catalog.eks_facts()["kubernetes"]["version"]))
     admins: Sequence[str] = ()
     viewers: Sequence[str] = ()
+    job_submitters: Sequence[str] = ()
     endpoint: Literal["private", "public-and-private"] = "private"
     public_access_cidrs: Sequence[str] = ()
     addon_versions: Mapping[str, str] = field(
@@ -185,6 +187,26 @@ class NeuronEksCluster(Construct):
                         eks.AccessPolicy.from_access_policy_name(name, access_scope_type=eks.AccessScopeType.CLUSTER)
                     ],
                 )
+        self._job_submitters(str(policies["job_submitter"]).rsplit("/", 1)[1])
+
+    def _job_submitters(self, policy: str) -> None:
+        """Edit access in the training namespace only, and the Kubernetes group of the kit's submitter Role (JobSets,
+        Kueue workloads). A principal that is also a viewer keeps one access entry with both policies."""
+        from neuronkit.kubernetes import scheduling, training_job  # kubernetes modules import the catalog only
+
+        scoped = eks.AccessPolicy.from_access_policy_name(
+            policy, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=[scheduling.TRAINING_NAMESPACE]
+        )
+        for i, principal in enumerate(self.spec.job_submitters):
+            entry = self.access_entries.get(principal)
+            if entry is None:
+                entry = eks.AccessEntry(self, f"JobSubmitter{i}", cluster=self.cluster, principal=principal, access_policies=[])
+                self.access_entries[principal] = entry
+            entry.add_access_policies([scoped])
+            # the L2 AccessEntry has no Kubernetes groups (aws-cdk-lib 2.275 aws_eks_v2.AccessEntryProps)
+            cfn = entry.node.default_child
+            assert isinstance(cfn, eks.CfnAccessEntry)
+            cfn.add_property_override("KubernetesGroups", [training_job.SUBMITTERS_GROUP])
 
     def _system_nodes(self, subnets: Sequence[ec2.ISubnet]) -> None:
         """The system node group: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1 (pods cannot

@@ -161,6 +161,9 @@ class TrainingJobs(Construct):
     def _namespace(self) -> None:
         ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scheduling.TRAINING_NAMESPACE}}
         self.namespace = self._manifest("Namespace", [ns])
+        # eks.job_submitters' Role (their access entries carry its group): JobSets and a read of Kueue's workloads
+        self.submitter_rbac = self._manifest("SubmitterRbac", tj.submitter_rbac())
+        self.submitter_rbac.node.add_dependency(self.namespace)
 
     def _queues(self) -> None:
         docs = [

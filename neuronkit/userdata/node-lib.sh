@@ -5,6 +5,7 @@
 # or mount_lustre.
 # requires: POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT EXPECTED_NEURON_DRIVER
 # requires: NEURON_DRIVER_SHIPPED BOOT_DEADLINE_SECONDS DEVICE_WAIT_SECONDS
+# requires: NEURON_RELEASE NEURON_DRIVER_BELOW NEURON_DRIVER_BELOW_RULE NEURON_DRIVER_READ NEURON_DRIVER_READ_RULE
 # publish_failure and check_driver's warning metric also read REGION, METRICS_NAMESPACE and ENVIRONMENT where the
 # node has them (training nodes declare them; EKS nodes get them with observability.sh's values).
 
@@ -63,12 +64,23 @@ put_metric() {
     --metric-name "$1" --unit Count --value 1 --dimensions "$2" || log "could not publish ${1}"
 }
 
+# The release's driver WINDOW (catalog driver_window, the rendering of releases.driver_fit): NEURON_DRIVER_READ is the
+# newest driver the catalog has read (a newer one fails: fail closed); NEURON_DRIVER_BELOW, when set, is the first
+# driver a rule Neuron states refuses for this release (e.g. a driver that needs a newer runtime): at or above it fails,
+# naming the driver, the release and the rule.
 check_driver() {
   [ "${ACCELERATOR}" = "neuron" ] && [ -n "${EXPECTED_NEURON_DRIVER}" ] || return 0
-  local found shipped="${NEURON_DRIVER_SHIPPED:-${EXPECTED_NEURON_DRIVER}}"
+  local found shipped="${NEURON_DRIVER_SHIPPED:-${EXPECTED_NEURON_DRIVER}}" outside
   found=$(neuron_driver_version)
   log "Neuron driver ${found:-none} (release minimum ${EXPECTED_NEURON_DRIVER}, shipped ${shipped})"
   [ -n "${found}" ] || FAIL_REASON=driver fail_node "no Neuron driver loaded (release minimum ${EXPECTED_NEURON_DRIVER})"
+  outside="Neuron driver ${found} does not suit Neuron ${NEURON_RELEASE:-}"
+  if [ -n "${NEURON_DRIVER_READ:-}" ] && ! version_at_least "${NEURON_DRIVER_READ}" "${found}"; then
+    FAIL_REASON=driver fail_node "${outside}: ${NEURON_DRIVER_READ_RULE:-}"
+  fi
+  if [ -n "${NEURON_DRIVER_BELOW:-}" ] && version_at_least "${found}" "${NEURON_DRIVER_BELOW}"; then
+    FAIL_REASON=driver fail_node "${outside}: ${NEURON_DRIVER_BELOW_RULE:-}"
+  fi
   version_at_least "${found}" "${EXPECTED_NEURON_DRIVER}" \
     || FAIL_REASON=driver fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the release minimum"
   if version_at_least "${found}" "${shipped}"; then

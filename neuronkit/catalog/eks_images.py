@@ -106,7 +106,9 @@ def meets(image: NodeImage, driver_min: str) -> bool:
 def fit(image: NodeImage, release: str) -> releases.DriverFit:
     """Whether a Neuron image's driver lies in a release's driver window (``releases.driver_fit``, the one decision)."""
     if image.neuron_driver is None:
-        return releases.DriverFit(False, "", release, "driver_min", f"EKS node image {image.release_version} has no Neuron driver")
+        return releases.DriverFit(
+            False, "", release, "driver_min", f"EKS node image {image.release_version} has no Neuron driver"
+        )
     return releases.driver_fit(image.neuron_driver, release)
 
 

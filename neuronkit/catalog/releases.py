@@ -272,8 +272,15 @@ def driver_window(version: str) -> DriverWindow:
                 high, high_rule = bound, r.text()
     read = driver_read()
     return DriverWindow(
-        release=rel.version, runtime=rel.runtime, low=low, low_rule=low_rule, high=high, high_rule=high_rule,
-        read=read.driver, read_rule=read.text(), rules=rules,
+        release=rel.version,
+        runtime=rel.runtime,
+        low=low,
+        low_rule=low_rule,
+        high=high,
+        high_rule=high_rule,
+        read=read.driver,
+        read_rule=read.text(),
+        rules=rules,
     )
 
 

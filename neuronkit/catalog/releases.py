@@ -201,6 +201,7 @@ class DriverWindow:
     read: str
     read_rule: str
     rules: tuple[DriverRule, ...]  # the stated rules that bind this release (none: no source states one)
+    high_short: str = ""  # the high bound's rule, its first quoted sentence (what a boot script has room for)
 
     def describe(self) -> str:
         top = f"below {self.high}" if self.high else f"up to {self.read}"
@@ -259,7 +260,7 @@ def driver_window(version: str) -> DriverWindow:
     rules = tuple(r for r in driver_rules() if r.binds(rel))
     low, low_rule = rel.driver_min, f"{rel.driver_min} is the release's driver_min: {rel.driver_min_source}"
     high: str | None = None
-    high_rule = ""
+    high_rule = high_short = ""
     for r in rules:
         if r.kind == "runtime_refuses_driver":
             major, minor = _line(r.driver)
@@ -270,6 +271,7 @@ def driver_window(version: str) -> DriverWindow:
             bound = f"{r.driver}.0.0"
             if high is None or _full(bound) < _full(high):
                 high, high_rule = bound, r.text()
+                high_short = r.quote.split(". ", 1)[0].rstrip(".")
     read = driver_read()
     return DriverWindow(
         release=rel.version,
@@ -281,6 +283,7 @@ def driver_window(version: str) -> DriverWindow:
         read=read.driver,
         read_rule=read.text(),
         rules=rules,
+        high_short=high_short,
     )
 
 

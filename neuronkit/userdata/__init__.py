@@ -135,14 +135,22 @@ def boot_values(
 
     lifecycle = catalog.software_facts()["lifecycle"]
     window = releases.driver_window(release) if release and driver_min else None
+    limit, rule = "", ""
+    if window is not None:
+        # One bound keeps the EKS part under its size budget: the first driver outside the window's top, with the rule
+        # behind it (a stated rule's bound, else the first driver after the newest one the catalog has read; drivers
+        # are a.b.c.d, so that is a.b.c.d+1). tests/unit/test_driver_window.py holds it to driver_fit.
+        if window.high:
+            limit, rule = window.high, f"Neuron {window.release}: {window.high_short}"
+        else:
+            *head, last = window.read.split(".")
+            limit = ".".join([*head, str(int(last) + 1)])
+            rule = f"Neuron {window.release}: newer than {window.read}, the newest driver the catalog has read"
     return {
         "EXPECTED_NEURON_DRIVER": (window.low if window else driver_min) or "",
         "NEURON_DRIVER_SHIPPED": driver_shipped or driver_min or "",
-        "NEURON_RELEASE": window.release if window else "",
-        "NEURON_DRIVER_BELOW": (window.high or "") if window else "",
-        "NEURON_DRIVER_BELOW_RULE": window.high_rule.replace("'", "") if window else "",
-        "NEURON_DRIVER_READ": window.read if window else "",
-        "NEURON_DRIVER_READ_RULE": window.read_rule.replace("'", "") if window else "",
+        "DRIVER_LIMIT": limit,
+        "DRIVER_RULE": rule.replace("'", ""),
         "BOOT_DEADLINE_SECONDS": int(lifecycle["boot_deadline_seconds"]),
         "DEVICE_WAIT_SECONDS": int(lifecycle["device_wait_seconds"]),
     }

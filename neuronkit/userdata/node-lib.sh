@@ -5,7 +5,6 @@
 # or mount_lustre.
 # requires: POOL ACCELERATOR EXPECTED_ACCELERATORS EXPECTED_EFA LUSTRE_DNS LUSTRE_MOUNT EXPECTED_NEURON_DRIVER
 # requires: NEURON_DRIVER_SHIPPED BOOT_DEADLINE_SECONDS DEVICE_WAIT_SECONDS
-# requires: NEURON_RELEASE NEURON_DRIVER_BELOW NEURON_DRIVER_BELOW_RULE NEURON_DRIVER_READ NEURON_DRIVER_READ_RULE
 # publish_failure and check_driver's warning metric also read REGION, METRICS_NAMESPACE and ENVIRONMENT where the
 # node has them (training nodes declare them; EKS nodes get them with observability.sh's values).
 
@@ -47,11 +46,8 @@ package_version() {
   fi
 }
 
-# The Neuron driver rule of the pool's release (docs/neuron-releases.md): EXPECTED_NEURON_DRIVER is the release's
-# driver_min (the oldest driver its runtime works with): an older driver fails the node. NEURON_DRIVER_SHIPPED is the
-# driver the release shipped: a driver at or above driver_min but below it joins with a WARNING line and a
-# NeuronDriverBelowShipped datapoint; one at or above it joins quietly (newer images carry newer drivers: the
-# EKS Neuron image's is above every release's shipped one), with an ordinary log line (docs/node-lifecycle.md).
+# The driver rule and window of the pool's release (docs/neuron-releases.md, docs/node-lifecycle.md): outside the
+# window fails; below the shipped driver joins with a WARNING line and a NeuronDriverBelowShipped datapoint.
 version_at_least() {  # $1 >= $2, comparing dotted versions numerically
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$2" ]
 }
@@ -64,23 +60,14 @@ put_metric() {
     --metric-name "$1" --unit Count --value 1 --dimensions "$2" || log "could not publish ${1}"
 }
 
-# The release's driver WINDOW (catalog driver_window, the rendering of releases.driver_fit): NEURON_DRIVER_READ is the
-# newest driver the catalog has read (a newer one fails: fail closed); NEURON_DRIVER_BELOW, when set, is the first
-# driver a rule Neuron states refuses for this release (e.g. a driver that needs a newer runtime): at or above it fails,
-# naming the driver, the release and the rule.
 check_driver() {
   [ "${ACCELERATOR}" = "neuron" ] && [ -n "${EXPECTED_NEURON_DRIVER}" ] || return 0
-  local found shipped="${NEURON_DRIVER_SHIPPED:-${EXPECTED_NEURON_DRIVER}}" outside
+  local found shipped="${NEURON_DRIVER_SHIPPED:-${EXPECTED_NEURON_DRIVER}}"
   found=$(neuron_driver_version)
   log "Neuron driver ${found:-none} (release minimum ${EXPECTED_NEURON_DRIVER}, shipped ${shipped})"
   [ -n "${found}" ] || FAIL_REASON=driver fail_node "no Neuron driver loaded (release minimum ${EXPECTED_NEURON_DRIVER})"
-  outside="Neuron driver ${found} does not suit Neuron ${NEURON_RELEASE:-}"
-  if [ -n "${NEURON_DRIVER_READ:-}" ] && ! version_at_least "${NEURON_DRIVER_READ}" "${found}"; then
-    FAIL_REASON=driver fail_node "${outside}: ${NEURON_DRIVER_READ_RULE:-}"
-  fi
-  if [ -n "${NEURON_DRIVER_BELOW:-}" ] && version_at_least "${found}" "${NEURON_DRIVER_BELOW}"; then
-    FAIL_REASON=driver fail_node "${outside}: ${NEURON_DRIVER_BELOW_RULE:-}"
-  fi
+  [ -z "${DRIVER_LIMIT:-}" ] || ! version_at_least "${found}" "${DRIVER_LIMIT}" \
+    || FAIL_REASON=driver fail_node "Neuron driver ${found} does not suit ${DRIVER_RULE}"
   version_at_least "${found}" "${EXPECTED_NEURON_DRIVER}" \
     || FAIL_REASON=driver fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the release minimum"
   if version_at_least "${found}" "${shipped}"; then

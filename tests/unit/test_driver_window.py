@@ -78,3 +78,24 @@ def test_the_prejob_node_check_decides_as_driver_fit() -> None:
                 assert d in out.reason and (version in out.reason or w.low in out.reason), out.reason
             checked += 1
     assert checked == len(drivers) * len(releases.versions())
+
+
+def test_the_boot_check_bound_decides_as_driver_fit_above_the_floor() -> None:
+    """node-lib.sh gets one bound (DRIVER_LIMIT: at or above it fails, with DRIVER_RULE) besides driver_min: for every
+    release it refuses exactly the drivers above driver_min that driver_fit refuses (sort -V order, as the shell)."""
+    from neuronkit import userdata
+
+    drivers = ["2.28.0.0", "2.28.9.0", "2.29.0.0", "2.30.2.0", "2.31.7.0", "2.31.7.1", "2.31.8.0", "2.40.0.0"]
+    checked = 0
+    for version in releases.versions():
+        rel = releases.release(version)
+        values = userdata.boot_values(driver_min=rel.driver_min, driver_shipped=rel.driver_shipped, release=version)
+        limit, rule = str(values["DRIVER_LIMIT"]), str(values["DRIVER_RULE"])
+        assert limit and rule.startswith(f"Neuron {version}: ")
+        for d in drivers:
+            if releases.version_key(d) < releases.version_key(rel.driver_min):
+                continue
+            refused = releases.version_key(d) >= releases.version_key(limit)
+            assert refused == (not releases.driver_fit(d, version).ok), (version, d, limit)
+            checked += 1
+    assert checked > len(releases.versions())

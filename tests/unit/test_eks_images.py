@@ -162,7 +162,12 @@ def test_validate_refuses_a_2_28_1_pool_when_the_only_image_carries_driver_2_29(
 ) -> None:
     _only_images(
         monkeypatch,
-        {"release_version": f"{K8S}.6-20260714", "neuron_driver": "2.29.0.0", "date": "2026-07-14", "source": "AMI Release v20260714"},
+        {
+            "release_version": f"{K8S}.6-20260714",
+            "neuron_driver": "2.29.0.0",
+            "date": "2026-07-14",
+            "source": "AMI Release v20260714",
+        },
     )
     code, out, err = _one_pool(tmp_path, capsys, "2.28.1")
     assert code == 1 and ": ok:" not in out

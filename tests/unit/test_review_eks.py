@@ -80,7 +80,9 @@ def test_an_image_below_the_pools_driver_floor_is_flagged(bump: Any) -> None:
         line for line in changes.eks_software_lines(base, stale, ["eks-eks"], head_env) if line.startswith("pretrain:")
     ]
     assert "→" in pretrain and "(its nodes are replaced)" in pretrain
-    assert f"**Neuron driver {older[-1].neuron_driver} does not suit Neuron 2.29.1" in pretrain and "fail the boot check" in pretrain
+    assert (
+        f"**Neuron driver {older[-1].neuron_driver} does not suit Neuron 2.29.1" in pretrain and "fail the boot check" in pretrain
+    )
 
 
 def test_a_capacity_block_groups_node_replacement_is_warned_and_louder_during_the_block(bump: Any) -> None:

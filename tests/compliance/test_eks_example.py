@@ -164,6 +164,9 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
         r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
     ]
     assert len(groups) == 6 and all(f"| {g} |" in section for g in groups)  # the five pools and the system group
+    # Each Neuron group's own image and its build date (issue 46): two releases, two images.
+    assert "| chat-trn2 | node group | eks-eks | trn2.48xlarge |" in text and "1.35.6-20260714, built 2026-07-14" in text
+    assert "AL2023_x86_64_NEURON 1.35.6-20260625, built 2026-06-25" in text
     chart = neuron_chart.chart_version(["2.28.1"])
     assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
     assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section

@@ -9,10 +9,12 @@ API (stable; config, constructs, review and tests use it):
 - :func:`pinned` (accelerator, kubernetes_version) -> the image node groups of that version boot: the catalog's
   ``node_images`` pin for the catalog's Kubernetes version, else the newest row of that version (KeyError when the
   table holds none).
-- :func:`meets` (image, driver_min) -> whether a Neuron image's driver is at or above a minimum.
-- :func:`for_cluster` (kubernetes_version, driver_mins) -> the Neuron image the kit pins for a cluster whose Neuron
-  releases need those minimum drivers: the pin when it meets them all, else the newest row of that version that
-  does, else None (validate refuses the file).
+- :func:`meets` (image, driver_min) -> whether a Neuron image's driver is at or above a minimum (a floor only).
+- :func:`fit` (image, release) -> ``releases.driver_fit`` of the image's Neuron driver: whether it lies in the
+  release's driver window, with the reason naming driver, release and rule.
+- :func:`for_release` (kubernetes_version, release) -> the image a Neuron node group of a pool on that release pins:
+  the newest row of that Kubernetes version whose driver lies in the release's window, else None (validate refuses
+  the file). Pools on different releases may so get different images in one cluster (issue 46).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from functools import cache
 from typing import Any, Literal
 
 from neuronkit import catalog
+from neuronkit.catalog import releases
 
 Accelerator = Literal["neuron", "gpu"]
 
@@ -100,15 +103,18 @@ def meets(image: NodeImage, driver_min: str) -> bool:
     return image.neuron_driver is not None and _key(image.neuron_driver) >= _key(driver_min)
 
 
-def for_cluster(kubernetes_version: str, driver_mins: list[str]) -> NodeImage | None:
-    """The Neuron node image for a cluster: :func:`pinned` when its driver meets every ``driver_mins``, else the newest
-    row of the Kubernetes version that does, else None."""
-    try:
-        pin = pinned("neuron", kubernetes_version)  # type: ignore[arg-type]
-    except KeyError:
-        return None
-    candidates = [pin, *reversed(images("neuron", kubernetes_version))]
-    return next((i for i in candidates if all(meets(i, m) for m in driver_mins)), None)
+def fit(image: NodeImage, release: str) -> releases.DriverFit:
+    """Whether a Neuron image's driver lies in a release's driver window (``releases.driver_fit``, the one decision)."""
+    if image.neuron_driver is None:
+        return releases.DriverFit(
+            False, "", release, "driver_min", f"EKS node image {image.release_version} has no Neuron driver"
+        )
+    return releases.driver_fit(image.neuron_driver, release)
+
+
+def for_release(kubernetes_version: str, release: str) -> NodeImage | None:
+    """The newest Neuron image of the Kubernetes version whose driver lies in the release's window, or None."""
+    return next((i for i in reversed(images("neuron", kubernetes_version)) if fit(i, release)), None)
 
 
 def gpu_image_of(neuron_image: NodeImage) -> NodeImage | None:

@@ -20,6 +20,13 @@ API (stable; config, constructs, stacks, summary, cost and assess use it):
   the DescribeImages filters of the release's DLAMI (:class:`DlamiLookup`), or None when that DLAMI does
   not exist for the release; ``.unverified`` -> facts of the row no source confirmed (fact -> finding).
 - :func:`container_release` (image) -> the SDK release a Neuron DLC tag was built for (``sdk2.28.0``).
+- :func:`driver_fit` (driver, version) -> :class:`DriverFit`: THE decision whether a Neuron driver suits a release
+  (its window: ``driver_min``, the ``driver_rules`` Neuron states in either direction, the ``driver_read`` mark), with
+  the reason naming driver, release and rule. Validate, review, the EKS image choice, the job renderer and the node
+  checks (through :func:`driver_window`, the same window rendered for node-lib.sh and prejob.py) all use it.
+- :func:`driver_window` (version) -> :class:`DriverWindow`: the window as bounds (low inclusive, high exclusive, read
+  inclusive) with the rule behind each; :func:`driver_rules` -> every :class:`DriverRule`; :func:`driver_read` -> the
+  newest driver the catalog has read (:class:`DriverRead`).
 - :func:`source_url` (id) and :func:`citations` (text) -> the documents a row or cell cites.
 
 Families are instance-type prefixes (``trn1``, ``trn1n``, ``inf2``, ``trn2``, ``trn2u``, ``trn3``);
@@ -131,6 +138,171 @@ class Release:
     def dlami_families(self) -> list[str]:
         """The catalog Neuron AMI families that have an image for this release."""
         return [f for f in _data()["dlami_lookup"]["names"] if self.dlami_lookup(f) is not None]
+
+
+@dataclass(frozen=True)
+class DriverRule:
+    """A compatibility rule Neuron states between its driver and its runtime (``neuron_releases.yaml`` driver_rules).
+
+    ``driver_needs_runtime``: drivers of line ``driver`` and newer need a runtime of line ``runtime`` or newer.
+    ``runtime_refuses_driver``: runtimes of line ``runtime`` and newer refuse drivers of line ``driver`` and older."""
+
+    id: str
+    kind: Literal["driver_needs_runtime", "runtime_refuses_driver"]
+    driver: str  # a major.minor line, e.g. "2.29"
+    runtime: str  # a major.minor line, e.g. "2.33"
+    quote: str
+    source: str  # a source id of the matrix
+
+    def text(self) -> str:
+        """The rule as a reason says it: the quoted sentence and where it is written."""
+        return f'"{self.quote}" ({self.id}, {self.source})'
+
+    def binds(self, rel: Release) -> bool:
+        """The rule narrows this release's window (its runtime is on the rule's side)."""
+        line = _line(rel.runtime)
+        if self.kind == "driver_needs_runtime":
+            return line < _line(self.runtime)
+        return line >= _line(self.runtime)
+
+    def refuses(self, driver: str, rel: Release) -> bool:
+        if not self.binds(rel):
+            return False
+        if self.kind == "driver_needs_runtime":
+            return _line(driver) >= _line(self.driver)
+        return _line(driver) <= _line(self.driver)
+
+
+@dataclass(frozen=True)
+class DriverRead:
+    """The newest Neuron driver whose release notes the catalog has read; newer drivers are outside every window."""
+
+    driver: str
+    release: str
+    source: str
+
+    def text(self) -> str:
+        return (
+            f"it is newer than {self.driver} (Neuron {self.release}, {self.source}), the newest driver whose release "
+            "notes the catalog has read (driver_read: fail closed)"
+        )
+
+
+@dataclass(frozen=True)
+class DriverWindow:
+    """The drivers that suit a release: ``low`` <= driver (< ``high`` when set) <= ``read``, each bound with its rule."""
+
+    release: str
+    runtime: str
+    low: str
+    low_rule: str
+    high: str | None
+    high_rule: str
+    read: str
+    read_rule: str
+    rules: tuple[DriverRule, ...]  # the stated rules that bind this release (none: no source states one)
+    high_short: str = ""  # the high bound's rule, its first quoted sentence (what a boot script has room for)
+
+    def describe(self) -> str:
+        top = f"below {self.high}" if self.high else f"up to {self.read}"
+        return f"Neuron {self.release} (runtime {self.runtime}): driver {self.low} or newer, {top}"
+
+
+@dataclass(frozen=True)
+class DriverFit:
+    """Whether a Neuron driver suits a release, and why not: the rule that refuses it (quoted, with its source)."""
+
+    ok: bool
+    driver: str
+    release: str
+    rule: str  # the rule's id, "driver_min" or "driver_read"; "" when the driver suits the release
+    reason: str  # one line naming driver, release and rule ("" when ok)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def _line(version: str) -> tuple[int, int]:
+    parts = version_key(version)
+    return parts[0], parts[1] if len(parts) > 1 else 0
+
+
+def _full(version: str) -> tuple[int, ...]:
+    parts = version_key(version)
+    return parts + (0,) * (4 - len(parts))
+
+
+@cache
+def driver_rules() -> tuple[DriverRule, ...]:
+    out = []
+    for rule_id, row in (_data().get("driver_rules") or {}).items():
+        out.append(
+            DriverRule(
+                id=str(rule_id),
+                kind=row["kind"],
+                driver=str(row["driver"]),
+                runtime=str(row["runtime"]),
+                quote=" ".join(str(row["quote"]).split()),
+                source=str(row["source"]),
+            )
+        )
+    return tuple(out)
+
+
+def driver_read() -> DriverRead:
+    row = _data()["driver_read"]
+    return DriverRead(driver=str(row["driver"]), release=str(row["release"]), source=str(row["source"]))
+
+
+def driver_window(version: str) -> DriverWindow:
+    """The window of drivers that suit a release (KeyError for a release the matrix does not hold)."""
+    rel = release(version)
+    rules = tuple(r for r in driver_rules() if r.binds(rel))
+    low, low_rule = rel.driver_min, f"{rel.driver_min} is the release's driver_min: {rel.driver_min_source}"
+    high: str | None = None
+    high_rule = high_short = ""
+    for r in rules:
+        if r.kind == "runtime_refuses_driver":
+            major, minor = _line(r.driver)
+            bound = f"{major}.{minor + 1}.0.0"
+            if _full(bound) > _full(low):
+                low, low_rule = bound, r.text()
+        else:
+            bound = f"{r.driver}.0.0"
+            if high is None or _full(bound) < _full(high):
+                high, high_rule = bound, r.text()
+                high_short = r.quote.split(". ", 1)[0].rstrip(".")
+    read = driver_read()
+    return DriverWindow(
+        release=rel.version,
+        runtime=rel.runtime,
+        low=low,
+        low_rule=low_rule,
+        high=high,
+        high_rule=high_rule,
+        read=read.driver,
+        read_rule=read.text(),
+        rules=rules,
+        high_short=high_short,
+    )
+
+
+def driver_fit(driver: str, version: str) -> DriverFit:
+    """Whether Neuron driver ``driver`` suits release ``version``: the one decision every check uses (validate, review,
+    the EKS image choice, job render; the node checks apply :func:`driver_window`, its rendering). Refused: a driver
+    newer than ``driver_read`` (fail closed), one a stated rule refuses (either direction), one below ``driver_min``."""
+    rel = release(version)
+    head = f"Neuron driver {driver} does not suit Neuron {rel.version} (runtime {rel.runtime})"
+    read = driver_read()
+    if _full(driver) > _full(read.driver):
+        return DriverFit(False, driver, rel.version, "driver_read", f"{head}: {read.text()}")
+    for r in driver_rules():
+        if r.refuses(driver, rel):
+            return DriverFit(False, driver, rel.version, r.id, f"{head}: {r.text()}")
+    if _full(driver) < _full(rel.driver_min):
+        why = f"it is older than {rel.driver_min}, the release's driver_min ({rel.driver_min_source})"
+        return DriverFit(False, driver, rel.version, "driver_min", f"{head}: {why}")
+    return DriverFit(True, driver, rel.version, "", "")
 
 
 @cache

@@ -129,6 +129,7 @@ COMMANDS: tuple[Command, ...] = (
         options=(
             "`--nodes N`",
             "`--image IMAGE`",
+            "`--image-release-window`",
             "`--name NAME`",
             "`--min-busbw-gbps GBPS`",
             "`--deadline TIME`",
@@ -141,7 +142,15 @@ COMMANDS: tuple[Command, ...] = (
         arguments="`POOL [FILE]`",
         environments=ENV_ONE,
         output="`-o/--output FILE`",
-        options=("`--nodes N`", "`--image IMAGE`", "`--name NAME`", "`--min-busbw-gbps GBPS`", "`--calibrate`", "`--cordon`"),
+        options=(
+            "`--nodes N`",
+            "`--image IMAGE`",
+            "`--image-release-window`",
+            "`--name NAME`",
+            "`--min-busbw-gbps GBPS`",
+            "`--calibrate`",
+            "`--cordon`",
+        ),
     ),
 )
 

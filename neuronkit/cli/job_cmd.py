@@ -35,6 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         a.add_argument(
             "--image", default=None, metavar="IMAGE", help="the training container (required where no tag is published)"
         )
+        a.add_argument(
+            "--image-release-window",
+            action="store_true",
+            help="accept an --image built for a newer Neuron release than the pool's, and hold the nodes' driver to THAT "
+            "release's window in the pre-job check (default: such an image is refused)",
+        )
         a.add_argument("--name", default=None, metavar="NAME",
                        help="the JobSet's name (default: POOL-MMDD-HHMMSS or POOL-check-MMDD-HHMMSS, UTC: unique per render)")  # fmt: skip
         a.add_argument("--min-busbw-gbps", type=float, default=None, metavar="GBPS",
@@ -78,6 +84,28 @@ def _pool(args: argparse.Namespace) -> tuple[config.Environment, Any, str]:
     return env, pools[args.pool], release.version
 
 
+def image_window(env: str, pool: str, release: str, image: str | None, take_window: bool) -> str:
+    """The release whose driver window the pre-job node check uses. An image built for a newer release than the pool's
+    (its tag's ``sdkX.Y.Z``) is refused, as on the Batch path: its runtime may need a driver outside the pool's window
+    (``catalog.releases.driver_fit``); with ``--image-release-window`` the image's release and its window are taken."""
+    built = releases.container_release(image) if image else None
+    if built is None or releases.version_key(built) <= releases.version_key(release):
+        return release
+    if not take_window:
+        window = releases.driver_window(release)
+        raise CliError(
+            f"{env}: pool {pool} is on Neuron {release}; --image {image} is built for Neuron {built}, newer: its runtime "
+            f"may need a driver outside the pool's window ({window.describe()}); name an image of {release} or older, "
+            f"or pass --image-release-window to check the nodes against {built}'s window"
+        )
+    if built not in releases.versions():
+        raise CliError(
+            f"{env}: --image {image} is built for Neuron {built}, which the release matrix does not hold: its driver "
+            "window is unknown (catalog/neuron_releases.yaml); name an image of a release the catalog holds"
+        )
+    return built
+
+
 def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...] | None = None) -> tj.JobSpec:
     env, pool, release = _pool(args)
     nodes = args.nodes if args.nodes is not None else pool.max_size
@@ -88,6 +116,9 @@ def _spec(args: argparse.Namespace, *, check_only: bool, command: tuple[str, ...
     budget = getattr(pool.capacity, "checkpoint_budget_minutes", None)
     if budget is not None:
         extra["checkpoint_budget_seconds"] = 60 * int(budget)
+    window = image_window(env.name, pool.name, release, args.image, getattr(args, "image_release_window", False))
+    if window != release:
+        extra["window_release"] = window
     try:
         return tj.JobSpec(
             name=args.name or default_name(pool.name, check_only=check_only, now=_now()),

@@ -257,9 +257,11 @@ def eks_autoscaling_problems(
 def eks_node_image_problems(
     eks: Eks | None, neuron_releases: list[str], images: object = None
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """The EKS node image against the driver rule: the image's Neuron driver must meet ``driver_min`` of every Neuron
-    release of the file's pools (docs/neuron-releases.md). Problems name the release, its minimum and the image's
-    driver; a ``node_release_version`` the catalog does not list is accepted with a warning (its driver is unchecked).
+    """The EKS node images against each pool's driver window (``catalog.releases.driver_fit``, issue 46): every Neuron
+    node group boots the newest catalog image of the cluster's Kubernetes version whose Neuron driver lies in its
+    release's window, so each release of the file needs one; an ``eks.node_release_version`` must lie in the window of
+    every release. Each problem is one line naming the image, its driver, the release and the rule. A
+    ``node_release_version`` the catalog does not list is accepted with a warning (its driver is unchecked).
     ``images``: the image table module (``neuronkit.catalog.eks_images``; tests give a fake one)."""
     if eks is None:
         return [], []
@@ -268,7 +270,6 @@ def eks_node_image_problems(
 
     table = images if images is not None else default_images
     rels = [matrix.release(v) for v in neuron_releases if v in matrix.versions()]
-    mins = [r.driver_min for r in rels]
     wanted = eks.node_release_version
     if wanted is not None:
         key = "eks.node_release_version"
@@ -279,36 +280,37 @@ def eks_node_image_problems(
             if not eks.node_release_source:
                 why = "the catalog does not list this release: say where you read its Neuron driver in eks.node_release_source"
                 return [("eks.node_release_source", why)], []
+            windows = "; ".join(matrix.driver_window(r.version).describe() for r in rels) or "none"
             note = (
                 f"{key}: {wanted} is not in the catalog (catalog/eks.yaml node_image_releases): its Neuron driver is "
-                f"unchecked against the pools' minimum ({', '.join(sorted(set(mins))) or 'none'}); source: {eks.node_release_source}"
+                f"unchecked against the pools' driver windows ({windows}); source: {eks.node_release_source}"
             )
             return [], [note]
-        short = [r for r in rels if not table.meets(row, r.driver_min)]  # type: ignore[attr-defined]
-        return [
-            (key, f"Neuron {r.version} needs driver {r.driver_min} or newer; EKS node image {wanted} carries {row.neuron_driver}")
-            for r in short
-        ], []
-    if not rels:
-        return [], []
-    if table.for_cluster(eks.version, mins) is not None:  # type: ignore[attr-defined]
-        return [], []
-    rows = table.images("neuron", eks.version)  # type: ignore[attr-defined]
-    newest = rows[-1] if rows else None
-    carried = (
-        f"the newest EKS node image of Kubernetes {eks.version} in the catalog, {newest.release_version}, carries {newest.neuron_driver}"
-        if newest
-        else f"the catalog has no EKS node image of Kubernetes {eks.version}"
-    )
-    return [
-        (
-            "neuron_sdk",
-            f"Neuron {r.version} needs driver {r.driver_min} or newer; {carried}: pin an older neuron_sdk, or a newer image "
-            "with eks.node_release_version and eks.node_release_source",
+        out = []
+        for r in rels:
+            fit = matrix.driver_fit(row.neuron_driver or "", r.version) if row.neuron_driver else None
+            if fit is None or not fit.ok:
+                why = fit.reason if fit is not None else "it carries no Neuron driver"
+                out.append((key, f"EKS node image {wanted}: {why}; remove {key} (each pool then gets an image of its window)"))
+        return out, []
+    problems = []
+    for r in rels:
+        if table.for_release(eks.version, r.version) is not None:  # type: ignore[attr-defined]
+            continue
+        rows = table.images("neuron", eks.version)  # type: ignore[attr-defined]
+        if not rows:
+            why = f"the catalog has no EKS node image of Kubernetes {eks.version}"
+        else:
+            newest = rows[-1]
+            why = f"the newest, {newest.release_version}: {table.fit(newest, r.version).reason}"  # type: ignore[attr-defined]
+        problems.append(
+            (
+                "neuron_sdk",
+                f"no EKS node image of Kubernetes {eks.version} in the catalog suits Neuron {r.version}: {why}; pin "
+                "another neuron_sdk, or an image with eks.node_release_version and eks.node_release_source",
+            )
         )
-        for r in rels
-        if newest is None or not table.meets(newest, r.driver_min)  # type: ignore[attr-defined]
-    ], []
+    return problems, []
 
 
 _LATER = "comes with the Kubernetes workloads (docs/eks.md, 'Not yet on EKS')"

@@ -150,6 +150,7 @@ class TrainingCluster(Construct):
         observability: ObservabilitySpec | None = None,
         expected_neuron_driver: str | None = None,
         shipped_neuron_driver: str | None = None,
+        neuron_release: str | None = None,
         boot_timeout_seconds: int = 1800,
         lnc: int | None = None,
         ultraserver_size: int = 0,
@@ -179,7 +180,7 @@ class TrainingCluster(Construct):
             accelerator,
             storage,
             compile_cache,
-            (expected_neuron_driver, shipped_neuron_driver),
+            (expected_neuron_driver, shipped_neuron_driver, neuron_release),
             {
                 "LNC": lnc or "",
                 "ULTRASERVER_SIZE": ultraserver_size,
@@ -430,7 +431,7 @@ class TrainingCluster(Construct):
         accelerator: Literal["neuron", "gpu"],
         storage: StorageAccess | None,
         compile_cache: str,
-        drivers: tuple[str | None, str | None],
+        drivers: tuple[str | None, str | None, str | None],
         extra: dict[str, str | int],
     ) -> str:
         facts = self.instance_type
@@ -451,7 +452,7 @@ class TrainingCluster(Construct):
                 "ARTIFACTS_BUCKET": storage.artifacts_bucket if storage else "",
                 "CHECKPOINTS_BUCKET": storage.checkpoints_bucket if storage else "",
                 "DATASETS_BUCKET": storage.datasets_bucket if storage else "",
-                **userdata.boot_values(driver_min=drivers[0], driver_shipped=drivers[1]),
+                **userdata.boot_values(driver_min=drivers[0], driver_shipped=drivers[1], release=drivers[2]),
                 "BUSY_MARKER": BUSY_MARKER,
                 **lifecycle_values(),
                 **extra,

@@ -76,12 +76,30 @@ def check_devices(node: str, neuron_ls_json: str, expected: int) -> Outcome:
     return Outcome(node, "devices", True, f"{found} Neuron devices")
 
 
-def check_driver(node: str, version: str, floor: str, shipped: str | None = None) -> Outcome:
-    """The boot check's rule: below ``floor`` (the release's ``driver_min``) fails; at or above it but below
-    ``shipped`` (the driver the release shipped) passes with a WARNING in its reason."""
+def check_driver(
+    node: str,
+    version: str,
+    floor: str,
+    shipped: str | None = None,
+    *,
+    release: str = "",
+    below: str | None = None,
+    below_rule: str = "",
+    read: str | None = None,
+    read_rule: str = "",
+) -> Outcome:
+    """The boot check's rule, the release's driver window as the kit renders it (``releases.driver_window``): newer than
+    ``read`` (the newest driver the catalog has read) fails, at or above ``below`` (the first driver a stated rule
+    refuses) fails, below ``floor`` (the release's ``driver_min``) fails, each naming driver, release and rule; at or
+    above the floor but below ``shipped`` (the driver the release shipped) passes with a WARNING in its reason."""
     version = version.strip()
     if not version:
         return Outcome(node, "driver", False, "no Neuron driver loaded (/sys/module/neuron/version absent)")
+    outside = f"Neuron driver {version} does not suit Neuron {release}"
+    if read and _version_key(version) > _version_key(read):
+        return Outcome(node, "driver", False, f"{outside}: {read_rule}")
+    if below and _version_key(version) >= _version_key(below):
+        return Outcome(node, "driver", False, f"{outside}: {below_rule}")
     if _version_key(version) < _version_key(floor):
         return Outcome(node, "driver", False, f"Neuron driver {version} is older than the release's minimum {floor}")
     if shipped and _version_key(version) < _version_key(shipped):
@@ -262,7 +280,12 @@ def node_checks(args: argparse.Namespace) -> list[Outcome]:
     rc, out = _run(["neuron-ls", "--json-output"])
     outcomes = [check_devices(node, out if rc == 0 else "", args.devices)]
     version = Path("/sys/module/neuron/version").read_text() if Path("/sys/module/neuron/version").exists() else ""
-    outcomes.append(check_driver(node, version, args.driver_floor, args.driver_shipped))
+    outcomes.append(
+        check_driver(
+            node, version, args.driver_floor, args.driver_shipped, release=args.release, below=args.driver_below,
+            below_rule=args.driver_below_rule, read=args.driver_read, read_rule=args.driver_read_rule,
+        )
+    )  # fmt: skip
     rc, out = _run(nccom_command(ranks=args.cores, nodes=1, hosts=[], size="1kb"), timeout=900)
     result = parse_nccom(out, rc)
     runtime = check_collective([node], result, None)
@@ -308,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--efa", type=int, default=0)
     n.add_argument("--driver-floor", required=True, help="the release's driver_min: an older driver fails")
     n.add_argument("--driver-shipped", default=None, help="the release's driver_shipped: an older driver warns")
+    n.add_argument("--release", default="", help="the Neuron release whose driver window this is")
+    n.add_argument("--driver-below", default=None, help="the first driver a stated rule refuses for the release")
+    n.add_argument("--driver-below-rule", default="", help="that rule, quoted with its source")
+    n.add_argument("--driver-read", default=None, help="the newest driver the catalog has read: a newer one fails")
+    n.add_argument("--driver-read-rule", default="", help="the read mark, with its source")
     n.add_argument("--lustre", default="")
     c = sub.add_parser("collective")
     c.add_argument("--hosts-file", required=True)

@@ -152,6 +152,7 @@ class JobSpec:
     # until someone labels it (``kubectl label jobset NAME kueue.x-k8s.io/queue-name=POOL``): Kueue accepts a queue
     # name added to a suspended job (kueue v0.19.2 pkg/controller/jobframework/validation.go lines 180-184).
     hold: bool = False
+    window_release: str | None = None  # the release whose driver window the node check uses (default: ``release``)
 
     def __post_init__(self) -> None:
         if not _NAME_RE.match(self.name):
@@ -392,12 +393,18 @@ def _volumes(spec: JobSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def node_check_args(spec: JobSpec) -> list[str]:
-    """The per-node checks. The driver rule is the boot check's: below the release's ``driver_min`` fails, between it
-    and ``driver_shipped`` passes with a warning (catalog/neuron_releases.yaml)."""
+    """The per-node checks. The driver rule is the boot check's: outside the release's driver window fails
+    (``releases.driver_window``, the rendering of ``driver_fit``: below ``driver_min``, at or above a driver a stated
+    rule refuses, newer than the newest driver the catalog has read), between ``driver_min`` and ``driver_shipped``
+    passes with a warning (catalog/neuron_releases.yaml). The window is ``window_release``'s when set."""
     it = catalog.get(spec.instance_type)
-    rel = releases.release(spec.release)
+    rel = releases.release(spec.window_release or spec.release)
+    window = releases.driver_window(rel.version)
     args = ["python3", f"{KIT_MOUNT}/prejob.py", "node", "--devices", str(it.neuron_devices)]
-    args += ["--cores", str(spec.profile.processes_per_node), "--driver-floor", rel.driver_min, "--driver-shipped", rel.driver]
+    args += ["--cores", str(spec.profile.processes_per_node), "--driver-floor", window.low, "--driver-shipped", rel.driver]
+    args += ["--release", rel.version, "--driver-read", window.read, "--driver-read-rule", window.read_rule]
+    if window.high:
+        args += ["--driver-below", window.high, "--driver-below-rule", window.high_rule]
     if it.efa_supported:
         args += ["--efa", str(it.efa_max_interfaces)]
     return args + ["--lustre", LUSTRE_MOUNT]

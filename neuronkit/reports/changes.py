@@ -150,6 +150,12 @@ def _image_words(group: _NodeGroup) -> str:
     return f"{group.ami_type} {group.release_version} ({driver}, built {row.date})"
 
 
+def releases_window(version: str) -> str:
+    from neuronkit.catalog import releases
+
+    return releases.driver_window(version).describe()
+
+
 def _chart_version(templates: Templates, stacks: Iterable[str]) -> str | None:
     from neuronkit.kubernetes.neuron_chart import chart_facts
 
@@ -178,18 +184,21 @@ def eks_software_lines(old: Templates, new: Templates, stacks: Iterable[str], he
         was = before.get(name)
         image = _image_words(group)
         moved = was is not None and (was.ami_type, was.release_version) != (group.ami_type, group.release_version)
-        text = f"{name}: node image {_image_words(was)} → {image}" if moved and was else f"{name}: node image {image}"
+        text = (
+            f"{name}: node image {_image_words(was)} → {image} (its nodes are replaced)"
+            if moved and was
+            else f"{name}: node image {image}"
+        )
         pool = releases.get(name)
         rel = pool.release if pool is not None else None
         row = eks_images.node_image("neuron", group.release_version) if group.ami_type.endswith("NEURON") else None
         if rel is not None and row is not None and row.neuron_driver:
-            if eks_images.meets(row, rel.driver):
-                text += f"; at or above Neuron {rel.version}'s driver floor {rel.driver}"
+            fit = eks_images.fit(row, rel.version)  # the one decision (catalog.releases.driver_fit)
+            if fit.ok:
+                text += f"; in Neuron {rel.version}'s driver window ({releases_window(rel.version)})"
             else:
-                text += (
-                    f"; **below Neuron {rel.version}'s driver floor {rel.driver}: its nodes fail the boot check** "
-                    "(pin a newer node image in neuronkit/catalog/eks.yaml)"
-                )
+                text += f"; **{fit.reason}: its nodes fail the boot check**"
+
         lines.append(text)
     chart_before, chart_after = _chart_version(old, stacks), _chart_version(new, stacks)
     if chart_after is not None:

@@ -23,7 +23,7 @@ from neuronkit import catalog
 from neuronkit.catalog import releases
 from neuronkit.kubernetes import report as kubernetes_report
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
-from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, Pool, PoolError, pools_from_cdk_out
+from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, METADATA_KEY, Pool, PoolError, pools_from_cdk_out
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"  # platform: eks: the kit's node groups carry the same pool Metadata
@@ -107,8 +107,33 @@ class Image:
     instance_types: str
     release: str | None
     ami: str  # an AMI id, or the public parameter a floating image resolves from
-    pinned_by: str  # ami_id | cdk.context.json | floating
+    pinned_by: str  # ami_id | cdk.context.json | floating | catalog (EKS node groups)
     workload: str | None = None
+    driver: str | None = None  # the image's own driver where the catalog knows it (EKS node images)
+
+
+def _node_group_images(stack: StackInfo) -> list[Image]:
+    """EKS node groups: the AMI type and release version each group boots, with its driver and build date from the
+    catalog's node image table (each Neuron group pins the newest image in its pool's driver window)."""
+    from neuronkit.catalog import eks_images
+
+    out = []
+    for _, r in _resources(stack, "AWS::EKS::Nodegroup"):
+        meta = (r.get("Metadata") or {}).get(METADATA_KEY)
+        if not isinstance(meta, dict):
+            continue
+        props = r.get("Properties") or {}
+        ami_type, version = str(props.get("AmiType", "")), str(props.get("ReleaseVersion", ""))
+        row = eks_images.node_image("neuron" if ami_type.endswith("NEURON") else "gpu", version)
+        built = f", built {row.date}" if row is not None else ", not in the catalog's image table"
+        types = ", ".join(props.get("InstanceTypes") or meta.get("instance_types") or [])
+        out.append(
+            Image(
+                stack.name, str(meta.get("pool")), "node group", types, None, f"{ami_type} {version}{built}", "catalog",
+                driver=(row.driver if row is not None else None),
+            )
+        )  # fmt: skip
+    return out
 
 
 def _images(stack: StackInfo) -> list[Image]:
@@ -152,8 +177,8 @@ def _images(stack: StackInfo) -> list[Image]:
 def _image_rows(view: EnvironmentView) -> list[list[str]]:
     rows = []
     for s in view.stacks:
-        for i in _images(s):
-            driver = releases.release(i.release).driver if i.release in releases.versions() else DASH
+        for i in [*_images(s), *_node_group_images(s)]:
+            driver = i.driver or (releases.release(i.release).driver if i.release in releases.versions() else DASH)
             ami = f"floating: {i.ami}" if i.pinned_by == "floating" else f"`{i.ami}`"
             rows.append(
                 [i.pool, i.where, i.stack, i.instance_types, i.release or DASH, i.workload or DASH, driver, ami, i.pinned_by]

@@ -321,27 +321,28 @@ class EksStack(NeuronkitStack):
             eks_boot_script,
             environment=config.name, pool=pool, instance_types=types, efa=efa, storage=storage,
             neuron_driver=rel.driver_min if rel else None, neuron_driver_shipped=rel.driver_shipped if rel else None,
-            lnc=lnc,
+            neuron_release=rel.version if rel else None, lnc=lnc,
         )  # fmt: skip
         return lambda values: render(observability=values)
 
-    def _release_version(self, config: Environment, accelerator: str) -> str | None:
-        """The EKS AMI release of every node group: the file's eks.node_release_version, else the catalog image whose
-        Neuron driver meets driver_min of every Neuron release of the file (validation refused the file otherwise)."""
+    def _release_version(self, config: Environment, accelerator: str, pool: str) -> str | None:
+        """The EKS AMI release of a node group: the file's eks.node_release_version; else, for a Neuron group, the
+        newest catalog image whose Neuron driver lies in the window of its pool's release (validation refused the file
+        where none does), so pools on different releases boot different images; a GPU group keeps the catalog's GPU
+        pin of the cluster's Kubernetes version."""
         assert config.eks is not None
         if config.eks.node_release_version:
             return config.eks.node_release_version
-        mins = [r.release.driver_min for r in self._releases.values() if r.release is not None]
-        image = eks_images.for_cluster(config.eks.version, mins)
-        if image is None:
-            return None
         if accelerator == "gpu":
-            gpu = eks_images.gpu_image_of(image)
-            return gpu.release_version if gpu is not None else None
-        return image.release_version
+            return eks_images.pinned("gpu", config.eks.version).release_version
+        release = self._releases.get(pool)
+        if release is None or release.release is None:
+            return eks_images.pinned("neuron", config.eks.version).release_version
+        image = eks_images.for_release(config.eks.version, release.release.version)
+        return image.release_version if image is not None else None
 
     def _group(self, config: Environment, spec: NodeGroupSpec, az_ids: list[str], role: Any) -> None:
-        spec = dataclasses.replace(spec, release_version=self._release_version(config, spec.image))
+        spec = dataclasses.replace(spec, release_version=self._release_version(config, spec.image, spec.name))
         script = self._script(
             config, spec.name, list(spec.instance_types), spec.uses_efa, spec.lnc, host_lustre=role != "inference"
         )

@@ -62,6 +62,11 @@ def _shipped(pool: PoolRelease | None) -> str | None:
     return pool.release.driver_shipped if pool is not None and pool.release is not None else None
 
 
+def _release(pool: PoolRelease | None) -> str | None:
+    """The Neuron release of a pool: its nodes' boot check holds their driver to the release's window."""
+    return pool.release.version if pool is not None and pool.release is not None else None
+
+
 def observability_spec(config: Environment) -> ObservabilitySpec:
     """Where the nodes' metrics and logs go: the file's monitoring namespace and log retention."""
     return ObservabilitySpec(namespace=config.monitoring.namespace, log_retention_days=config.monitoring.log_retention_days)
@@ -146,6 +151,7 @@ class TrainingStack(NeuronkitStack):
                 az_id=cluster.az_id,
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 shipped_neuron_driver=_shipped(self.releases.get(cluster.name)),
+                neuron_release=_release(self.releases.get(cluster.name)),
                 capacity=capacity_spec(cluster),
                 storage=access,
                 notifications_topic_arn=arn_of(self.events.topic),
@@ -228,6 +234,7 @@ class TrainingStack(NeuronkitStack):
                 az_id=cluster.az_id,
                 expected_neuron_driver=_driver(self.releases.get(cluster.name)),
                 shipped_neuron_driver=_shipped(self.releases.get(cluster.name)),
+                neuron_release=_release(self.releases.get(cluster.name)),
                 storage=access,
                 notifications_topic_arn=arn_of(self.events.topic),
                 compile_cache=cluster.compile_cache,

@@ -122,16 +122,35 @@ def render(names: str | Sequence[str], values: Mapping[str, str | int]) -> str:
     return "\n".join(lines) + "\n" + body
 
 
-def boot_values(*, driver_min: str | None = None, driver_shipped: str | None = None) -> dict[str, str | int]:
+def boot_values(
+    *, driver_min: str | None = None, driver_shipped: str | None = None, release: str | None = None
+) -> dict[str, str | int]:
     """The node-lib.sh values every node check shares: the Neuron driver rule of the pool's release (``driver_min``
     fails below it, ``driver_shipped`` warns below it; none on GPU pools or where the image's driver is not tied to a
-    release) and the boot deadline and device wait of ``catalog/software.yaml`` (``lifecycle``)."""
+    release), with ``release`` its driver window (``catalog.releases.driver_window``: the first driver a stated rule
+    refuses and the newest driver the catalog has read, each with its rule, so that a node outside fails naming driver,
+    release and rule), and the boot deadline and device wait of ``catalog/software.yaml`` (``lifecycle``)."""
     from neuronkit import catalog  # the catalog imports nothing of this package; a late import keeps it so
+    from neuronkit.catalog import releases
 
     lifecycle = catalog.software_facts()["lifecycle"]
+    window = releases.driver_window(release) if release and driver_min else None
+    limit, rule = "", ""
+    if window is not None:
+        # One bound keeps the EKS part under its size budget: the first driver outside the window's top, with the rule
+        # behind it (a stated rule's bound, else the first driver after the newest one the catalog has read; drivers
+        # are a.b.c.d, so that is a.b.c.d+1). tests/unit/test_driver_window.py holds it to driver_fit.
+        if window.high:
+            limit, rule = window.high, f"Neuron {window.release}: {window.high_short}"
+        else:
+            *head, last = window.read.split(".")
+            limit = ".".join([*head, str(int(last) + 1)])
+            rule = f"Neuron {window.release}: newer than {window.read}, the newest driver the catalog has read"
     return {
-        "EXPECTED_NEURON_DRIVER": driver_min or "",
+        "EXPECTED_NEURON_DRIVER": (window.low if window else driver_min) or "",
         "NEURON_DRIVER_SHIPPED": driver_shipped or driver_min or "",
+        "DRIVER_LIMIT": limit,
+        "DRIVER_RULE": rule.replace("'", ""),
         "BOOT_DEADLINE_SECONDS": int(lifecycle["boot_deadline_seconds"]),
         "DEVICE_WAIT_SECONDS": int(lifecycle["device_wait_seconds"]),
     }

@@ -46,11 +46,8 @@ package_version() {
   fi
 }
 
-# The Neuron driver rule of the pool's release (docs/neuron-releases.md): EXPECTED_NEURON_DRIVER is the release's
-# driver_min (the oldest driver its runtime works with): an older driver fails the node. NEURON_DRIVER_SHIPPED is the
-# driver the release shipped: a driver at or above driver_min but below it joins with a WARNING line and a
-# NeuronDriverBelowShipped datapoint; one at or above it joins quietly (newer images carry newer drivers: the
-# EKS Neuron image's is above every release's shipped one), with an ordinary log line (docs/node-lifecycle.md).
+# The driver rule and window of the pool's release (docs/neuron-releases.md, docs/node-lifecycle.md): outside the
+# window fails; below the shipped driver joins with a WARNING line and a NeuronDriverBelowShipped datapoint.
 version_at_least() {  # $1 >= $2, comparing dotted versions numerically
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n1)" = "$2" ]
 }
@@ -69,6 +66,8 @@ check_driver() {
   found=$(neuron_driver_version)
   log "Neuron driver ${found:-none} (release minimum ${EXPECTED_NEURON_DRIVER}, shipped ${shipped})"
   [ -n "${found}" ] || FAIL_REASON=driver fail_node "no Neuron driver loaded (release minimum ${EXPECTED_NEURON_DRIVER})"
+  [ -z "${DRIVER_LIMIT:-}" ] || ! version_at_least "${found}" "${DRIVER_LIMIT}" \
+    || FAIL_REASON=driver fail_node "Neuron driver ${found} does not suit ${DRIVER_RULE}"
   version_at_least "${found}" "${EXPECTED_NEURON_DRIVER}" \
     || FAIL_REASON=driver fail_node "Neuron driver ${found} is older than ${EXPECTED_NEURON_DRIVER}, the release minimum"
   if version_at_least "${found}" "${shipped}"; then

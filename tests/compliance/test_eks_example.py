@@ -36,7 +36,7 @@ def test_the_example_builds_network_storage_and_eks_stacks(eks_synth: tuple[Path
     # pretrain (trn2 on a Capacity Block), its p5 GPU pool, chat (inf2) and chat's GPU fallback.
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in templates["eks-eks"]["Resources"].values()
               if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
-    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-chat-trn2", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
     assert groups["eks-pretrain"]["CapacityType"] == "CAPACITY_BLOCK"
     images = {v["ami_type"] for k, v in EKS["node_images"].items() if k != "source"}
     assert {g["AmiType"] for g in groups.values()} == images | {EKS["system_nodes"]["ami_type"]}
@@ -122,21 +122,21 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
     ]
     # Named groups only: the kit's functions (the spill controller) keep CloudFormation-named groups, like the rebalancer.
     log_groups = json.dumps([r["Properties"].get("LogGroupName") for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
-    assert len(groups) == 4
+    assert len(groups) == 5
     for group in groups:
         pool = group.removeprefix("eks-")
         assert all(f'"{name}"' in log_groups for name in log_group_names("eks", pool).values()), pool
     templates_ = [
         r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in r["Properties"]["LaunchTemplateData"]
     ]
-    assert len(templates_) == 4
+    assert len(templates_) == 5
     for lt in templates_:
         text = json.dumps(lt["Properties"]["LaunchTemplateData"]["UserData"])
         assert "observability.sh" in text and f"METRICS_NAMESPACE='{DEFAULT_NAMESPACE}'" in text
         assert text.index("observability.sh") < text.index("eks-node.sh")
         assert len(text) < 16 * 1024  # EC2's user data cap (the JSON-escaped text is longer than the real one)
     policies = json.dumps([r["Properties"] for r in res.values() if r["Type"] == "AWS::IAM::Policy"])
-    assert policies.count(f'"cloudwatch:namespace": "{DEFAULT_NAMESPACE}"') == 4
+    assert policies.count(f'"cloudwatch:namespace": "{DEFAULT_NAMESPACE}"') == 5
 
 
 def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tuple[Path, dict[str, Any]]) -> None:
@@ -150,7 +150,10 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     groups = [
         r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
     ]
-    assert len(groups) == 5 and all(f"| {g} |" in section for g in groups)  # the four pools and the system group
+    assert len(groups) == 6 and all(f"| {g} |" in section for g in groups)  # the five pools and the system group
+    # Each Neuron group's own image and its build date (issue 46): two releases, two images.
+    assert "| chat-trn2 | node group | eks-eks | trn2.48xlarge |" in text and "1.35.6-20260714, built 2026-07-14" in text
+    assert "AL2023_x86_64_NEURON 1.35.6-20260625, built 2026-06-25" in text
     chart = neuron_chart.chart_version(["2.28.1"])
     assert f"| Helm chart | neuron-helm-chart | {chart} |" in section and "device plugin; node recovery on" in section
     assert f"| Helm chart | aws-efa-k8s-device-plugin | {EKS['charts']['efa_device_plugin']['version']} |" in section
@@ -166,7 +169,7 @@ def test_the_dashboard_and_alarms_watch_the_neuron_node_groups(eks_synth: tuple[
         r["Properties"]["NodegroupName"].removeprefix("eks-") for r in res.values()
         if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["AmiType"].endswith("NEURON")
     ]  # fmt: skip
-    assert sorted(neuron_groups) == ["chat", "pretrain"]
+    assert sorted(neuron_groups) == ["chat", "chat-trn2", "pretrain"]
     for pool in neuron_groups:
         assert {f"eks-{pool}-ecc-uncorrected", f"eks-{pool}-execution-errors"} <= alarms
     assert "eks-lustre-free-capacity" in alarms
@@ -183,7 +186,7 @@ def test_node_instances_volumes_and_interfaces_carry_the_environment_tags(eks_sy
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     lts = [r for r in res.values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
-    assert len(lts) == 5  # the four pools' and the system node group's
+    assert len(lts) == 6  # the five pools' and the system node group's
     for lt in lts:
         specs = {
             s["ResourceType"]: {t["Key"]: t["Value"] for t in s["Tags"]}
@@ -231,10 +234,10 @@ def test_reports_read_the_node_groups_as_the_files_pools(eks_synth: tuple[Path, 
     synthesized = sorted(tuple(getattr(p, f) for f in fields) for p in pools_from_cdk_out(outdir))
     planned = sorted(tuple(getattr(p, f) for f in fields) for p in pools_from_environment(load_environment(FILE)))
     assert synthesized == planned
-    assert [p[0] for p in synthesized] == ["chat", "chat-gpu", "pretrain", "pretrain-gpu"]
-    assert ("pretrain", "training") == synthesized[2][:2] and synthesized[2][7] == 188160 and synthesized[2][8] == 336
+    assert [p[0] for p in synthesized] == ["chat", "chat-gpu", "chat-trn2", "pretrain", "pretrain-gpu"]
+    assert ("pretrain", "training") == synthesized[3][:2] and synthesized[3][7] == 188160 and synthesized[3][8] == 336
     text = summarize(outdir)
-    assert "4 compute pool(s)" in text and "| eks-eks | pretrain | training | trn2.48xlarge | 0/0/16 |" in text
+    assert "5 compute pool(s)" in text and "| eks-eks | pretrain | training | trn2.48xlarge | 0/0/16 |" in text
 
 
 def test_the_example_installs_the_pinned_job_api_and_admission(eks_synth: tuple[Path, dict[str, Any]]) -> None:
@@ -302,9 +305,9 @@ def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     albs = [r for r in res.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"]
-    assert len(albs) == 1 and albs[0]["Properties"]["Scheme"] == "internal"
+    assert len(albs) == 2 and all(a["Properties"]["Scheme"] == "internal" for a in albs)  # chat and chat-trn2
     groups = [r for r in res.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"]
-    assert [g["Properties"]["TargetType"] for g in groups] == ["ip"]
+    assert [g["Properties"]["TargetType"] for g in groups] == ["ip", "ip"]
     charts = {r["Properties"]["Chart"]: r["Properties"] for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
     assert charts["aws-load-balancer-controller"]["Version"] == str(EKS["load_balancer_controller"]["version"])
     # Helm waits for the controller: its TargetGroupBinding webhooks (failurePolicy Fail) must answer first.
@@ -312,9 +315,11 @@ def test_the_example_serves_its_chat_fleet_behind_the_kits_alb(eks_synth: tuple[
     docs = _rendered_manifests(res)
     kinds = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert ("Deployment", "chat-neuron") in kinds and ("Deployment", "chat-gpu") in kinds
-    assert [k for k in kinds if k[0] in ("Service", "TargetGroupBinding")] == [
+    assert sorted(k for k in kinds if k[0] in ("Service", "TargetGroupBinding")) == [
         ("Service", "chat"),
+        ("Service", "chat-trn2"),
         ("TargetGroupBinding", "chat"),
+        ("TargetGroupBinding", "chat-trn2"),
     ]
     for d in docs:
         manifests.validate(d)
@@ -346,7 +351,7 @@ def test_the_served_fleets_node_groups_hold_image_weights_and_compiled_artifacts
     sizes = {
         lid: r["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"]
         for lid, r in res.items()
-        if r["Type"] == "AWS::EC2::LaunchTemplate" and "chat" in lid.lower()
+        if r["Type"] == "AWS::EC2::LaunchTemplate" and "chat" in lid.lower() and "trn2" not in lid.lower()
     }
     want = {serving.root_volume_gib(model, t) for t in [*chat.neuron_types, *chat.fallback_types]}
     assert len(sizes) == 2 and set(sizes.values()) == want
@@ -389,9 +394,11 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
     parts = charts["cluster-autoscaler"]["Values"]["Fn::Join"][1]
     rendered = "".join(p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts)
     scaled = json.loads(rendered)["autoscalingGroups"]
-    assert len(scaled) == 2 and all(g["name"].startswith("<NodeGroupchat") for g in scaled), scaled
-    fleet = load_environment(FILE).inference[0]
-    assert sorted((g["minSize"], g["maxSize"]) for g in scaled) == [(0, fleet.max_size), (fleet.min_size, fleet.max_size)]
+    assert len(scaled) == 3 and all(g["name"].startswith("<NodeGroupchat") for g in scaled), scaled
+    fleet, trn2 = load_environment(FILE).inference
+    assert sorted((g["minSize"], g["maxSize"]) for g in scaled) == sorted(
+        [(0, fleet.max_size), (fleet.min_size, fleet.max_size), (trn2.min_size, trn2.max_size)]
+    )
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
     key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
     assert groups["eks-chat"]["Tags"][key] == str(catalog.get("inf2.48xlarge").neuron_devices)
@@ -422,7 +429,7 @@ def test_every_accelerated_node_group_is_tainted_with_its_accelerator(eks_synth:
 
     _, templates = eks_synth
     pools = {n: g["Properties"] for n, g in _groups(templates).items() if "neuronkit" in g.get("Metadata", {})}
-    assert len(pools) == 4
+    assert len(pools) == 5
     for name, props in pools.items():
         accelerator = "neuron" if props["AmiType"].endswith("NEURON") else "gpu"
         taint = scheduling.taint_of(accelerator)

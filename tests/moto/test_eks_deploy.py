@@ -127,8 +127,17 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
                 "ami_type": EKS["system_nodes"]["ami_type"],
                 "release_version": EKS["node_images"]["neuron"]["release_version"],
             }
+        elif catalog.get(types[0]).is_neuron:  # the newest image in the window of the pool's release (issue 46)
+            from neuronkit.catalog import eks_images
+            from neuronkit.config import pool_releases
+
+            rel = pool_releases(env)[group_name.removeprefix(f"{name}-")].release
+            assert rel is not None and env.eks is not None
+            fits = eks_images.for_release(env.eks.version, rel.version)
+            assert fits is not None
+            image = {"ami_type": EKS["node_images"]["neuron"]["ami_type"], "release_version": fits.release_version}
         else:
-            image = EKS["node_images"]["neuron" if catalog.get(types[0]).is_neuron else "gpu"]
+            image = EKS["node_images"]["gpu"]
         assert (group["amiType"], group["releaseVersion"]) == (image["ami_type"], image["release_version"])
         assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1 and "ImageId" not in data
         tags = {

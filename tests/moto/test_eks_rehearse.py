@@ -45,7 +45,7 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
     assert cluster["encryptionConfig"][0]["resources"] == ["secrets"]
     groups = {g: eks.describe_nodegroup(clusterName=ENV.name, nodegroupName=g)["nodegroup"]
               for g in eks.list_nodegroups(clusterName=ENV.name)["nodegroups"]}  # fmt: skip
-    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
+    assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-chat-trn2", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
     assert groups["eks-system"]["capacityType"] == "ON_DEMAND" and groups["eks-system"]["labels"] == {
         "neuronkit.io/pool": "system"
     }
@@ -53,7 +53,8 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
     # A Capacity Block group names its type in its launch template only (EKS guide; moto then reports its default).
     assert pretrain["capacityType"] == "CAPACITY_BLOCK"
     assert pretrain["amiType"] == EKS["node_images"]["neuron"]["ami_type"]
-    assert pretrain["releaseVersion"] == EKS["node_images"]["neuron"]["release_version"]
+    # 2.28.1's window ends below driver 2.29 ("requires Neuron Runtime Library 2.33 or later"): not the 20260714 image.
+    assert pretrain["releaseVersion"] == "1.35.6-20260625" != groups["eks-chat-trn2"]["releaseVersion"]
     assert groups["eks-pretrain-gpu"]["amiType"] == EKS["node_images"]["gpu"]["ami_type"]
     # The node group's launch template exists in moto and carries the trn2 EFA layout.
     ec2 = rehearsed[0].client("ec2", ENV.account, ENV.region)
@@ -79,14 +80,15 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     # controller's Role; part 4 JobSet and Kueue, the training namespace, queues and pool manifests, and the pool's
     # pod role. The NVIDIA device plugin chart comes with the GPU node groups (pretrain-gpu, chat-gpu).
     assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2 + 1
-    # Issue 48 adds the Role that lets a pool's job submitters manage JobSets in the training namespace.
-    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3 + 1
-    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1
+    # Issue 48 adds the Role that lets a pool's job submitters manage JobSets in the training namespace; chat-trn2 (the
+    # second release, issue 46) adds its serving manifests and its ScaledObject.
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3 + 1 + 2
+    assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1 + 1  # + chat-trn2's pods
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
     # it) and the group metrics turned on for it (the dashboard's nodes in service).
     names = [r for r in unmodelled["Custom::AWS"] if "AutoScalingGroupName" in r]
     metrics = [r for r in unmodelled["Custom::AWS"] if "GroupMetrics" in r]
-    assert len(names) == len(metrics) == 4 and len(unmodelled["Custom::AWS"]) == 8
+    assert len(names) == len(metrics) == 5 and len(unmodelled["Custom::AWS"]) == 10
     assert "AWS::EKS::Cluster" not in unmodelled and "AWS::EKS::Nodegroup" not in unmodelled
     text = render_report(report)
     assert f"cluster eks: Kubernetes {EKS['kubernetes']['version']}, private endpoint, secrets key" in text

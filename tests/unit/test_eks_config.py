@@ -88,13 +88,14 @@ def test_the_eks_section_needs_platform_eks(here: Path) -> None:
 
 
 def test_subnets_hold_every_pods_address(here: Path) -> None:
-    # use2-az1: 16 trn2 + 2 p5 + 8 inf2 nodes, each 1 + 110 pods + 5 warm addresses, plus services and the control plane.
+    # use2-az1: 16 trn2 + 2 p5 + 8 inf2 + 2 trn2 (chat-trn2) nodes, each 1 + 110 pods + 5 warm addresses, plus services
+    # and the control plane.
     pods = catalog.eks_facts()["pods"]
     per_node = 1 + pods["max_pods_per_node"] + pods["warm_ip_target"]
-    need = addressing.SERVICE_ADDRESSES + pods["control_plane_addresses_per_subnet"] + (16 + 2 + 8) * per_node
+    need = addressing.SERVICE_ADDRESSES + pods["control_plane_addresses_per_subnet"] + (16 + 2 + 8 + 2) * per_node
     found = problems({"network.cidr": "10.30.0.0/19"}, tmp=here)
     assert any(f"use2-az1 needs {need:,} addresses" in line and "110 pods per node" in line for line in found), found
-    assert problems({"network.cidr": "10.30.0.0/19", "eks.max_pods_per_node": 30}, tmp=here) == []
+    assert problems({"network.cidr": "10.30.0.0/19", "eks.max_pods_per_node": 20}, tmp=here) == []
 
 
 def test_review_says_how_a_kubernetes_bump_goes_and_refuses_a_skip() -> None:
@@ -124,15 +125,23 @@ def test_the_budget_gate_holds_on_eks(tmp_path: Path, capsys: pytest.CaptureFixt
 
     data = copy.deepcopy(EXAMPLE)
     data["budget"] = {"monthly_usd": 1000}
+    # chat-trn2 (Trn2: no On-Demand list price in the catalog) makes the file unpriceable, so the example enforces no
+    # budget; the gate is checked on the priceable pools, and an unpriceable file is refused while enforce is on.
+    data["inference"] = [f for f in data["inference"] if f["name"] != "chat-trn2"]
     path = tmp_path / "eks.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     code = main(["validate", str(path)])
     out, err = capsys.readouterr()
     assert code == 1 and ": ok:" not in out
     assert f"{path}: budget.monthly_usd: the estimate at desired capacity" in err and "exceeds the budget of $1,000.00" in err
-    # The example's own budget covers its desired size (the Capacity Block's fee, the node groups, the fixed charges).
+    # The example itself validates with the gate off (its Trn2 pool cannot be priced); with the gate on it is refused.
     assert main(["validate", str(ROOT / "examples" / "environments" / "eks.yaml")]) == 0
-    assert "(enforced at desired)" in capsys.readouterr().out
+    capsys.readouterr()
+    data = copy.deepcopy(EXAMPLE)
+    data["budget"] = {"monthly_usd": EXAMPLE["budget"]["monthly_usd"]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["validate", str(path)]) == 1
+    assert "budget.enforce: the environment cannot be priced" in capsys.readouterr().err
 
 
 def test_an_eks_environment_has_no_image_lookup_to_pin() -> None:

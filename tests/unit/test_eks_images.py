@@ -96,31 +96,103 @@ def test_driver_min_never_exceeds_the_shipped_driver_and_names_its_source() -> N
     assert stated, "at least one release runs on an older driver than it shipped (2.28.1 on 2.28.0's)"
 
 
-def test_every_release_the_eks_path_accepts_has_an_image_that_meets_its_minimum(
+def _only_images(monkeypatch: pytest.MonkeyPatch, *rows: dict[str, Any]) -> None:
+    """A fixture image table holding only ``rows`` as Neuron images of the catalog's Kubernetes version."""
+    table = copy.deepcopy(catalog.eks_facts()["node_image_releases"])
+    table["by_accelerator"]["neuron"] = [dict(r, kubernetes=K8S) for r in rows]
+    facts = {**catalog.eks_facts(), "node_image_releases": table}
+    monkeypatch.setattr(eks_images.catalog, "eks_facts", lambda: facts)
+    eks_images._rows.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rows() -> Iterator[None]:
+    yield
+    eks_images._rows.cache_clear()
+
+
+def _one_pool(tmp_path: Path, capsys: pytest.CaptureFixture[str], release: str) -> tuple[int, str, str]:
+    data = copy.deepcopy(EXAMPLE)
+    data["neuron_sdk"] = release
+    data["training"] = []  # the serving pool alone: JAX on inf2 runs on every release
+    data["inference"] = [dict(data["inference"][0], workload="jax")]
+    (tmp_path / release).mkdir(exist_ok=True)
+    path = tmp_path / release / "eks.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code = main(["validate", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_release_the_eks_path_accepts_has_an_image_in_its_driver_window(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The pinned image meets driver_min of every release an EKS pool may use; validate refuses the others by name."""
-    pin = eks_images.pinned("neuron", K8S)
+    """Each release gets the newest image whose driver lies in its window (releases.driver_fit); validate refuses a
+    release no image suits, in one line naming the newest image, its driver, the release and the rule."""
     accepted = 0
     for r in releases.releases():
-        meets = eks_images.meets(pin, r.driver_min)
-        data = copy.deepcopy(EXAMPLE)
-        data["neuron_sdk"] = r.version
-        data["training"] = []  # the serving pool alone: JAX on inf2 runs on every release
-        data["inference"][0]["workload"] = "jax"
-        (tmp_path / r.version).mkdir()
-        path = tmp_path / r.version / "eks.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
-        code = main(["validate", str(path)])
-        _, err = capsys.readouterr()
-        line = f"Neuron {r.version} needs driver {r.driver_min} or newer"
-        if meets:
-            assert code == 0 and line not in err, (r.version, err)
+        image = eks_images.for_release(K8S, r.version)
+        code, _, err = _one_pool(tmp_path, capsys, r.version)
+        if image is not None:
+            assert releases.driver_fit(str(image.neuron_driver), r.version).ok
+            later = [i for i in eks_images.images("neuron", K8S) if i.date > image.date]
+            assert all(not eks_images.fit(i, r.version).ok for i in later), (r.version, "not the newest that fits")
+            assert code == 0, (r.version, err)
             accepted += 1
         else:
-            assert code == 1 and line in err and pin.neuron_driver in err, (r.version, err)
-    assert accepted >= 2, "the pinned image serves the releases the examples run"
-    assert eks_images.meets(pin, releases.release(EXAMPLE["neuron_sdk"]).driver_min)
+            newest = eks_images.images("neuron", K8S)[-1]
+            lines = [ln for ln in err.splitlines() if f"suits Neuron {r.version}" in ln]
+            assert code == 1 and len(lines) == 1, (r.version, err)
+            assert newest.release_version in lines[0] and str(newest.neuron_driver) in lines[0], lines[0]
+    assert accepted >= 2, "the catalog's images serve the releases the examples run"
+
+
+def test_the_2_28_1_pools_are_off_the_2_29_driver() -> None:
+    """Issue 46: 1.35.6-20260714 ships aws-neuronx-dkms 2.29.0.0, which needs runtime 2.33: 2.28.1 pools (runtime 2.30)
+    boot the newest image with a 2.28 driver (v20260625); a 2.31.1 pool (runtime 2.33) boots 20260714."""
+    assert eks_images.node_image("neuron", "1.35.6-20260714").neuron_driver == "2.29.0.0"  # type: ignore[union-attr]
+    old = eks_images.for_release(K8S, "2.28.1")
+    assert old is not None and old.release_version == "1.35.6-20260625" and old.neuron_driver == "2.28.0.0"
+    new = eks_images.for_release(K8S, "2.31.1")
+    assert new is not None and new.release_version == "1.35.6-20260714"
+
+
+def test_validate_refuses_a_2_28_1_pool_when_the_only_image_carries_driver_2_29(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _only_images(
+        monkeypatch,
+        {
+            "release_version": f"{K8S}.6-20260714",
+            "neuron_driver": "2.29.0.0",
+            "date": "2026-07-14",
+            "source": "AMI Release v20260714",
+        },
+    )
+    code, out, err = _one_pool(tmp_path, capsys, "2.28.1")
+    assert code == 1 and ": ok:" not in out
+    lines = [ln for ln in err.splitlines() if "2.29.0.0" in ln]
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert "Neuron 2.28.1" in line and f"{K8S}.6-20260714" in line
+    assert "Neuron Driver 2.29 requires Neuron Runtime Library 2.33 or later" in line and "nrt_init()" in line
+
+
+def test_validate_refuses_an_image_with_a_driver_newer_than_any_the_catalog_has_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    read = releases.driver_read()
+    major, minor, *_ = read.driver.split(".")
+    newer = f"{major}.{int(minor) + 5}.0.0"
+    _only_images(
+        monkeypatch,
+        {"release_version": f"{K8S}.9-20990101", "neuron_driver": newer, "date": "2099-01-01", "source": "AMI Release v20990101"},
+    )
+    assert releases.driver_fit(newer, "2.28.1").rule == "driver_read"
+    code, _, err = _one_pool(tmp_path, capsys, "2.28.1")
+    lines = [ln for ln in err.splitlines() if newer in ln]
+    assert code == 1 and len(lines) == 1, err
+    assert "Neuron 2.28.1" in lines[0] and read.driver in lines[0] and "the newest driver whose release notes" in lines[0]
 
 
 def test_validate_refuses_when_no_image_meets_a_release_minimum(
@@ -129,8 +201,9 @@ def test_validate_refuses_when_no_image_meets_a_release_minimum(
     rel = releases.release(EXAMPLE["neuron_sdk"])
     code, out, err = _validate(tmp_path, capsys)
     assert code == 1 and ": ok:" not in out
-    assert f"neuron_sdk: Neuron {rel.version} needs driver {rel.driver_min} or newer" in err
-    assert f"{january_table}, carries 2.25.4.0" in err
+    line = next(ln for ln in err.splitlines() if f"suits Neuron {rel.version}" in ln)
+    assert f"neuron_sdk: no EKS node image of Kubernetes {K8S}" in line
+    assert january_table in line and "2.25.4.0" in line and f"older than {rel.driver_min}" in line
 
 
 def test_a_pinned_release_is_checked_and_a_newer_one_is_accepted_with_a_warning(
@@ -140,9 +213,13 @@ def test_a_pinned_release_is_checked_and_a_newer_one_is_accepted_with_a_warning(
     code, _, err = _validate(tmp_path, capsys, node_release_version="1.35.0-20260129")
     assert code == 1
     assert (
-        f"eks.node_release_version: Neuron {rel.version} needs driver {rel.driver_min} or newer; EKS node image 1.35.0-20260129 carries 2.25.4.0"
+        f"eks.node_release_version: EKS node image 1.35.0-20260129: Neuron driver 2.25.4.0 does not suit Neuron {rel.version}"
         in err
     )
+    # the pin the catalog used to make for every group: outside the 2.28.1 window by the 2.29 driver's rule
+    code, _, err = _validate(tmp_path, capsys, node_release_version="1.35.6-20260714")
+    line = next(ln for ln in err.splitlines() if f"does not suit Neuron {rel.version}" in ln)
+    assert code == 1 and "2.29.0.0" in line and "requires Neuron Runtime Library 2.33" in line
     code, _, err = _validate(tmp_path, capsys, node_release_version="1.35.9-20261201")
     assert code == 1 and "eks.node_release_source" in err
     code, out, err = _validate(

@@ -179,3 +179,43 @@ def test_render_names_the_container_release_when_it_is_not_the_pools(capsys: pyt
         assert f"is on Neuron {release.version}; its training container is {shown}'s" in captured.err
     else:
         assert "training container is" not in captured.err
+
+
+def _node_check(out: str) -> list[str]:
+    """The argv of the pre-job node check (the init container running prejob.py node) in the rendered JobSet."""
+    for doc in yaml.safe_load_all(out):
+        if not isinstance(doc, dict) or doc.get("kind") != "JobSet":
+            continue
+        for job in doc["spec"]["replicatedJobs"]:
+            for c in job["template"]["spec"]["template"]["spec"].get("initContainers", []):
+                argv = [*c.get("command", []), *c.get("args", [])]
+                if "node" in argv and any(str(a).endswith("prejob.py") for a in argv):
+                    return [str(a) for a in argv]
+    raise AssertionError("no pre-job node check in the JobSet")
+
+
+def test_render_refuses_a_2_33_0_image_on_a_2_28_1_pool_or_takes_its_window_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 46: a container of a newer release than the pool's is refused, as on the Batch path (its runtime may need
+    a driver outside the pool's window); --image-release-window takes the image's release window for the node check."""
+    from neuronkit.catalog import releases
+
+    pool, _, _ = _block()
+    release = config.pool_releases(config.load_environment(EKS))[pool].release
+    assert release is not None and release.version == "2.28.1"
+    image = "public.ecr.aws/neuron/pytorch-training-neuronx:2.14.0-neuronx-py314-sdk2.33.0-ubuntu26.04"
+    assert main(["job", "render", pool, "--file", str(EKS), "--image", image]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2.33.0" in err[0] and "Neuron 2.28.1" in err[0] and "--image-release-window" in err[0]
+    assert main(["job", "render", pool, "--file", str(EKS), "--image", image, "--image-release-window"]) == 0
+    argv = _node_check(capsys.readouterr().out)
+    window = releases.driver_window("2.33.0")
+    assert argv[argv.index("--release") + 1] == "2.33.0"
+    assert argv[argv.index("--driver-floor") + 1] == window.low
+    # The pool's own release: its window's rule goes to the node check too.
+    assert main(["job", "render", pool, "--file", str(EKS)]) == 0
+    argv = _node_check(capsys.readouterr().out)
+    assert argv[argv.index("--release") + 1] == "2.28.1"
+    assert argv[argv.index("--driver-below") + 1] == "2.29.0.0"
+    assert "Neuron Driver 2.29 requires Neuron Runtime Library 2.33" in argv[argv.index("--driver-below-rule") + 1]

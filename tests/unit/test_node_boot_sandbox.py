@@ -25,7 +25,9 @@ from tests.sandbox import Run, Scenario, available, resolve, run_user_data
 from tests.templates import SUBNET_ID, VPC_ID, bare_stack, imported_vpc, resources, template
 
 RELEASE = releases.release("2.28.1")  # the examples' and dev's release: driver_min below driver_shipped
-EKS_IMAGE = eks_images.pinned("neuron", str(catalog.eks_facts()["kubernetes"]["version"]))
+# The image a 2.28.1 node group boots: the newest whose driver lies in the release's window (issue 46).
+EKS_IMAGE = eks_images.for_release(str(catalog.eks_facts()["kubernetes"]["version"]), RELEASE.version)
+assert EKS_IMAGE is not None
 TYPES = ("trn1.2xlarge", "inf2.xlarge", "g6e.2xlarge")  # none has EFA: no /dev/infiniband on any of them
 HOOK = catalog.software_facts()["lifecycle"]["hook_name"]
 AMI = AmiSpec(root_device_name="/dev/sda1", ami_id="ami-0123456789abcdef0")
@@ -56,6 +58,7 @@ def asg_user_data(instance_type: str) -> str:
             stack, "Cluster", environment="team", name="pool", vpc=imported_vpc(stack),
             nodes=NodePoolSpec(instance_type, max_size=2, ami=AMI), subnet_id=SUBNET_ID, az_id="use1-az6",
             expected_neuron_driver=RELEASE.driver_min, shipped_neuron_driver=RELEASE.driver_shipped,
+            neuron_release=RELEASE.version,
         )  # fmt: skip
         return _lt_user_data(template(stack))
     InferenceFleet(
@@ -87,7 +90,7 @@ def eks_user_data(instance_type: str) -> str:
     def script(values: Any) -> str:
         return eks_boot_script(
             environment="team", pool="pool", instance_types=[instance_type], efa=spec.uses_efa, observability=values,
-            neuron_driver=RELEASE.driver_min, neuron_driver_shipped=RELEASE.driver_shipped,
+            neuron_driver=RELEASE.driver_min, neuron_driver_shipped=RELEASE.driver_shipped, neuron_release=RELEASE.version,
         )  # fmt: skip
 
     NeuronNodeGroup(
@@ -164,6 +167,35 @@ def test_a_driver_below_the_release_minimum_fails_and_says_so_before_the_node_go
     run = run_user_data(user_data[(path, "trn1.2xlarge")], Scenario.of("trn1.2xlarge", driver=older), tmp_path)
     assert not joined(path, run)
     assert f"Neuron driver {older} is older than {RELEASE.driver_min}, the release minimum" in run.output
+    assert failure_published(run, "driver") < went(path, run)
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_a_2_28_1_node_with_driver_2_29_fails_with_the_rule_in_its_reason(
+    user_data: dict[tuple[str, str], str], tmp_path: Path, path: str
+) -> None:
+    """Issue 46: driver 2.29 "requires Neuron Runtime Library 2.33 or later"; 2.28.1 runs runtime 2.30. The node is
+    outside its release's window (releases.driver_fit) and fails naming driver, release and rule, on both paths."""
+    fit = releases.driver_fit("2.29.0.0", RELEASE.version)
+    assert not fit.ok
+    run = run_user_data(user_data[(path, "trn1.2xlarge")], Scenario.of("trn1.2xlarge", driver="2.29.0.0"), tmp_path)
+    assert not joined(path, run)
+    assert f"Neuron driver 2.29.0.0 does not suit Neuron {RELEASE.version}" in run.output
+    assert "Neuron Driver 2.29 requires Neuron Runtime Library 2.33 or later" in run.output
+    assert failure_published(run, "driver") < went(path, run)
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_a_driver_newer_than_any_the_catalog_has_read_fails_the_boot_check(
+    user_data: dict[tuple[str, str], str], tmp_path: Path, path: str
+) -> None:
+    read = releases.driver_read()
+    major, minor, patch, build = read.driver.split(".")
+    newer = f"{major}.{minor}.{int(patch) + 1}.{build}"
+    assert releases.driver_fit(newer, RELEASE.version).rule == "driver_read"
+    run = run_user_data(user_data[(path, "trn1.2xlarge")], Scenario.of("trn1.2xlarge", driver=newer), tmp_path)
+    assert not joined(path, run)
+    assert f"Neuron driver {newer} does not suit Neuron {RELEASE.version}" in run.output
     assert failure_published(run, "driver") < went(path, run)
 
 

@@ -57,11 +57,11 @@ def _modified(base: dict[str, Any], head: dict[str, Any]) -> list[Change]:
 def test_the_review_names_each_pools_node_image_and_driver_against_its_release(bump: Any) -> None:
     _, base, head_env, head = bump
     lines = changes.eks_software_lines(base, head, ["eks-eks"], head_env)
-    pinned = eks_images.pinned("neuron", head_env.eks.version)
+    pinned = eks_images.for_release(head_env.eks.version, "2.29.1")  # the newest image in 2.29.1's driver window
+    assert pinned is not None
     (pretrain,) = [line for line in lines if line.startswith("pretrain:")]
     assert f"node image AL2023_x86_64_NEURON {pinned.release_version} (Neuron driver {pinned.neuron_driver}" in pretrain
-    floor = releases.release("2.29.1").driver
-    assert f"Neuron 2.29.1's driver floor {floor}" in pretrain
+    assert f"in Neuron 2.29.1's driver window ({releases.driver_window('2.29.1').describe()})" in pretrain
     (gpu,) = [line for line in lines if line.startswith("pretrain-gpu:")]
     assert "AL2023_x86_64_NVIDIA" in gpu and "NVIDIA driver" in gpu
     assert any(line.startswith("Neuron Helm chart ") for line in lines)
@@ -79,7 +79,10 @@ def test_an_image_below_the_pools_driver_floor_is_flagged(bump: Any) -> None:
     (pretrain,) = [
         line for line in changes.eks_software_lines(base, stale, ["eks-eks"], head_env) if line.startswith("pretrain:")
     ]
-    assert "→" in pretrain and "**below Neuron 2.29.1's driver floor" in pretrain and "fail the boot check" in pretrain
+    assert "→" in pretrain and "(its nodes are replaced)" in pretrain
+    assert (
+        f"**Neuron driver {older[-1].neuron_driver} does not suit Neuron 2.29.1" in pretrain and "fail the boot check" in pretrain
+    )
 
 
 def test_a_capacity_block_groups_node_replacement_is_warned_and_louder_during_the_block(bump: Any) -> None:
@@ -142,7 +145,8 @@ def test_review_of_a_release_bump_on_the_eks_example(tmp_path_factory: pytest.Te
     done = _review(clone, "HEAD", "--env", "eks")
     assert done.returncode == 0, done.stderr[-3000:]
     first = done.stdout.partition("### Resources")[0]
-    pinned = eks_images.pinned("neuron", str(data.get("eks", {}).get("kubernetes_version") or "1.35"))
+    pinned = eks_images.for_release(str(data.get("eks", {}).get("kubernetes_version") or "1.35"), "2.29.1")
+    assert pinned is not None
     assert "pretrain (training[0]): Neuron SDK 2.28.1 → 2.29.1" in first
     assert f"- pretrain: node image AL2023_x86_64_NEURON {pinned.release_version} (Neuron driver {pinned.neuron_driver}" in first
     assert "**pretrain (Capacity Block node group eks-pretrain): EKS replaces its nodes**" in first

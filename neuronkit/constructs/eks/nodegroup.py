@@ -157,13 +157,15 @@ def eks_boot_script(
     storage: StorageAccess | None = None,
     neuron_driver: str | None = None,
     neuron_driver_shipped: str | None = None,
+    neuron_release: str | None = None,
     lnc: int | None = None,
     observability: Mapping[str, str | int] | None = None,
 ) -> str:
     """The kit's boot check for a node group's nodes (``neuronkit/userdata/eks-node.sh``), rendered: every device of
     the node's own type (a group of several types lists each), EFA when the group carries it, the pool's Neuron
     driver rule (``neuron_driver``: the release's ``driver_min``, below it the node fails; ``neuron_driver_shipped``:
-    below it the node joins with a warning and a metric), Lustre of ``storage``, the LNC setting, all under the
+    below it the node joins with a warning and a metric; ``neuron_release``: the release whose driver window the node
+    must lie in, catalog ``releases.driver_window``), Lustre of ``storage``, the LNC setting, all under the
     catalog's boot deadline; a failing node publishes ``NodeBootFailures`` before it powers off. With ``observability`` (the values
     of :meth:`NodeObservability.userdata_values`) ``observability.sh`` runs first, as on Auto Scaling pools: the
     CloudWatch agent and the neuron-monitor publisher (same metric names, Environment and Pool dimensions); it is
@@ -183,7 +185,9 @@ def eks_boot_script(
             "LUSTRE_DNS": (storage.lustre_dns_name or "") if storage else "",
             "LUSTRE_MOUNT": (storage.lustre_mount_name or "") if storage else "",
             **userdata.boot_values(
-                driver_min=neuron_driver if neuron else None, driver_shipped=neuron_driver_shipped if neuron else None
+                driver_min=neuron_driver if neuron else None,
+                driver_shipped=neuron_driver_shipped if neuron else None,
+                release=neuron_release if neuron else None,
             ),
             "LNC": lnc or "",
         },

@@ -392,16 +392,22 @@ class TrainingCluster(Construct):
             )
         )
         # The pool's SSH key for the collective's MPI launch (kit/neuronkit-ssh-trust): read it, or create it when
-        # first; no --overwrite right, so a node cannot replace the key its peers trust.
+        # first; never overwrite it, so a node cannot replace the key its peers trust. Allowing PutParameter alone
+        # allows an overwrite: AWS Systems Manager User Guide, "Preventing access to Parameter Store API operations",
+        # denies PutParameter with the condition key ssm:Overwrite "true" to stop it (review of issue 48).
+        key_arn = arns.format_arn(
+            self, service="ssm", resource="parameter", resource_name=f"neuronkit/{environment}/{name}/ssh-key"
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(sid="PoolSshKey", actions=["ssm:GetParameter", "ssm:PutParameter"], resources=[key_arn])
+        )
         self.role.add_to_policy(
             iam.PolicyStatement(
-                sid="PoolSshKey",
-                actions=["ssm:GetParameter", "ssm:PutParameter"],
-                resources=[
-                    arns.format_arn(
-                        self, service="ssm", resource="parameter", resource_name=f"neuronkit/{environment}/{name}/ssh-key"
-                    )
-                ],
+                sid="PoolSshKeyNoOverwrite",
+                effect=iam.Effect.DENY,
+                actions=["ssm:PutParameter"],
+                resources=[key_arn],
+                conditions={"StringEquals": {"ssm:Overwrite": "true"}},
             )
         )
         cache_prefix = f"neuron-compile-cache/{name}/" if compile_cache == "s3" else None

@@ -337,7 +337,9 @@ if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
   [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no time left for the all-reduce"
   rc=0; timeout "$(left)" python3 /opt/neuronkit/prejob.py collective --hosts-file /tmp/neuronkit-hostfile \
     --data-collector-host "${POD_IP}" "$@" || rc=$?
-  [ "${rc}" = 0 ] || rc="${NEURONKIT_EXIT_COLLECTIVE_FAILED}"
+  # Cut by the deadline (timeout's 124): the last peer arrived too late for the all-reduce to finish. That is waiting,
+  # not a failed collective: exit as "peers never arrived" so the JobSet restarts (review of issue 48).
+  if [ "${rc}" = 124 ]; then rc="${NEURONKIT_EXIT_PEERS_MISSING}"; elif [ "${rc}" != 0 ]; then rc="${NEURONKIT_EXIT_COLLECTIVE_FAILED}"; fi
   echo "${rc}" > "${dir}/result"
   until [ "$(find "${dir}/ack" -type f | wc -l)" -ge $((NNODES - 1)) ] || [ "$(left)" -le 0 ]; do sleep 2; done
   rm -rf "${dir}"

@@ -308,3 +308,11 @@ def test_the_collective_reports_to_the_pods_ip_and_uses_the_pods_interface(tmp_p
     assert [p.returncode for p in pods] == [0, 0], outs
     args = (tmp_path / "nccom-args").read_text()
     assert "--hosts 10.30.4.17 10.30.4.18 --data-collector-host 10.30.4.17" in args and "IFNAME=eth0" in args
+
+
+def test_a_collective_cut_by_the_deadline_is_waiting_not_a_failure(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    """A peer that arrives just before the deadline leaves the all-reduce too little time: timeout's exit (124) is
+    waiting (the JobSet restarts), not the failed collective's FailJobSet (review of issue 48, finding 2)."""
+    pods = [_collective_pod(tmp_path, i, "sleep 60\n", deadline=8) for i in (1, 0)]
+    outs = [p.communicate(timeout=60)[0] for p in pods]
+    assert pods[1].returncode == tj.EXIT_PEERS_MISSING != tj.EXIT_COLLECTIVE_FAILED, outs

@@ -112,7 +112,9 @@ def test_training_user_data_runs_observability_then_the_node_script_and_stays_cl
     result = _shellcheck(script)
     assert result.returncode == 0, result.stdout
     # EC2 refuses user data over 16 KB: the bulky parts travel in the node kit, not here.
-    assert len(text.encode()) < 16 * 1024 - 2048
+    # The synthesized user data of every pool is held to the real limit at synth (launch_template.py: "too close to
+    # EC2's 16384-byte limit"); this keeps 1.5 KB of the rendered script free for the values a real pool adds.
+    assert len(text.encode()) < 16 * 1024 - 1536
 
 
 def test_observability_alone_and_the_kit_scripts_are_shellcheck_clean(tmp_path: pytest.TempPathFactory) -> None:

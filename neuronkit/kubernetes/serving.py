@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -283,16 +284,43 @@ def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
     }
 
 
+# A deploy-time value rendered into a manifest (``${Token[AWS.AccountId.7]}``): its number depends on the order tokens
+# were created in, not on the value, so identities hash the text with every token written the same way.
+_TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
+
+
 def compile_job_name(w: FleetWorkload) -> str:
-    """``<fleet>-compile-<digest>``: a new key (or image) is a new Job; Jobs are immutable, so an unchanged one stays."""
-    # The upstream image, never ``w.image``: its pull-through URI holds deploy-time tokens whose text varies per synth.
-    digest = hashlib.sha256(json.dumps([w.profile.cache_key, w.profile.image, w.instance_type]).encode()).hexdigest()[:10]
-    return f"{w.fleet}-compile-{digest}"
+    """``<fleet>-compile-<digest>``, the digest of the Job's whole rendered body (labels, spec and its pod template).
+
+    A Job's ``spec.template`` is immutable (Kubernetes API reference, JobSpec: "template ... is immutable"; the API
+    server refuses the update with "field is immutable"), and aws-cdk-lib's kubectl handler ``kubectl apply``-s the
+    whole manifest on every update. So anything in the template (the health path, the helper image, the compile
+    budget, the node share, the key, the image) names a new Job: the old one is pruned and the new one, finding its
+    key complete, exits at once; an unchanged Job keeps its name and is left alone (issue 47, fix 1).
+    Deploy-time tokens (the pull-through URI's account and region) are hashed as one placeholder, so the name is
+    stable from synth to synth."""
+    body = {"labels": _compile_job_labels(w), "spec": _compile_job_spec(w)}
+    text = _TOKEN.sub("${Token}", json.dumps(body, sort_keys=True))
+    return f"{w.fleet}-compile-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def _compile_job_labels(w: FleetWorkload) -> dict[str, str]:
+    return {**scheduling.fleet_labels(w.fleet), "neuronkit.io/role": "compile"}
 
 
 def compile_job(w: FleetWorkload) -> dict[str, Any]:
     """The Job that writes a new compiled-artifact key: skip when the key is complete; else fetch the weights, start the
     server until it answers its health check (vLLM compiles into /compiled on start), then publish and mark complete."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": compile_job_name(w), "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": _compile_job_labels(w)},
+        "spec": _compile_job_spec(w),
+    }  # fmt: skip
+
+
+def _compile_job_spec(w: FleetWorkload) -> dict[str, Any]:
     assert w.profile.cache_key, "GPU profiles compile nothing"
     script = f"{_SCRIPT_DIR}/{SCRIPT.name}"
     line = " ".join(_quote(a) for a in serving.server_command(w.profile, w.model, w.port))
@@ -308,31 +336,25 @@ def compile_job(w: FleetWorkload) -> dict[str, Any]:
     compiler.pop("ports", None)
     deadline = w.profile.boot_seconds + serving.compile_budget_seconds()
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": compile_job_name(w), "namespace": scheduling.SERVING_NAMESPACE,
-                     "labels": {**scheduling.fleet_labels(w.fleet), "neuronkit.io/role": "compile"}},
-        "spec": {
-            "backoffLimit": 1,
-            "activeDeadlineSeconds": deadline,
-            "template": {
-                # A compile in progress is never evicted by a scale-down (as the serving pods).
-                "metadata": {
-                    "labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"},
-                    "annotations": autoscaler.serving_pod_annotations(),
-                },
-                "spec": {
-                    **_pod_spec(w),
-                    "restartPolicy": "Never",
-                    "initContainers": [
-                        _helper(w, "fetch", f"if {script} compiled; then touch /compiled/.neuronkit-skip; else {script} fetch; fi"),
-                        compiler,
-                    ],
-                    "containers": [_helper(w, "publish", f"{script} publish")],
-                },
+        "backoffLimit": 1,
+        "activeDeadlineSeconds": deadline,
+        "template": {
+            # A compile in progress is never evicted by a scale-down (as the serving pods).
+            "metadata": {
+                "labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"},
+                "annotations": autoscaler.serving_pod_annotations(),
+            },
+            "spec": {
+                **_pod_spec(w),
+                "restartPolicy": "Never",
+                "initContainers": [
+                    _helper(w, "fetch", f"if {script} compiled; then touch /compiled/.neuronkit-skip; else {script} fetch; fi"),
+                    compiler,
+                ],
+                "containers": [_helper(w, "publish", f"{script} publish")],
             },
         },
-    }  # fmt: skip
+    }
 
 
 def _quote(arg: str) -> str:

@@ -285,8 +285,10 @@ def test_a_new_key_gets_its_own_compile_job_and_pods_wait_for_it(
 
     other = replace(w, profile=replace(w.profile, cache_key=str(w.profile.cache_key).replace("seqs8", "seqs4")))
     assert ks.compile_job_name(other) != ks.compile_job_name(w)
-    # Where nodes pull from (a deploy-time URI) does not rename the Job: the name is stable from synth to synth.
-    assert ks.compile_job_name(replace(w, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/x/y:1")) == ks.compile_job_name(w)
+    # Deploy-time tokens in the pull-through URI are numbered by creation order, not value: the name ignores the number.
+    renumbered = replace(w, image=w.image.replace("${Token[", "${Token[X.").replace("]}", ".99]}"))
+    assert "${Token[" in w.image and renumbered.image != w.image
+    assert ks.compile_job_name(renumbered) == ks.compile_job_name(w)
     gpu = next(w for w in fleets["chat"].workloads if w.accelerator == "gpu")
     assert [c["name"] for c in ks.deployment(gpu)["spec"]["template"]["spec"]["initContainers"]] == ["fetch"]
 
@@ -408,3 +410,69 @@ def test_serving_and_compile_pods_request_their_node_and_are_never_scaled_in(
         assert 0 < int(share["cpu"]) < catalog.get(instance_type).vcpus
         checked += 1
     assert checked >= 3  # the Neuron and GPU Deployments and a compile Job
+
+
+# --- day two: the compile Job's identity covers its whole pod template (issue 47, fix 1) ------------------------------
+def _chat_only(path: str) -> list[dict[str, Any]]:
+    """The chat fleet's resolved manifests in a fresh app, with ``path`` as its health check path."""
+    from neuronkit.constructs.serving_specs import HealthCheckSpec
+
+    stack = bare_stack()
+    cluster = _cluster(stack)
+    controller = LoadBalancerController(stack, "Lbc", cluster=cluster, environment="team")
+    fleet = EksServingFleet(
+        stack, "Serving-chat", environment="team", cluster=cluster, controller=controller,
+        spec=EksServingSpec(
+            name="chat", serving=ServingSpec(model=LLAMA_8B, neuron_release=R2311), neuron_type="inf2.48xlarge",
+            neuron_pool="chat", replicas=None, health_check=HealthCheckSpec(path=path),
+        ),
+        vpc=cluster.cluster.vpc, subnets=cluster.cluster.vpc.private_subnets[:2], artifacts_bucket="team-artifacts",
+        ingress_cidr="10.0.0.0/16",
+    )  # fmt: skip
+    return _resolve(fleet)
+
+
+def _job_names(docs: list[dict[str, Any]]) -> list[str]:
+    return [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+
+
+def test_a_health_path_change_renames_the_compile_job_and_the_same_inputs_keep_its_name() -> None:
+    """A Job's spec.template is immutable and CDK's kubectl handler re-applies the whole manifest: a template change
+    under the same name is refused and the stack rolls back. Two synths in fresh apps: same inputs, same name; only
+    the health path changed, a new name (the old Job is pruned)."""
+    first, again, moved = _chat_only("/health"), _chat_only("/health"), _chat_only("/v1/health")
+    assert len(_job_names(first)) == 1
+    assert _job_names(first) == _job_names(again)
+    assert _job_names(moved) != _job_names(first)
+    job = next(d for d in moved if d["kind"] == "Job")
+    assert "/v1/health" in json.dumps(job["spec"]["template"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["artifacts_image", "budget", "node_share", "instance_type"],
+)
+def test_anything_in_the_compile_pod_template_renames_the_job(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]], change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper image, the compile budget (WAIT_SECONDS and the deadline), the node share: each is in the template,
+    so each gives a new Job name."""
+    from dataclasses import replace
+
+    _, fleets = built
+    w = next(w for w in fleets["chat"].workloads if w.accelerator == "neuron")
+    before = ks.compile_job(w)
+    if change == "artifacts_image":
+        w2 = replace(w, artifacts_image="public.ecr.aws/aws-cli/aws-cli:9.9.9")
+    elif change == "budget":
+        budget = serving.compile_budget_seconds() + 600
+        monkeypatch.setattr(ks.serving, "compile_budget_seconds", lambda: budget)
+        w2 = w
+    elif change == "node_share":
+        monkeypatch.setattr(ks.scheduling, "node_share", lambda t: {"cpu": "1", "memory": "1Gi"})
+        w2 = w
+    else:
+        w2 = replace(w, instance_type="inf2.24xlarge")
+    after = ks.compile_job(w2)
+    assert after["spec"] != before["spec"]
+    assert after["metadata"]["name"] != before["metadata"]["name"]

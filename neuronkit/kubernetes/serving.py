@@ -138,11 +138,26 @@ def service(fleet: str, port: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def target_group_binding(fleet: str, target_group_arn: str, port: int) -> dict[str, Any]:
+def target_group_binding_name(fleet: str, target_group: object) -> str:
+    """``<service>-<digest>``: the digest of what identifies the CloudFormation target group the binding points at
+    (its logical ID and create-only properties, as the construct resolves them), so a replaced target group comes with
+    a new binding. The load balancer controller refuses any update of a binding's ``spec.targetGroupARN``
+    (kubernetes-sigs/aws-load-balancer-controller v3.5.0 ``webhooks/elbv2/targetgroupbinding_validator.go``,
+    ``checkImmutableFields``: "TargetGroupBinding update may not change these fields: spec.targetGroupARN"), and on
+    create refuses a second binding of one target group (``checkExistingTargetGroups``: "TargetGroup ... is already
+    bound"): so the name changes exactly when the target group is replaced, never otherwise. ``kubectl apply`` then
+    creates the new binding and ``--prune`` deletes the old one (issue 47, fix 2)."""
+    text = _TOKEN.sub("${Token}", json.dumps(target_group, sort_keys=True, default=str))
+    return f"{scheduling.service_name(fleet)}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def target_group_binding(fleet: str, target_group_arn: str, port: int, name: str | None = None) -> dict[str, Any]:
+    """The fleet's binding into its target group, named ``name`` (:func:`target_group_binding_name`; default the
+    Service's name)."""
     return {
         "apiVersion": "elbv2.k8s.aws/v1beta1",
         "kind": "TargetGroupBinding",
-        "metadata": {"name": scheduling.service_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
+        "metadata": {"name": name or scheduling.service_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
                      "labels": scheduling.fleet_labels(fleet)},
         "spec": {"serviceRef": {"name": scheduling.service_name(fleet), "port": port}, "targetGroupARN": target_group_arn,
                  "targetType": "ip"},
@@ -361,11 +376,14 @@ def _quote(arg: str) -> str:
     return arg if all(c.isalnum() or c in "-_./:=" for c in arg) else "'" + arg.replace("'", "'\\''") + "'"
 
 
-def fleet_manifests(*, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload]) -> list[dict[str, Any]]:
-    """Every manifest of one fleet, in apply order: the Service and its binding exist before the pods (the controller
-    injects readiness gates only into pods created after both, docs/deploy/pod_readiness_gate.md)."""
+def fleet_manifests(
+    *, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload], binding_name: str | None = None
+) -> list[dict[str, Any]]:
+    """Every manifest of one fleet, in apply order: the Service and its binding (named ``binding_name``) exist before
+    the pods (the controller injects readiness gates only into pods created after both,
+    docs/deploy/pod_readiness_gate.md)."""
     out = [service_account(fleet), script_config_map(fleet), service(fleet, port),
-           target_group_binding(fleet, target_group_arn, port)]  # fmt: skip
+           target_group_binding(fleet, target_group_arn, port, binding_name)]  # fmt: skip
     for w in workloads:
         if w.profile.cache_key:
             out.append(compile_job(w))
@@ -376,5 +394,5 @@ def fleet_manifests(*, fleet: str, port: int, target_group_arn: str, workloads: 
 __all__ = [
     "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
     "namespace", "pod_disruption_budget", "service", "service_account", "service_account_name", "startup_failures",
-    "target_group_binding", "timing",
+    "target_group_binding", "target_group_binding_name", "timing",
 ]  # fmt: skip

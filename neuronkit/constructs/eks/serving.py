@@ -127,8 +127,8 @@ class EksServingFleet(Construct):
     Public attributes: ``load_balancer`` (elbv2.ApplicationLoadBalancer), ``target_group`` (elbv2.ApplicationTargetGroup,
     IP targets), ``listener_port``, ``load_balancer_security_group``, ``namespace`` (neuronkit-serving),
     ``neuron_deployment`` and ``gpu_deployment`` (names; ``gpu_deployment`` None without a GPU type), ``service``
-    (name), ``pod_role`` (iam.Role, by pod identity), ``profiles`` (instance type -> ServingProfile), ``workloads``
-    (FleetWorkload per Deployment), ``documents`` (the manifests), ``manifest`` (eks.KubernetesManifest),
+    (name), ``binding`` (the TargetGroupBinding's name, new with each target group), ``pod_role`` (iam.Role, by pod
+    identity), ``profiles`` (instance type -> ServingProfile), ``workloads`` (FleetWorkload per Deployment), ``documents`` (the manifests), ``manifest`` (eks.KubernetesManifest),
     ``timing`` (preStop and grace from the target group's deregistration delay), ``image_cache``.
     """
 
@@ -208,6 +208,10 @@ class EksServingFleet(Construct):
             tls=self.spec.tls, health_check=self.spec.health_check, target_type=elbv2.TargetType.IP,
             access_logs_bucket=logs, log_prefix=f"elb/{self.environment}-{self.spec.name}",
             deregistration_delay_seconds=self.timing.deregistration_delay_seconds,
+            # Not the Auto Scaling path's "Targets": environments deployed before bindings were named after their target
+            # group replace it once, so the renamed binding never meets the old one on the same group (docs/eks.md,
+            # "Day two").
+            target_group_id="PodTargets",
         )  # fmt: skip
         self.load_balancer: elbv2.ApplicationLoadBalancer = alb
         self.target_group: elbv2.ApplicationTargetGroup = tg
@@ -296,14 +300,29 @@ class EksServingFleet(Construct):
             timing=self.timing, region=Stack.of(self).region,
         )  # fmt: skip
 
+    def _target_group_identity(self) -> dict[str, Any]:
+        """What makes CloudFormation replace the target group: its logical ID and its create-only properties
+        (``createOnlyProperties`` of the AWS::ElasticLoadBalancingV2::TargetGroup resource schema, as cfn-lint ships it:
+        TargetType, ProtocolVersion, Port, Name, VpcId, Protocol, IpAddressType), resolved to their template form."""
+        cfn = self.target_group.node.default_child
+        assert isinstance(cfn, elbv2.CfnTargetGroup)
+        stack = Stack.of(self)
+        props = {
+            "TargetType": cfn.target_type, "ProtocolVersion": cfn.protocol_version, "Port": cfn.port, "Name": cfn.name,
+            "VpcId": cfn.vpc_id, "Protocol": cfn.protocol, "IpAddressType": cfn.ip_address_type,
+        }  # fmt: skip
+        return {"LogicalId": stack.resolve(cfn.logical_id), **{k: stack.resolve(v) for k, v in props.items()}}
+
     def _manifests(self, cluster: NeuronEksCluster, controller: LoadBalancerController) -> None:
         spec = self.spec
         self.workloads = [self._workload(spec.neuron_type, spec.neuron_pool, spec.replicas)]
         if spec.gpu_type and spec.gpu_pool:
             self.workloads.append(self._workload(spec.gpu_type, spec.gpu_pool, 0))
+        self.binding = manifests.target_group_binding_name(spec.name, self._target_group_identity())
         self.documents = manifests.fleet_manifests(
-            fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads
-        )
+            fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads,
+            binding_name=self.binding,
+        )  # fmt: skip
         self.manifest = eks.KubernetesManifest(
             self, "Manifests", cluster=cluster.cluster, manifest=self.documents, removal_policy=RemovalPolicy.DESTROY
         )

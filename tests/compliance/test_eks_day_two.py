@@ -1,0 +1,90 @@
+"""Day two on the EKS example (issue 47): ordinary changes to a running environment, each synthesized on top of the
+example and compared with it. Every test here names the update failure it guards against; none is a snapshot.
+
+The kit's manifests are re-applied whole on every update by aws-cdk-lib's kubectl handler (``kubectl apply``, with
+``--prune``), so what matters is what each change does to the names and fields of the objects re-applied."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from neuronkit.config.loader import parse_environment
+from tests.conftest import ROOT, pinned_app
+
+FILE = ROOT / "examples" / "environments" / "eks.yaml"
+STACK = "eks-eks"
+
+
+def _synth(tmp: Path, **chat: Any) -> dict[str, Any]:
+    """The example's EKS stack template, with the chat fleet's keys changed as given."""
+    from neuronkit.stacks import build_environment
+
+    data = yaml.safe_load(FILE.read_text())
+    fleet = next(f for f in data["inference"] if f["name"] == "chat")
+    fleet.update(chat)
+    env = parse_environment(data, "examples/environments/eks.yaml")
+    app, _ = pinned_app(lambda a: build_environment(a, env), tmp)
+    template: dict[str, Any] = next(s.template for s in app.synth().stacks if s.stack_name == STACK)
+    return template
+
+
+@pytest.fixture(scope="module")
+def synths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """The example and the example after one ordinary change each."""
+    data = yaml.safe_load(FILE.read_text())
+    chat = next(f for f in data["inference"] if f["name"] == "chat")
+    health = dict(chat.get("health_check") or {})
+    changes: dict[str, dict[str, Any]] = {
+        "base": {},
+        "again": {},
+        "health_path": {"health_check": {**health, "path": "/v1/health"}},
+        "port": {"port": 9090, "health_check": {**health, "port": 9090}},
+        "min_size": {"min_size": int(chat["min_size"]) + 1},
+    }
+    return {name: _synth(tmp_path_factory.mktemp(name), **change) for name, change in changes.items()}
+
+
+def _placeholder(intrinsic: dict[str, Any]) -> str:
+    """A deploy-time part of a manifest (a reference, an attribute) as a string that differs per intrinsic."""
+    return "deploy-time-" + hashlib.sha256(json.dumps(intrinsic, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _documents(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every manifest document the stack applies through the kubectl handler, deploy-time parts as placeholders."""
+    docs: list[dict[str, Any]] = []
+    for r in template["Resources"].values():
+        if r["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
+            continue
+        m = r["Properties"]["Manifest"]
+        if isinstance(m, dict):
+            m = "".join(p if isinstance(p, str) else _placeholder(p) for p in m["Fn::Join"][1])
+        docs.extend(json.loads(m))
+    return docs
+
+
+def _names(template: dict[str, Any], kind: str) -> list[str]:
+    return sorted(d["metadata"]["name"] for d in _documents(template) if d["kind"] == kind)
+
+
+# --- fix 1: the compile Job's identity covers its pod template --------------------------------------------------------
+def test_a_health_path_change_names_a_new_compile_job(synths: dict[str, dict[str, Any]]) -> None:
+    """A Job's spec.template is immutable; the same name with a new health path would be refused on apply."""
+    base, again, moved = (_names(synths[k], "Job") for k in ("base", "again", "health_path"))
+    assert base and base == again
+    assert set(moved).isdisjoint(base)
+
+
+# --- fix 2: a replaced target group comes with a new binding -----------------------------------------------------------
+def test_a_port_change_replaces_the_target_group_and_names_a_new_binding(synths: dict[str, dict[str, Any]]) -> None:
+    """The load balancer controller refuses a change of a binding's spec.targetGroupARN: a port change replaces the
+    target group (Port is create-only), so the binding must be a new object; a health path change replaces nothing
+    and must keep the binding (a second binding on the same group is refused on create)."""
+    base, again, port, health = (_names(synths[k], "TargetGroupBinding") for k in ("base", "again", "port", "health_path"))
+    assert len(base) == 1 and base == again == health
+    assert len(port) == 1 and port != base

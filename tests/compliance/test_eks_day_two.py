@@ -88,3 +88,32 @@ def test_a_port_change_replaces_the_target_group_and_names_a_new_binding(synths:
     base, again, port, health = (_names(synths[k], "TargetGroupBinding") for k in ("base", "again", "port", "health_path"))
     assert len(base) == 1 and base == again == health
     assert len(port) == 1 and port != base
+
+
+# --- fix 4: a min_size change never resizes an autoscaled node group ---------------------------------------------------
+def _desired(template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        r["Properties"]["NodegroupName"]: r["Properties"]["ScalingConfig"].get("DesiredSize")
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EKS::Nodegroup"
+    }
+
+
+def test_a_min_size_change_changes_no_desired_size_in_any_template(synths: dict[str, dict[str, Any]]) -> None:
+    """aws-cdk-lib writes DesiredSize = min_size: raising min_size resized a group Cluster Autoscaler had scaled out
+    and terminated serving nodes. The autoscaled groups' DesiredSize is the deploy-time answer of the kit's size
+    function (clamp(current, min, max)), the same text whatever min_size is."""
+    base, raised = synths["base"], synths["min_size"]
+    assert _desired(base) == _desired(raised)
+    assert isinstance(_desired(base)["eks-chat"], dict) and "Fn::GetAtt" in _desired(base)["eks-chat"]
+    mins = {r["Properties"]["NodegroupName"]: r["Properties"]["ScalingConfig"]["MinSize"]
+            for r in raised["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
+    assert mins["eks-chat"] == _min_of(base, "eks-chat") + 1  # the change is really there
+    sizes = [r["Properties"] for r in raised["Resources"].values() if r["Type"] == "Custom::NeuronkitNodegroupDesiredSize"]
+    assert {s["NodegroupName"] for s in sizes} >= {"eks-chat", "eks-chat-gpu"}
+    assert next(s for s in sizes if s["NodegroupName"] == "eks-chat")["MinSize"] == mins["eks-chat"]
+
+
+def _min_of(template: dict[str, Any], group: str) -> int:
+    return int(next(r["Properties"]["ScalingConfig"]["MinSize"] for r in template["Resources"].values()
+                    if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["NodegroupName"] == group))  # fmt: skip

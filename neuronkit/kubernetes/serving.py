@@ -60,7 +60,9 @@ class FleetWorkload:
     ``pool``), its image and the artifacts helper image as nodes pull them (through the fleet's cache), the artifacts
     bucket, the serving port and health path, the replicas it starts with (None: a scaler owns ``spec.replicas``, so a
     re-applied manifest never resets it; KEDA on the Neuron Deployment, docs/eks.md "Scaling on demand") and the pod
-    role's service account."""
+    role's service account. ``seeded``: a controller owns ``spec.replicas`` from the start at ``replicas`` (the GPU
+    Deployment, the spill controller's): the Deployment is in no re-applied manifest; :func:`seed_deployment` creates it
+    once at ``replicas`` and :func:`template_patch` keeps its template (docs/eks.md, "Day two")."""
 
     fleet: str
     pool: str
@@ -75,6 +77,7 @@ class FleetWorkload:
     replicas: int | None = 1
     timing: Timing = timing()
     region: str = ""
+    seeded: bool = False
 
     @property
     def accelerator(self) -> Literal["neuron", "gpu"]:
@@ -289,6 +292,49 @@ def deployment(w: FleetWorkload) -> dict[str, Any]:
     }
 
 
+# The seeded Deployment's stand-in container: it never runs (zero replicas until template_patch replaces the whole
+# template). Deliberately a constant and not a catalog fact: the seed must never change, since a changed seed is
+# re-applied and a re-applied seed resets the replicas the spill controller set.
+SEED_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def seed_deployment(w: FleetWorkload) -> dict[str, Any]:
+    """The seeded Deployment as created once (``kubectl create``, CDK's KubernetesManifest on Create): ``replicas``,
+    its name, labels and selector (immutable: the rendered Deployment's), a stand-in template. Nothing in it depends on
+    anything but the fleet and the accelerator, so CloudFormation never updates it and nothing re-applies it; the
+    controller that owns ``spec.replicas`` keeps what it set. Why not leave ``replicas`` out of a re-applied manifest:
+    a new Deployment without it starts at 1 (a GPU node on every idle environment), and removing it from a manifest
+    applied before with it makes ``kubectl apply`` delete the field, which falls back to 1 (Kubernetes documentation,
+    "Horizontal Pod Autoscaling", "Migrating Deployments and StatefulSets to horizontal autoscaling")."""
+    assert w.seeded and w.replicas is not None, f"{w.name}: only a seeded Deployment with initial replicas has a seed"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
+        "spec": {
+            "replicas": w.replicas,
+            "selector": {"matchLabels": labels(w)},
+            "template": {
+                "metadata": {"labels": labels(w)},
+                "spec": {"containers": [{"name": "server", "image": SEED_IMAGE}]},
+            },
+        },
+    }
+
+
+def template_patch(w: FleetWorkload) -> list[dict[str, Any]]:
+    """A JSON patch (RFC 6902) that makes the seeded Deployment the rendered one, except ``spec.replicas``: the whole
+    strategy and template, so a field removed from the template is removed (a merge patch would keep it). ``add``, not
+    ``replace``: on an object member that exists it replaces the value, and it needs no member to exist (RFC 6902,
+    4.1 and 4.3: replace's "target location MUST exist"). ``kubectl patch`` leaves the last-applied-configuration
+    annotation alone, so no later ``kubectl apply`` deletes what the patch set."""
+    spec = deployment(w)["spec"]
+    return [
+        {"op": "add", "path": "/spec/strategy", "value": spec["strategy"]},
+        {"op": "add", "path": "/spec/template", "value": spec["template"]},
+    ]
+
+
 def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
     """Node drains take one serving pod of the Deployment at a time."""
     return {
@@ -379,20 +425,22 @@ def _quote(arg: str) -> str:
 def fleet_manifests(
     *, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload], binding_name: str | None = None
 ) -> list[dict[str, Any]]:
-    """Every manifest of one fleet, in apply order: the Service and its binding (named ``binding_name``) exist before
-    the pods (the controller injects readiness gates only into pods created after both,
+    """Every re-applied manifest of one fleet, in apply order (a seeded Deployment is not one of them): the Service and
+    its binding (named ``binding_name``) exist before the pods (the controller injects readiness gates only into pods created after both,
     docs/deploy/pod_readiness_gate.md)."""
     out = [service_account(fleet), script_config_map(fleet), service(fleet, port),
            target_group_binding(fleet, target_group_arn, port, binding_name)]  # fmt: skip
     for w in workloads:
         if w.profile.cache_key:
             out.append(compile_job(w))
-        out.extend([deployment(w), pod_disruption_budget(w)])
+        # A seeded Deployment is created and kept outside the re-applied manifest (seed_deployment, template_patch).
+        out.extend([pod_disruption_budget(w)] if w.seeded else [deployment(w), pod_disruption_budget(w)])
     return out
 
 
 __all__ = [
     "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
-    "namespace", "pod_disruption_budget", "service", "service_account", "service_account_name", "startup_failures",
+    "namespace", "pod_disruption_budget", "seed_deployment", "service", "service_account", "service_account_name",
+    "startup_failures", "template_patch",
     "target_group_binding", "target_group_binding_name", "timing",
 ]  # fmt: skip

@@ -281,6 +281,8 @@ class EksStack(NeuronkitStack):
                 neuron_group_names=[self.node_groups[f.name].auto_scaling_group_name], alarm_topic=self.alarms_topic.topic,
             )  # fmt: skip
             spill.node.add_dependency(served.manifest)
+            for patch in served.template_patches.values():
+                spill.node.add_dependency(patch)  # the GPU Deployment exists, with its template, before it is scaled
             self.monitoring.dashboard.add_widgets(spill.widget())
             spills[f.name] = spill
         return spills

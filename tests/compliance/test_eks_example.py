@@ -373,6 +373,9 @@ def test_summary_cost_and_alarms_cover_the_served_fleet(eks_synth: tuple[Path, d
     section = summarize(outdir)
     # KEDA owns the Neuron replicas (no count in the manifest); the GPU Deployment starts at zero for the spill controller.
     assert "| chat-neuron | scaler |" in section and "| chat-gpu | 0 |" in section and "nxdi-vllm" in section
+    # The GPU Deployment is created from a stand-in and kept by its template patch: the summary shows the patched image.
+    gpu_row = next(line for line in section.splitlines() if line.startswith("| chat-gpu |"))
+    assert "pause" not in gpu_row and "vllm" in gpu_row, gpu_row
     assert "ALB of chat" in {c.item for c in fixed_costs(load_environment(FILE))}
     res = templates["eks-eks"]["Resources"]
     alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}

@@ -79,7 +79,10 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     # controller's Role; part 4 JobSet and Kueue, the training namespace, queues and pool manifests, and the pool's
     # pod role. The NVIDIA device plugin chart comes with the GPU node groups (pretrain-gpu, chat-gpu).
     assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2 + 1
-    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3
+    # Issue 47: the GPU Deployment's create-once seed, its template patch, and the autoscaled groups' desired sizes.
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3 + 1
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesPatch"]) == 1
+    assert len(unmodelled["Custom::NeuronkitNodegroupDesiredSize"]) == 2  # chat, chat-gpu
     assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
     # it) and the group metrics turned on for it (the dashboard's nodes in service).

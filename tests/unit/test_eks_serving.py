@@ -181,7 +181,9 @@ def test_every_manifest_validates_against_the_pinned_kubernetes_and_the_crd(
         for w in (w for w in fleet.workloads if w.seeded):
             seed = _render(Stack.of(fleet).resolve(ks.seed_deployment(w)))
             kubernetes_validate.validate(seed, K8S, strict=True)
-            kubernetes_validate.validate(_json_patch(seed, _render(Stack.of(fleet).resolve(ks.template_patch(w)))), K8S, strict=True)
+            kubernetes_validate.validate(
+                _json_patch(seed, _render(Stack.of(fleet).resolve(ks.template_patch(w)))), K8S, strict=True
+            )
             kinds.append("Deployment")
     assert kinds.count("Deployment") == 3 and kinds.count("TargetGroupBinding") == 2 and kinds.count("Job") == 2
     # The CRD schema refuses what the controller would: a binding without its target group.
@@ -567,5 +569,7 @@ def test_a_recorded_gpu_deployment_keeps_its_spill_through_a_deploy(
     # The seed never changes with what a user changes (a changed seed would be re-applied): fleet and accelerator only.
     from dataclasses import replace
 
-    moved = replace(w, health_path="/v1/health", port=9090, image="other:1", artifacts_image="other:2", instance_type="g6e.48xlarge")
+    moved = replace(
+        w, health_path="/v1/health", port=9090, image="other:1", artifacts_image="other:2", instance_type="g6e.48xlarge"
+    )
     assert ks.seed_deployment(moved) == ks.seed_deployment(w)

@@ -353,9 +353,10 @@ _TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
 def compile_job_name(w: FleetWorkload) -> str:
     """``<fleet>-compile-<digest>``, the digest of the Job's whole rendered body (labels, spec and its pod template).
 
-    A Job's ``spec.template`` is immutable (Kubernetes API reference, JobSpec: "template ... is immutable"; the API
-    server refuses the update with "field is immutable"), and aws-cdk-lib's kubectl handler ``kubectl apply``-s the
-    whole manifest on every update. So anything in the template (the health path, the helper image, the compile
+    A Job's ``spec.template`` is immutable (kubernetes ``pkg/apis/batch/validation/validation.go``,
+    ``ValidateJobSpecUpdate``: ``ValidateImmutableField(spec.Template, oldSpec.Template, ...)``, "field is immutable";
+    newer releases relax it only for suspended Jobs, Kubernetes blog 2026-04-27 "Mutable Pod Resources for Suspended
+    Jobs"), and aws-cdk-lib's kubectl handler ``kubectl apply``-s the whole manifest on every update. So anything in the template (the health path, the helper image, the compile
     budget, the node share, the key, the image) names a new Job: the old one is pruned and the new one, finding its
     key complete, exits at once; an unchanged Job keeps its name and is left alone (issue 47, fix 1).
     Deploy-time tokens (the pull-through URI's account and region) are hashed as one placeholder, so the name is

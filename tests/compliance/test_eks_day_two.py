@@ -160,3 +160,67 @@ def test_no_reapplied_manifest_holds_the_replicas_of_a_deployment_a_controller_o
     for r in base["Resources"].values():
         if r["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch":
             assert "replicas" not in json.dumps(r["Properties"]["ApplyPatchJson"])
+
+
+# --- the update plan's Kubernetes part: immutable fields under an unchanged name ---------------------------------------
+def _with_manifest_text(template: dict[str, Any], old: str, new: str) -> dict[str, Any]:
+    """``template`` with ``old`` replaced by ``new`` in the text of its kubectl manifests."""
+    out = json.loads(json.dumps(template))
+    for r in out["Resources"].values():
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
+            r["Properties"]["Manifest"] = json.loads(json.dumps(r["Properties"]["Manifest"]).replace(old, new))
+    return out
+
+
+def test_the_kits_own_changes_leave_no_object_that_cannot_update(synths: dict[str, dict[str, Any]]) -> None:
+    from neuronkit.kubernetes import immutable
+
+    base = synths["base"]
+    assert len([k for k in immutable.applied_objects(base) if k[0] == "batch/Job"]) >= 1
+    from neuronkit.reports.review import compare_templates
+
+    for name in ("again", "health_path", "port", "min_size"):
+        changes = compare_templates({STACK: base}, {STACK: synths[name]})
+        replaced = frozenset(c.logical_id for c in changes if c.action == "replaced")
+        assert immutable.conflicts(STACK, base, synths[name], replaced) == [], name
+
+
+def test_an_injected_template_change_under_the_same_job_name_cannot_update(synths: dict[str, dict[str, Any]]) -> None:
+    """As if fix 1 were reverted: the health path changes inside the compile Job, its name does not. And as if fix 2
+    were: the port's new target group under the old binding name. Each is "cannot update", naming field and source."""
+    from neuronkit.kubernetes import immutable
+    from neuronkit.reports.review import Review, render
+
+    base = synths["base"]
+    (job,) = _names(base, "Job")
+    injected = _with_manifest_text(base, "/health 2>", "/v1/health 2>")
+    found = immutable.conflicts(STACK, base, injected)
+    assert [(c.kind, c.name, c.field) for c in found] == [("batch/Job", job, "spec.template")]
+    assert "ValidateJobSpecUpdate" in found[0].line() and "new name" in found[0].line()
+    (old_binding,), (new_binding,) = _names(base, "TargetGroupBinding"), _names(synths["port"], "TargetGroupBinding")
+    same_name = _with_manifest_text(synths["port"], new_binding, old_binding)
+    from neuronkit.reports.review import compare_templates
+
+    replaced = frozenset(c.logical_id for c in compare_templates({STACK: base}, {STACK: same_name}) if c.action == "replaced")
+    assert any("PodTargets" in r for r in replaced)  # Port is create-only: the target group is replaced
+    bound = immutable.conflicts(STACK, base, same_name, replaced)
+    assert ("elbv2.k8s.aws/TargetGroupBinding", old_binding, "spec.targetGroupARN") in [(c.kind, c.name, c.field) for c in bound]
+    assert any("targetgroupbinding_validator.go" in c.source for c in bound)
+    text = render(Review(base="HEAD", cannot_update=[c.line() for c in found]))
+    assert text.splitlines()[2] == "### Cannot update" and job in text
+
+
+def test_review_exits_non_zero_when_an_object_cannot_update(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """`neuronkit review` prints "Cannot update" first and fails the command, as it does for a lost stateful resource."""
+    import argparse
+
+    from neuronkit.cli import review_cmd
+    from neuronkit.reports import review
+
+    line = "eks-eks: batch/Job neuronkit-serving/chat-compile-0: spec.template cannot change under the same name (...)"
+    monkeypatch.setattr(review, "review", lambda base, repo, envs=None: review.Review(base=base, cannot_update=[line]))
+    args = argparse.Namespace(base="HEAD", env=None, output=None)
+    assert review_cmd.run(args) == 1
+    assert "### Cannot update" in capsys.readouterr().out
+    monkeypatch.setattr(review, "review", lambda base, repo, envs=None: review.Review(base=base))
+    assert review_cmd.run(args) == 0

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
             args.output.write_text(text)
         except OSError as err:
             raise CliError(f"review: cannot write {args.output} ({err.strerror})") from None
-    # Findings: a stateful resource replaced or removed without being retained; an image the change needs pinned.
+    # Findings: a stateful resource replaced or removed without being retained; an image the change needs pinned; a
+    # Kubernetes object whose update would be refused.
     lost = [c for c in result.changes if c.stateful and c.action in ("replaced", "removed") and not c.retained]
-    return 1 if lost or result.pins_needed else 0
+    return 1 if lost or result.pins_needed or result.cannot_update else 0

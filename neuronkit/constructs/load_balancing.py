@@ -54,10 +54,12 @@ def application_load_balancer(
     access_logs_bucket: s3.IBucket | None,
     log_prefix: str,
     deregistration_delay_seconds: int | None = None,
+    target_group_id: str = "Targets",
 ) -> tuple[elbv2.ApplicationLoadBalancer, elbv2.ApplicationTargetGroup, elbv2.ApplicationListener]:
     """A fleet's internal ALB, its one target group (instance targets on the Auto Scaling path, IP targets on EKS) and
     its listener: invalid headers dropped, the fleet's idle timeout, access logs, HTTPS with the catalog's TLS policy
-    when ``tls`` names a certificate. Shared by the Auto Scaling and the EKS serving paths."""
+    when ``tls`` names a certificate. Shared by the Auto Scaling and the EKS serving paths. ``target_group_id`` is the
+    target group's construct ID (default ``Targets``; a new ID replaces the target group)."""
     hc = health_check
     alb = elbv2.ApplicationLoadBalancer(
         scope,
@@ -73,7 +75,7 @@ def application_load_balancer(
         alb.log_access_logs(access_logs_bucket, prefix=log_prefix)
     atg = elbv2.ApplicationTargetGroup(
         scope,
-        "Targets",
+        target_group_id,
         vpc=vpc,
         port=port,
         protocol=elbv2.ApplicationProtocol.HTTP,

@@ -17,6 +17,7 @@ NODEGROUP = "AWS::EKS::Nodegroup"
 ADDON = "AWS::EKS::Addon"
 HELM_CHART = "Custom::AWSCDK-EKS-HelmChart"
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+PATCH = "Custom::AWSCDK-EKS-KubernetesPatch"
 
 
 class _Stack(Protocol):
@@ -118,26 +119,50 @@ def clusters(stacks: Iterable[_Stack]) -> list[ClusterView]:
         for _, addon in stack.resources(ADDON):
             p = addon.get("Properties") or {}
             view.components.append(Component("EKS add-on", _text(p.get("AddonName")), _text(p.get("AddonVersion")), "EKS"))
+        templates = _patched_templates(stack)
         for _, manifest in stack.resources(MANIFEST):
-            view.serving.extend(_serving_views((manifest.get("Properties") or {}).get("Manifest")))
+            view.serving.extend(_serving_views((manifest.get("Properties") or {}).get("Manifest"), templates))
         out.append(view)
     return out
 
 
-def _serving_views(manifest: Any) -> list[ServingView]:
-    """The serving Deployments of an applied manifest (a JSON string, or a join of strings and deploy-time values)."""
-    if isinstance(manifest, dict) and "Fn::Join" in manifest:
-        sep, parts = manifest["Fn::Join"]
-        manifest = sep.join(p if isinstance(p, str) else "(set at deploy)" for p in parts)
+def _json(value: Any) -> Any:
+    """A JSON string of the template (or a join of strings and deploy-time values), parsed; None when it is not."""
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        value = sep.join(p if isinstance(p, str) else "(set at deploy)" for p in parts)
     try:
-        docs = json.loads(manifest) if isinstance(manifest, str) else []
+        return json.loads(value) if isinstance(value, str) else None
     except json.JSONDecodeError:
-        return []
+        return None
+
+
+def _patched_templates(stack: _Stack) -> dict[str, Any]:
+    """Deployment name -> the pod template its JSON patch sets (a Deployment a controller scales is created once from a
+    stand-in and kept by a patch: neuronkit.kubernetes.serving.template_patch)."""
+    out: dict[str, Any] = {}
+    for _, patch in stack.resources(PATCH):
+        p = patch.get("Properties") or {}
+        kind, _, name = str(p.get("ResourceName", "")).partition("/")
+        ops = _json(p.get("ApplyPatchJson"))
+        if kind != "deployment" or not isinstance(ops, list):
+            continue
+        for op in ops:
+            if isinstance(op, dict) and op.get("path") == "/spec/template":
+                out[name] = op.get("value")
+    return out
+
+
+def _serving_views(manifest: Any, templates: dict[str, Any] | None = None) -> list[ServingView]:
+    """The serving Deployments of an applied manifest (a JSON string, or a join of strings and deploy-time values), each
+    with the template its patch sets when it has one (``templates``)."""
+    docs = _json(manifest) or []
     out = []
     for d in docs if isinstance(docs, list) else []:
         if not isinstance(d, dict) or d.get("kind") != "Deployment":
             continue
-        pod = d.get("spec", {}).get("template", {}).get("spec", {})
+        template = (templates or {}).get(str(d.get("metadata", {}).get("name")), d.get("spec", {}).get("template", {}))
+        pod = (template or {}).get("spec", {})
         server = next((c for c in pod.get("containers", []) if c.get("name") == "server"), None)
         if server is None:
             continue

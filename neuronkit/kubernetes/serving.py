@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -59,7 +60,9 @@ class FleetWorkload:
     ``pool``), its image and the artifacts helper image as nodes pull them (through the fleet's cache), the artifacts
     bucket, the serving port and health path, the replicas it starts with (None: a scaler owns ``spec.replicas``, so a
     re-applied manifest never resets it; KEDA on the Neuron Deployment, docs/eks.md "Scaling on demand") and the pod
-    role's service account."""
+    role's service account. ``seeded``: a controller owns ``spec.replicas`` from the start at ``replicas`` (the GPU
+    Deployment, the spill controller's): the Deployment is in no re-applied manifest; :func:`seed_deployment` creates it
+    once at ``replicas`` and :func:`template_patch` keeps its template (docs/eks.md, "Day two")."""
 
     fleet: str
     pool: str
@@ -74,6 +77,7 @@ class FleetWorkload:
     replicas: int | None = 1
     timing: Timing = timing()
     region: str = ""
+    seeded: bool = False
 
     @property
     def accelerator(self) -> Literal["neuron", "gpu"]:
@@ -137,11 +141,26 @@ def service(fleet: str, port: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def target_group_binding(fleet: str, target_group_arn: str, port: int) -> dict[str, Any]:
+def target_group_binding_name(fleet: str, target_group: object) -> str:
+    """``<service>-<digest>``: the digest of what identifies the CloudFormation target group the binding points at
+    (its logical ID and create-only properties, as the construct resolves them), so a replaced target group comes with
+    a new binding. The load balancer controller refuses any update of a binding's ``spec.targetGroupARN``
+    (kubernetes-sigs/aws-load-balancer-controller v3.5.0 ``webhooks/elbv2/targetgroupbinding_validator.go``,
+    ``checkImmutableFields``: "TargetGroupBinding update may not change these fields: spec.targetGroupARN"), and on
+    create refuses a second binding of one target group (``checkExistingTargetGroups``: "TargetGroup ... is already
+    bound"): so the name changes exactly when the target group is replaced, never otherwise. ``kubectl apply`` then
+    creates the new binding and ``--prune`` deletes the old one (issue 47, fix 2)."""
+    text = _TOKEN.sub("${Token}", json.dumps(target_group, sort_keys=True, default=str))
+    return f"{scheduling.service_name(fleet)}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def target_group_binding(fleet: str, target_group_arn: str, port: int, name: str | None = None) -> dict[str, Any]:
+    """The fleet's binding into its target group, named ``name`` (:func:`target_group_binding_name`; default the
+    Service's name)."""
     return {
         "apiVersion": "elbv2.k8s.aws/v1beta1",
         "kind": "TargetGroupBinding",
-        "metadata": {"name": scheduling.service_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
+        "metadata": {"name": name or scheduling.service_name(fleet), "namespace": scheduling.SERVING_NAMESPACE,
                      "labels": scheduling.fleet_labels(fleet)},
         "spec": {"serviceRef": {"name": scheduling.service_name(fleet), "port": port}, "targetGroupARN": target_group_arn,
                  "targetType": "ip"},
@@ -273,6 +292,49 @@ def deployment(w: FleetWorkload) -> dict[str, Any]:
     }
 
 
+# The seeded Deployment's stand-in container: it never runs (zero replicas until template_patch replaces the whole
+# template). Deliberately a constant and not a catalog fact: the seed must never change, since a changed seed is
+# re-applied and a re-applied seed resets the replicas the spill controller set.
+SEED_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+def seed_deployment(w: FleetWorkload) -> dict[str, Any]:
+    """The seeded Deployment as created once (``kubectl create``, CDK's KubernetesManifest on Create): ``replicas``,
+    its name, labels and selector (immutable: the rendered Deployment's), a stand-in template. Nothing in it depends on
+    anything but the fleet and the accelerator, so CloudFormation never updates it and nothing re-applies it; the
+    controller that owns ``spec.replicas`` keeps what it set. Why not leave ``replicas`` out of a re-applied manifest:
+    a new Deployment without it starts at 1 (a GPU node on every idle environment), and removing it from a manifest
+    applied before with it makes ``kubectl apply`` delete the field, which falls back to 1 (Kubernetes documentation,
+    "Horizontal Pod Autoscaling", "Migrating Deployments and StatefulSets to horizontal autoscaling")."""
+    assert w.seeded and w.replicas is not None, f"{w.name}: only a seeded Deployment with initial replicas has a seed"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
+        "spec": {
+            "replicas": w.replicas,
+            "selector": {"matchLabels": labels(w)},
+            "template": {
+                "metadata": {"labels": labels(w)},
+                "spec": {"containers": [{"name": "server", "image": SEED_IMAGE}]},
+            },
+        },
+    }
+
+
+def template_patch(w: FleetWorkload) -> list[dict[str, Any]]:
+    """A JSON patch (RFC 6902) that makes the seeded Deployment the rendered one, except ``spec.replicas``: the whole
+    strategy and template, so a field removed from the template is removed (a merge patch would keep it). ``add``, not
+    ``replace``: on an object member that exists it replaces the value, and it needs no member to exist (RFC 6902,
+    4.1 and 4.3: replace's "target location MUST exist"). ``kubectl patch`` leaves the last-applied-configuration
+    annotation alone, so no later ``kubectl apply`` deletes what the patch set."""
+    spec = deployment(w)["spec"]
+    return [
+        {"op": "add", "path": "/spec/strategy", "value": spec["strategy"]},
+        {"op": "add", "path": "/spec/template", "value": spec["template"]},
+    ]
+
+
 def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
     """Node drains take one serving pod of the Deployment at a time."""
     return {
@@ -283,16 +345,44 @@ def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
     }
 
 
+# A deploy-time value rendered into a manifest (``${Token[AWS.AccountId.7]}``): its number depends on the order tokens
+# were created in, not on the value, so identities hash the text with every token written the same way.
+_TOKEN = re.compile(r"\$\{Token\[[^\]]*\]\}")
+
+
 def compile_job_name(w: FleetWorkload) -> str:
-    """``<fleet>-compile-<digest>``: a new key (or image) is a new Job; Jobs are immutable, so an unchanged one stays."""
-    # The upstream image, never ``w.image``: its pull-through URI holds deploy-time tokens whose text varies per synth.
-    digest = hashlib.sha256(json.dumps([w.profile.cache_key, w.profile.image, w.instance_type]).encode()).hexdigest()[:10]
-    return f"{w.fleet}-compile-{digest}"
+    """``<fleet>-compile-<digest>``, the digest of the Job's whole rendered body (labels, spec and its pod template).
+
+    A Job's ``spec.template`` is immutable (kubernetes ``pkg/apis/batch/validation/validation.go``,
+    ``ValidateJobSpecUpdate``: ``ValidateImmutableField(spec.Template, oldSpec.Template, ...)``, "field is immutable";
+    newer releases relax it only for suspended Jobs, Kubernetes blog 2026-04-27 "Mutable Pod Resources for Suspended
+    Jobs"), and aws-cdk-lib's kubectl handler ``kubectl apply``-s the whole manifest on every update. So anything in the template (the health path, the helper image, the compile
+    budget, the node share, the key, the image) names a new Job: the old one is pruned and the new one, finding its
+    key complete, exits at once; an unchanged Job keeps its name and is left alone (issue 47, fix 1).
+    Deploy-time tokens (the pull-through URI's account and region) are hashed as one placeholder, so the name is
+    stable from synth to synth."""
+    body = {"labels": _compile_job_labels(w), "spec": _compile_job_spec(w)}
+    text = _TOKEN.sub("${Token}", json.dumps(body, sort_keys=True))
+    return f"{w.fleet}-compile-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
+
+
+def _compile_job_labels(w: FleetWorkload) -> dict[str, str]:
+    return {**scheduling.fleet_labels(w.fleet), "neuronkit.io/role": "compile"}
 
 
 def compile_job(w: FleetWorkload) -> dict[str, Any]:
     """The Job that writes a new compiled-artifact key: skip when the key is complete; else fetch the weights, start the
     server until it answers its health check (vLLM compiles into /compiled on start), then publish and mark complete."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": compile_job_name(w), "namespace": scheduling.SERVING_NAMESPACE,
+                     "labels": _compile_job_labels(w)},
+        "spec": _compile_job_spec(w),
+    }  # fmt: skip
+
+
+def _compile_job_spec(w: FleetWorkload) -> dict[str, Any]:
     assert w.profile.cache_key, "GPU profiles compile nothing"
     script = f"{_SCRIPT_DIR}/{SCRIPT.name}"
     line = " ".join(_quote(a) for a in serving.server_command(w.profile, w.model, w.port))
@@ -308,51 +398,50 @@ def compile_job(w: FleetWorkload) -> dict[str, Any]:
     compiler.pop("ports", None)
     deadline = w.profile.boot_seconds + serving.compile_budget_seconds()
     return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": compile_job_name(w), "namespace": scheduling.SERVING_NAMESPACE,
-                     "labels": {**scheduling.fleet_labels(w.fleet), "neuronkit.io/role": "compile"}},
-        "spec": {
-            "backoffLimit": 1,
-            "activeDeadlineSeconds": deadline,
-            "template": {
-                # A compile in progress is never evicted by a scale-down (as the serving pods).
-                "metadata": {
-                    "labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"},
-                    "annotations": autoscaler.serving_pod_annotations(),
-                },
-                "spec": {
-                    **_pod_spec(w),
-                    "restartPolicy": "Never",
-                    "initContainers": [
-                        _helper(w, "fetch", f"if {script} compiled; then touch /compiled/.neuronkit-skip; else {script} fetch; fi"),
-                        compiler,
-                    ],
-                    "containers": [_helper(w, "publish", f"{script} publish")],
-                },
+        "backoffLimit": 1,
+        "activeDeadlineSeconds": deadline,
+        "template": {
+            # A compile in progress is never evicted by a scale-down (as the serving pods).
+            "metadata": {
+                "labels": {"neuronkit.io/fleet": w.fleet, "neuronkit.io/role": "compile"},
+                "annotations": autoscaler.serving_pod_annotations(),
+            },
+            "spec": {
+                **_pod_spec(w),
+                "restartPolicy": "Never",
+                "initContainers": [
+                    _helper(w, "fetch", f"if {script} compiled; then touch /compiled/.neuronkit-skip; else {script} fetch; fi"),
+                    compiler,
+                ],
+                "containers": [_helper(w, "publish", f"{script} publish")],
             },
         },
-    }  # fmt: skip
+    }
 
 
 def _quote(arg: str) -> str:
     return arg if all(c.isalnum() or c in "-_./:=" for c in arg) else "'" + arg.replace("'", "'\\''") + "'"
 
 
-def fleet_manifests(*, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload]) -> list[dict[str, Any]]:
-    """Every manifest of one fleet, in apply order: the Service and its binding exist before the pods (the controller
-    injects readiness gates only into pods created after both, docs/deploy/pod_readiness_gate.md)."""
+def fleet_manifests(
+    *, fleet: str, port: int, target_group_arn: str, workloads: list[FleetWorkload], binding_name: str | None = None
+) -> list[dict[str, Any]]:
+    """Every re-applied manifest of one fleet, in apply order (a seeded Deployment is not one of them): the Service and
+    its binding (named ``binding_name``) exist before the pods (the controller injects readiness gates only into pods created after both,
+    docs/deploy/pod_readiness_gate.md)."""
     out = [service_account(fleet), script_config_map(fleet), service(fleet, port),
-           target_group_binding(fleet, target_group_arn, port)]  # fmt: skip
+           target_group_binding(fleet, target_group_arn, port, binding_name)]  # fmt: skip
     for w in workloads:
         if w.profile.cache_key:
             out.append(compile_job(w))
-        out.extend([deployment(w), pod_disruption_budget(w)])
+        # A seeded Deployment is created and kept outside the re-applied manifest (seed_deployment, template_patch).
+        out.extend([pod_disruption_budget(w)] if w.seeded else [deployment(w), pod_disruption_budget(w)])
     return out
 
 
 __all__ = [
     "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
-    "namespace", "pod_disruption_budget", "service", "service_account", "service_account_name", "startup_failures",
-    "target_group_binding", "timing",
+    "namespace", "pod_disruption_budget", "seed_deployment", "service", "service_account", "service_account_name",
+    "startup_failures", "template_patch",
+    "target_group_binding", "target_group_binding_name", "timing",
 ]  # fmt: skip

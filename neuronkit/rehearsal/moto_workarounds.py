@@ -196,12 +196,25 @@ def _unmodelled_getatt_values() -> bool:
             logical_id, attr = resource_json["Fn::GetAtt"][0], resource_json["Fn::GetAtt"][1]
             if resources_map.get(logical_id) is None:
                 declared = resources_map._resource_json_map.get(logical_id) or {}
+                if declared.get("Type") == NODEGROUP_SIZE_TYPE and attr == "DesiredSize":
+                    # A node group's deploy-time desired size: what the kit's function answers for a new group.
+                    return _new_group_size(clean_json(declared.get("Properties", {}), resources_map))
                 if declared and parsing.resource_class_from_type(declared.get("Type", "")) is None:
                     return f"unmodelled-{logical_id}-{attr}"
         return original(resource_json, resources_map)
 
     _install(parsing, "clean_json", clean_json, name)
     return True
+
+
+NODEGROUP_SIZE_TYPE = "Custom::NeuronkitNodegroupDesiredSize"
+
+
+def _new_group_size(props: dict[str, Any]) -> int:
+    """The answer of neuronkit/lambdas/node_group_size for a group that does not exist yet."""
+    from neuronkit.lambdas.node_group_size.handler import desired_size
+
+    return desired_size(None, minimum=int(props["MinSize"]), maximum=int(props["MaxSize"]), initial=int(props["Initial"]))
 
 
 def _unmodelled_ref_exports() -> bool:

@@ -80,6 +80,7 @@ class Review:
     budgets: list[str] = field(default_factory=list)
     environments: list[EnvChanges] = field(default_factory=list)
     pins_needed: list[str] = field(default_factory=list)  # image lookups the head needs pinned before it deploys
+    cannot_update: list[str] = field(default_factory=list)  # applied Kubernetes objects whose update would be refused
 
 
 # The words app.py (neuronkit.stacks.missing_lookups) uses for a pool whose image lookup is not pinned yet.
@@ -280,6 +281,16 @@ def _fate(c: Change) -> str:
 def render(review: Review) -> str:
     counts = {a: sum(1 for c in review.changes if c.action == a) for a in ("replaced", "removed", "added", "modified")}
     lines = [f"## neuronkit review against {review.base}", ""]
+    if review.cannot_update:
+        lines += [
+            "### Cannot update",
+            "",
+            "These Kubernetes objects keep their names while a field an update cannot change does; the deploy would be "
+            "refused and roll back:",
+            "",
+            *[f"- {line}" for line in review.cannot_update],
+            "",
+        ]
     if review.pins_needed:
         lines += [
             "### Pin needed first",
@@ -506,7 +517,8 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
         every = compare_templates(old, new, _regions(repo))
         chosen = list(dict.fromkeys(envs)) if envs else touched(old_data, new_data, every)
         mine = [c for c in every if env_of(c.stack, known) in chosen or env_of(c.stack, known) is None]
-        result = Review(base=base, changes=mine, pins_needed=pins)
+        blocked = cannot_update(old, new, chosen, known, every)
+        result = Review(base=base, changes=mine, pins_needed=pins, cannot_update=blocked)
         for name in chosen:
             section = what_changes(name, old_envs.get(name), new_envs.get(name), old, new, mine)
             if name in new_why:
@@ -526,6 +538,28 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
     finally:
         _run(["git", "worktree", "remove", "--force", str(tree)], repo)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def cannot_update(
+    old: dict[str, dict[str, Any]],
+    new: dict[str, dict[str, Any]],
+    chosen: Iterable[str],
+    known: Iterable[str],
+    changes: Iterable[Change] = (),
+) -> list[str]:
+    """One line per Kubernetes object of the chosen environments' stacks that keeps its name while an immutable field
+    changes (neuronkit.kubernetes.immutable), values read from a replaced resource (``changes``) counted as new: the
+    re-apply would be refused and the stack roll back."""
+    from neuronkit.kubernetes import immutable
+
+    envs, names, every = set(chosen), list(known), list(changes)
+    out = []
+    for stack in sorted(old.keys() & new.keys()):
+        if env_of(stack, names) not in envs:
+            continue
+        replaced = frozenset(c.logical_id for c in every if c.stack == stack and c.action == "replaced")
+        out += [c.line() for c in immutable.conflicts(stack, old[stack], new[stack], replaced)]
+    return out
 
 
 def stacks_of(changes: Iterable[Change]) -> set[str]:

@@ -37,6 +37,7 @@ from neuronkit.constructs.eks import (
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
+from neuronkit.constructs.eks.node_group_size import AutoscaledSize, AutoscaledSizeSpec
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
@@ -281,6 +282,8 @@ class EksStack(NeuronkitStack):
                 neuron_group_names=[self.node_groups[f.name].auto_scaling_group_name], alarm_topic=self.alarms_topic.topic,
             )  # fmt: skip
             spill.node.add_dependency(served.manifest)
+            for patch in served.template_patches.values():
+                spill.node.add_dependency(patch)  # the GPU Deployment exists, with its template, before it is scaled
             self.monitoring.dashboard.add_widgets(spill.widget())
             spills[f.name] = spill
         return spills
@@ -304,6 +307,16 @@ class EksStack(NeuronkitStack):
                 groups.append(
                     ScaledGroup(name=group.auto_scaling_group_name, min_size=node_spec.min_size, max_size=node_spec.max_size)
                 )
+                # Cluster Autoscaler owns the size: a deploy keeps it, clamped to new bounds (docs/eks.md, "Day two").
+                AutoscaledSize(
+                    group, "AutoscaledSize", nodegroup=group.nodegroup,
+                    spec=AutoscaledSizeSpec(
+                        cluster=self.cluster.spec.name, nodegroup=group.group_name, min_size=node_spec.min_size,
+                        max_size=node_spec.max_size,
+                        initial_size=node_spec.desired_size if node_spec.desired_size is not None else node_spec.min_size,
+                    ),
+                    refresh=(group.launch_template.attr_latest_version_number,),
+                )  # fmt: skip
         scaling = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
         return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=scaling)
 

@@ -81,8 +81,11 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     # pod role. The NVIDIA device plugin chart comes with the GPU node groups (pretrain-gpu, chat-gpu).
     assert len(unmodelled["Custom::AWSCDK-EKS-HelmChart"]) == 2 + 1 + 2 + 2 + 1
     # Issue 48 adds the Role that lets a pool's job submitters manage JobSets in the training namespace; chat-trn2 (the
-    # second release, issue 46) adds its serving manifests and its ScaledObject.
-    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3 + 1 + 2
+    # second release, issue 46) its serving manifests and its ScaledObject; issue 47 the GPU Deployment's create-once
+    # seed, its template patch, and the autoscaled groups' desired sizes.
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3 + 1 + 2 + 1
+    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesPatch"]) == 1
+    assert len(unmodelled["Custom::NeuronkitNodegroupDesiredSize"]) == 3  # chat, chat-gpu, chat-trn2
     assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1 + 1  # + chat-trn2's pods
     # Per node group: its Auto Scaling group's name (the Capacity Block schedule and the dashboard and alarms name
     # it) and the group metrics turned on for it (the dashboard's nodes in service).

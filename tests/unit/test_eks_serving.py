@@ -176,6 +176,15 @@ def test_every_manifest_validates_against_the_pinned_kubernetes_and_the_crd(
                 jsonschema.validate(doc, schema)
             else:
                 kubernetes_validate.validate(doc, K8S, strict=True)
+    # The GPU Deployment is in no re-applied manifest: its seed and the seed with its template patch applied validate.
+    for fleet in fleets.values():
+        for w in (w for w in fleet.workloads if w.seeded):
+            seed = _render(Stack.of(fleet).resolve(ks.seed_deployment(w)))
+            kubernetes_validate.validate(seed, K8S, strict=True)
+            kubernetes_validate.validate(
+                _json_patch(seed, _render(Stack.of(fleet).resolve(ks.template_patch(w)))), K8S, strict=True
+            )
+            kinds.append("Deployment")
     assert kinds.count("Deployment") == 3 and kinds.count("TargetGroupBinding") == 2 and kinds.count("Job") == 2
     # The CRD schema refuses what the controller would: a binding without its target group.
     bad = ks.target_group_binding("chat", "arn", 8080)
@@ -285,8 +294,10 @@ def test_a_new_key_gets_its_own_compile_job_and_pods_wait_for_it(
 
     other = replace(w, profile=replace(w.profile, cache_key=str(w.profile.cache_key).replace("seqs8", "seqs4")))
     assert ks.compile_job_name(other) != ks.compile_job_name(w)
-    # Where nodes pull from (a deploy-time URI) does not rename the Job: the name is stable from synth to synth.
-    assert ks.compile_job_name(replace(w, image="111111111111.dkr.ecr.us-east-1.amazonaws.com/x/y:1")) == ks.compile_job_name(w)
+    # Deploy-time tokens in the pull-through URI are numbered by creation order, not value: the name ignores the number.
+    renumbered = replace(w, image=w.image.replace("${Token[", "${Token[X.").replace("]}", ".99]}"))
+    assert "${Token[" in w.image and renumbered.image != w.image
+    assert ks.compile_job_name(renumbered) == ks.compile_job_name(w)
     gpu = next(w for w in fleets["chat"].workloads if w.accelerator == "gpu")
     assert [c["name"] for c in ks.deployment(gpu)["spec"]["template"]["spec"]["initContainers"]] == ["fetch"]
 
@@ -408,3 +419,157 @@ def test_serving_and_compile_pods_request_their_node_and_are_never_scaled_in(
         assert 0 < int(share["cpu"]) < catalog.get(instance_type).vcpus
         checked += 1
     assert checked >= 3  # the Neuron and GPU Deployments and a compile Job
+
+
+# --- day two: the compile Job's identity covers its whole pod template (issue 47, fix 1) ------------------------------
+def _chat_only(path: str) -> list[dict[str, Any]]:
+    """The chat fleet's resolved manifests in a fresh app, with ``path`` as its health check path."""
+    from neuronkit.constructs.serving_specs import HealthCheckSpec
+
+    stack = bare_stack()
+    cluster = _cluster(stack)
+    controller = LoadBalancerController(stack, "Lbc", cluster=cluster, environment="team")
+    fleet = EksServingFleet(
+        stack, "Serving-chat", environment="team", cluster=cluster, controller=controller,
+        spec=EksServingSpec(
+            name="chat", serving=ServingSpec(model=LLAMA_8B, neuron_release=R2311), neuron_type="inf2.48xlarge",
+            neuron_pool="chat", replicas=None, health_check=HealthCheckSpec(path=path),
+        ),
+        vpc=cluster.cluster.vpc, subnets=cluster.cluster.vpc.private_subnets[:2], artifacts_bucket="team-artifacts",
+        ingress_cidr="10.0.0.0/16",
+    )  # fmt: skip
+    return _resolve(fleet)
+
+
+def _job_names(docs: list[dict[str, Any]]) -> list[str]:
+    return [d["metadata"]["name"] for d in docs if d["kind"] == "Job"]
+
+
+def test_a_health_path_change_renames_the_compile_job_and_the_same_inputs_keep_its_name() -> None:
+    """A Job's spec.template is immutable and CDK's kubectl handler re-applies the whole manifest: a template change
+    under the same name is refused and the stack rolls back. Two synths in fresh apps: same inputs, same name; only
+    the health path changed, a new name (the old Job is pruned)."""
+    first, again, moved = _chat_only("/health"), _chat_only("/health"), _chat_only("/v1/health")
+    assert len(_job_names(first)) == 1
+    assert _job_names(first) == _job_names(again)
+    assert _job_names(moved) != _job_names(first)
+    job = next(d for d in moved if d["kind"] == "Job")
+    assert "/v1/health" in json.dumps(job["spec"]["template"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["artifacts_image", "budget", "node_share", "instance_type"],
+)
+def test_anything_in_the_compile_pod_template_renames_the_job(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]], change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper image, the compile budget (WAIT_SECONDS and the deadline), the node share: each is in the template,
+    so each gives a new Job name."""
+    from dataclasses import replace
+
+    _, fleets = built
+    w = next(w for w in fleets["chat"].workloads if w.accelerator == "neuron")
+    before = ks.compile_job(w)
+    if change == "artifacts_image":
+        w2 = replace(w, artifacts_image="public.ecr.aws/aws-cli/aws-cli:9.9.9")
+    elif change == "budget":
+        budget = serving.compile_budget_seconds() + 600
+        monkeypatch.setattr(ks.serving, "compile_budget_seconds", lambda: budget)
+        w2 = w
+    elif change == "node_share":
+        monkeypatch.setattr(ks.scheduling, "node_share", lambda t: {"cpu": "1", "memory": "1Gi"})
+        w2 = w
+    else:
+        w2 = replace(w, instance_type="inf2.24xlarge")
+    after = ks.compile_job(w2)
+    assert after["spec"] != before["spec"]
+    assert after["metadata"]["name"] != before["metadata"]["name"]
+
+
+# --- day two: what a controller owns is in no re-applied manifest (issue 47, fix 3) -----------------------------------
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+RECORDED = Path(__file__).parents[1] / "fixtures" / "last-applied"
+
+
+def _json_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 ``add`` and ``replace`` of object members, as the API server applies ``kubectl patch --type json``
+    (``replace`` needs the member to exist; ``add`` sets it either way)."""
+    out = json.loads(json.dumps(doc))
+    for op in ops:
+        assert op["op"] in ("add", "replace"), op
+        *parents, leaf = op["path"].lstrip("/").split("/")
+        node = out
+        for key in parents:
+            node = node[key]
+        assert op["op"] == "add" or leaf in node, f"replace needs an existing member: {op['path']}"
+        node[leaf] = op["value"]
+    return out
+
+
+def _client_side_apply_replicas(live: dict[str, Any], config: dict[str, Any]) -> int:
+    """What ``kubectl apply`` (client side) leaves in ``spec.replicas``: the config's value when it has one; deleted
+    (the API server defaults it to 1) when the last-applied annotation had it and the config does not; else the live
+    value (kubectl "apply" three-way merge; Kubernetes documentation, "Declarative Management of Kubernetes Objects
+    Using Configuration Files", "How apply calculates differences and merges changes")."""
+    last = json.loads(live["metadata"].get("annotations", {}).get(LAST_APPLIED, "{}"))
+    if "replicas" in config.get("spec", {}):
+        return int(config["spec"]["replicas"])
+    if "replicas" in last.get("spec", {}):
+        return 1
+    return int(live["spec"]["replicas"])
+
+
+def test_the_gpu_deployment_is_seeded_once_and_its_template_patched_never_its_replicas(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """A deploy during a spill used to take the GPU replicas to 0 (``replicas: 0`` in the re-applied manifest). Now no
+    re-applied manifest holds the GPU Deployment: a seed creates it at 0 once, a JSON patch keeps its template."""
+    t, fleets = built
+    fleet = fleets["chat"]
+    assert fleet.gpu_deployment is not None
+    reapplied = [d for d in _resolve(fleet) if d["kind"] == "Deployment"]
+    assert [d["metadata"]["name"] for d in reapplied] == [fleet.neuron_deployment]
+    assert reapplied[0]["spec"]["replicas"] == 2  # here the manifest owns the Neuron replicas (no scaler: replicas=2)
+    seed = t["Resources"][Stack.of(fleet).get_logical_id(fleet.seeds[fleet.gpu_deployment].node.default_child)]
+    assert seed["Properties"]["Overwrite"] is False  # kubectl create on Create; never apply
+    seed_docs = json.loads(seed["Properties"]["Manifest"])
+    assert [d["spec"]["replicas"] for d in seed_docs] == [0]
+    patch = t["Resources"][
+        Stack.of(fleet).get_logical_id(fleet.template_patches[fleet.gpu_deployment].node.default_child.node.default_child)
+    ]["Properties"]
+    assert patch["PatchType"] == "json" and patch["ResourceName"] == f"deployment/{fleet.gpu_deployment}"
+    ops = json.loads(_render(patch["ApplyPatchJson"]))
+    assert {op["path"] for op in ops} == {"/spec/template", "/spec/strategy"}
+    assert "replicas" not in json.dumps(ops)
+
+
+def test_a_recorded_gpu_deployment_keeps_its_spill_through_a_deploy(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """On the recorded GPU Deployment as the seed created it (last-applied annotation with ``replicas: 0``) during a
+    spill (the spill controller scaled it to 3): the template patch changes the template and keeps 3. The way out
+    the issue warns about is shown on the same record: a re-applied manifest without ``replicas`` would take it to
+    1 (the HPA guide's one-time degradation), which is why the kit never re-applies it."""
+    _, fleets = built
+    fleet = fleets["chat"]
+    w = next(w for w in fleet.workloads if w.seeded)
+    live = json.loads((RECORDED / "gpu-deployment-spilled.json").read_text())
+    assert json.loads(live["metadata"]["annotations"][LAST_APPLIED])["spec"]["replicas"] == 0 and live["spec"]["replicas"] == 3
+    ops = _render(Stack.of(fleet).resolve(ks.template_patch(w)))
+    after = _json_patch(live, ops)
+    assert after["spec"]["replicas"] == 3
+    assert after["spec"]["template"] == ops[1]["value"] and after["spec"]["template"] != live["spec"]["template"]
+    assert after["metadata"]["annotations"][LAST_APPLIED] == live["metadata"]["annotations"][LAST_APPLIED]
+    # The failure modes the kit avoids, on the same record: re-applying with replicas resets the spill; without, 1.
+    assert _client_side_apply_replicas(live, ks.deployment(w)) == 0
+    without = ks.deployment(w)
+    del without["spec"]["replicas"]
+    assert _client_side_apply_replicas(live, without) == 1
+    # The seed never changes with what a user changes (a changed seed would be re-applied): fleet and accelerator only.
+    from dataclasses import replace
+
+    moved = replace(
+        w, health_path="/v1/health", port=9090, image="other:1", artifacts_image="other:2", instance_type="g6e.48xlarge"
+    )
+    assert ks.seed_deployment(moved) == ks.seed_deployment(w)

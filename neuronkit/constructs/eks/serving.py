@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_eks_v2 as eks
@@ -127,8 +127,10 @@ class EksServingFleet(Construct):
     Public attributes: ``load_balancer`` (elbv2.ApplicationLoadBalancer), ``target_group`` (elbv2.ApplicationTargetGroup,
     IP targets), ``listener_port``, ``load_balancer_security_group``, ``namespace`` (neuronkit-serving),
     ``neuron_deployment`` and ``gpu_deployment`` (names; ``gpu_deployment`` None without a GPU type), ``service``
-    (name), ``pod_role`` (iam.Role, by pod identity), ``profiles`` (instance type -> ServingProfile), ``workloads``
-    (FleetWorkload per Deployment), ``documents`` (the manifests), ``manifest`` (eks.KubernetesManifest),
+    (name), ``binding`` (the TargetGroupBinding's name, new with each target group), ``pod_role`` (iam.Role, by pod
+    identity), ``profiles`` (instance type -> ServingProfile), ``workloads`` (FleetWorkload per Deployment),
+    ``documents`` (the re-applied manifests), ``manifest`` (eks.KubernetesManifest), ``seeds`` and ``template_patches``
+    (Deployment name -> the create-once manifest and the template patch of a Deployment a controller owns),
     ``timing`` (preStop and grace from the target group's deregistration delay), ``image_cache``.
     """
 
@@ -208,6 +210,10 @@ class EksServingFleet(Construct):
             tls=self.spec.tls, health_check=self.spec.health_check, target_type=elbv2.TargetType.IP,
             access_logs_bucket=logs, log_prefix=f"elb/{self.environment}-{self.spec.name}",
             deregistration_delay_seconds=self.timing.deregistration_delay_seconds,
+            # Not the Auto Scaling path's "Targets": environments deployed before bindings were named after their target
+            # group replace it once, so the renamed binding never meets the old one on the same group (docs/eks.md,
+            # "Day two").
+            target_group_id="PodTargets",
         )  # fmt: skip
         self.load_balancer: elbv2.ApplicationLoadBalancer = alb
         self.target_group: elbv2.ApplicationTargetGroup = tg
@@ -287,23 +293,39 @@ class EksServingFleet(Construct):
             service_account=manifests.service_account_name(self.spec.name), role=self.pod_role,
         )  # fmt: skip
 
-    def _workload(self, t: str, pool: str, replicas: int | None) -> manifests.FleetWorkload:
+    def _workload(self, t: str, pool: str, replicas: int | None, *, seeded: bool = False) -> manifests.FleetWorkload:
         p = self.profiles[t]
         return manifests.FleetWorkload(
             fleet=self.spec.name, pool=pool, instance_type=t, profile=p, model=self.spec.serving.model,
             image=self.image_uri(p.image), artifacts_image=self.image_uri(str(manifests.eks_facts()["artifacts_image"])),
             bucket=self._bucket, port=self.spec.port, health_path=self.spec.health_check.path, replicas=replicas,
-            timing=self.timing, region=Stack.of(self).region,
+            timing=self.timing, region=Stack.of(self).region, seeded=seeded,
         )  # fmt: skip
+
+    def _target_group_identity(self) -> dict[str, Any]:
+        """What makes CloudFormation replace the target group: its logical ID and its create-only properties
+        (``createOnlyProperties`` of the AWS::ElasticLoadBalancingV2::TargetGroup resource schema, as cfn-lint ships it:
+        TargetType, ProtocolVersion, Port, Name, VpcId, Protocol, IpAddressType), resolved to their template form."""
+        cfn = self.target_group.node.default_child
+        assert isinstance(cfn, elbv2.CfnTargetGroup)
+        stack = Stack.of(self)
+        props = {
+            "TargetType": cfn.target_type, "ProtocolVersion": cfn.protocol_version, "Port": cfn.port, "Name": cfn.name,
+            "VpcId": cfn.vpc_id, "Protocol": cfn.protocol, "IpAddressType": cfn.ip_address_type,
+        }  # fmt: skip
+        return {"LogicalId": stack.resolve(cfn.logical_id), **{k: stack.resolve(v) for k, v in props.items()}}
 
     def _manifests(self, cluster: NeuronEksCluster, controller: LoadBalancerController) -> None:
         spec = self.spec
         self.workloads = [self._workload(spec.neuron_type, spec.neuron_pool, spec.replicas)]
         if spec.gpu_type and spec.gpu_pool:
-            self.workloads.append(self._workload(spec.gpu_type, spec.gpu_pool, 0))
+            # The spill controller owns the GPU replicas from the start (zero): created once, never re-applied.
+            self.workloads.append(self._workload(spec.gpu_type, spec.gpu_pool, 0, seeded=True))
+        self.binding = manifests.target_group_binding_name(spec.name, self._target_group_identity())
         self.documents = manifests.fleet_manifests(
-            fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads
-        )
+            fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads,
+            binding_name=self.binding,
+        )  # fmt: skip
         self.manifest = eks.KubernetesManifest(
             self, "Manifests", cluster=cluster.cluster, manifest=self.documents, removal_policy=RemovalPolicy.DESTROY
         )
@@ -312,6 +334,35 @@ class EksServingFleet(Construct):
         self.manifest.node.add_dependency(controller.chart)
         self.manifest.node.add_dependency(controller.namespace)
         self.manifest.node.add_dependency(self.pod_identity)
+        self._seeded(cluster)
+
+    def _seeded(self, cluster: NeuronEksCluster) -> None:
+        """A Deployment whose replicas a controller owns from the start (the GPU one): created once at its initial
+        replicas by a manifest that never changes (``kubectl create``; CloudFormation never updates it), its template
+        kept by a JSON patch (``kubectl patch``, re-run whenever the template changes), after the fleet's manifest (the
+        Service, binding and config its pods need). docs/eks.md, "Day two"."""
+        self.seeds: dict[str, eks.KubernetesManifest] = {}
+        self.template_patches: dict[str, eks.KubernetesPatch] = {}
+        for w in (w for w in self.workloads if w.seeded):
+            suffix = w.accelerator.capitalize()
+            seed = eks.KubernetesManifest(
+                self, f"Seed{suffix}", cluster=cluster.cluster, manifest=[manifests.seed_deployment(w)], overwrite=False,
+                removal_policy=RemovalPolicy.DESTROY,
+            )  # fmt: skip
+            seed.node.add_dependency(self.manifest)
+            patch = eks.KubernetesPatch(
+                self, f"Template{suffix}", cluster=cluster.cluster, resource_name=f"deployment/{w.name}",
+                resource_namespace=self.namespace, patch_type=eks.PatchType.JSON, apply_patch={}, restore_patch={},
+            )  # fmt: skip
+            # The L2 types a patch as a JSON object; a JSON patch (RFC 6902) is a list: set both on the L1. Deleting
+            # the stack re-applies the same patch before the seed deletes the Deployment (a no-op).
+            ops = Stack.of(self).to_json_string(manifests.template_patch(w))
+            cfn = patch.node.default_child.node.default_child  # type: ignore[union-attr]
+            assert isinstance(cfn, CfnResource)
+            cfn.add_property_override("ApplyPatchJson", ops)
+            cfn.add_property_override("RestorePatchJson", ops)
+            patch.node.add_dependency(seed)
+            self.seeds[w.name], self.template_patches[w.name] = seed, patch
 
 
 __all__ = ["EksServingFleet", "EksServingSpec", "LoadBalancerController"]

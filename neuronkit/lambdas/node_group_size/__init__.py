@@ -1,0 +1,1 @@
+"""Node group size Lambda function (handler.py is the function asset): the desired size of an autoscaled node group."""

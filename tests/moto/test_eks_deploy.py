@@ -31,6 +31,8 @@ EKS_SKIPPED_COVERED_BY = {
     "Custom::AWS": "tests/unit/test_eks.py::test_every_node_group_turns_on_its_groups_metrics_for_the_dashboard",
     "Custom::AWSCDK-EKS-HelmChart": "tests/compliance/test_eks_example.py::test_the_example_carries_the_neuron_chart_the_efa_plugin_and_the_lustre_volume",
     "Custom::AWSCDK-EKS-KubernetesResource": "tests/unit/test_eks_workloads.py, tests/unit/test_eks_serving.py",
+    "Custom::AWSCDK-EKS-KubernetesPatch": "tests/compliance/test_eks_day_two.py, tests/unit/test_eks_serving.py",
+    "Custom::NeuronkitNodegroupDesiredSize": "tests/unit/test_node_group_size.py, tests/compliance/test_eks_day_two.py",
 }
 
 

@@ -296,57 +296,88 @@ done
 # The collective step, in an init container of every rank pod after its node check: pod 0 keeps the run's SSH key in
 # its own /root/.ssh and publishes only the public key on Lustre; every pod writes its address and serves sshd; pod 0
 # runs nccom-test over MPI across the pods' addresses, writes the result, waits for its peers to read it and removes
-# the run's directory. Every wait is bounded by the check deadline; a failure or a missed deadline exits
-# EXIT_COLLECTIVE_FAILED (the Job's podFailurePolicy fails the Job, the JobSet fails at once).
+# the run's directory. Every wait is bounded by the check deadline; a failed collective exits EXIT_COLLECTIVE_FAILED
+# (the Job's podFailurePolicy fails the Job, the JobSet fails at once); peers that never arrived, or a collective the
+# deadline cut, exit EXIT_PEERS_MISSING (the JobSet restarts, Kueue requeues).
+#
+# A requeued job (Kueue suspends and resumes the JobSet; its restart attempt does not change) finds the directory of the
+# earlier admission, with its key, addresses and result (review of issue 48). So nothing there is trusted by age:
+# every pod draws a nonce; its address line carries the nonce and the id of the public key it installed; pod 0 clears
+# the directory when it starts, counts only lines made with its own key and lists the nonces it used in the result; a
+# peer re-reports when its line is gone or the key changed, and takes only a result that lists its own nonce.
 COLLECTIVE = """set -euo pipefail
 deadline=$(( $(date +%s) + NEURONKIT_CHECK_DEADLINE_SECONDS ))
 left() { echo $(( deadline - $(date +%s) )); }
 dir="/fsx/.neuronkit/prejob/${JOBSET_UID}/attempt-${JOBSET_RESTART_ATTEMPT}"
-# fail CODE REASON: pod 0 hands the code to the others; "peers never arrived" is waiting, not a failed collective
+me="$(cat /proc/sys/kernel/random/uuid 2>/dev/null || echo "${NODE_NAME}-$$-$(date +%s%N)")"
+key_id() { cksum < "$1" | awk '{print $1}'; }
+# used: the nonces of the address lines made with pod 0's current key (the pods of this admission)
+used() {
+  k="$(key_id "${dir}/key.pub")"
+  for i in $(seq 0 $((NNODES - 1))); do
+    [ -f "${dir}/hosts/${i}" ] && awk -v k="${k}" '$3 == k {print $1}' "${dir}/hosts/${i}"
+  done
+  return 0
+}
+# fail CODE REASON: pod 0 hands the code to the peers of this admission; "peers never arrived" is waiting
 fail() {
   code="$1"; shift
-  [ "${JOB_COMPLETION_INDEX}" != 0 ] || echo "${code}" > "${dir}/result" || true
+  if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then { echo "${code}"; used; } > "${dir}/result.tmp" && mv "${dir}/result.tmp" "${dir}/result" || true; fi
   if [ "${code}" = "${NEURONKIT_EXIT_PEERS_MISSING}" ]; then what="WAITING"; else what="FAILED"; fi
   echo "node ${NODE_NAME}: collective: ${what}: $*" | { tee /dev/termination-log || true; } >&2
   exit "${code}"
 }
-wait_for() {
-  until [ -e "$1" ]; do
-    [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no $2 within ${NEURONKIT_CHECK_DEADLINE_SECONDS} s"
-    sleep 2
-  done
+# report: install pod 0's current key, then write this pod's line: nonce, address, id of the key installed
+report() {
+  cp "${dir}/key.pub" /root/.ssh/authorized_keys
+  echo "${me} $(hostname -i | awk '{print $1}') $(key_id /root/.ssh/authorized_keys)" > "${dir}/hosts/.${JOB_COMPLETION_INDEX}.tmp"
+  mv "${dir}/hosts/.${JOB_COMPLETION_INDEX}.tmp" "${dir}/hosts/${JOB_COMPLETION_INDEX}"
 }
-mkdir -p "${dir}/hosts" "${dir}/ack" /root/.ssh && chmod 700 /root/.ssh
+mkdir -p "${dir}" /root/.ssh && chmod 700 /root/.ssh
 if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
+  rm -rf "${dir}/hosts" "${dir}/ack" "${dir}/result" "${dir}/key.pub"
+  mkdir -p "${dir}/hosts" "${dir}/ack"
   [ -f /root/.ssh/id_ed25519 ] || ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519
   cp /root/.ssh/id_ed25519.pub "${dir}/key.pub.tmp" && mv "${dir}/key.pub.tmp" "${dir}/key.pub"
 fi
-wait_for "${dir}/key.pub" "public key from pod 0"
-cp "${dir}/key.pub" /root/.ssh/authorized_keys
+until [ -f "${dir}/key.pub" ]; do
+  [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no public key from pod 0 within ${NEURONKIT_CHECK_DEADLINE_SECONDS} s"
+  sleep 2
+done
+mkdir -p "${dir}/hosts" "${dir}/ack"
+report || true  # pod 0 may be clearing the directory this moment: the loop below reports again
 ssh-keygen -A >/dev/null && mkdir -p /run/sshd && /usr/sbin/sshd -p 22
-hostname -i | awk '{print $1}' > "${dir}/hosts/${JOB_COMPLETION_INDEX}"
 if [ "${JOB_COMPLETION_INDEX}" = 0 ]; then
   printf 'Host *\\n  StrictHostKeyChecking no\\n  UserKnownHostsFile /dev/null\\n' > /root/.ssh/config
-  until [ "$(find "${dir}/hosts" -type f | wc -l)" -ge "${NNODES}" ]; do
-    [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "$(find "${dir}/hosts" -type f | wc -l) of ${NNODES} pods reported within the deadline"
+  until [ "$(used | wc -l)" -ge "${NNODES}" ]; do
+    [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "$(used | wc -l) of ${NNODES} pods reported within the deadline"
     sleep 2
   done
-  for i in $(seq 0 $((NNODES - 1))); do cat "${dir}/hosts/${i}"; done > /tmp/neuronkit-hostfile
+  for i in $(seq 0 $((NNODES - 1))); do awk '{print $2}' "${dir}/hosts/${i}"; done > /tmp/neuronkit-hostfile
   NEURON_RT_ROOT_COMM_ID="$(head -n1 /tmp/neuronkit-hostfile):${NEURONKIT_ROOT_COMM_PORT}"
   export NEURON_RT_ROOT_COMM_ID
   [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no time left for the all-reduce"
-  rc=0; timeout "$(left)" python3 /opt/neuronkit/prejob.py collective --hosts-file /tmp/neuronkit-hostfile \
+  rc=0; timeout "$(left)" python3 /opt/neuronkit/prejob.py collective --hosts-file /tmp/neuronkit-hostfile \\
     --data-collector-host "${POD_IP}" "$@" || rc=$?
   # Cut by the deadline (timeout's 124): the last peer arrived too late for the all-reduce to finish. That is waiting,
   # not a failed collective: exit as "peers never arrived" so the JobSet restarts (review of issue 48).
   if [ "${rc}" = 124 ]; then rc="${NEURONKIT_EXIT_PEERS_MISSING}"; elif [ "${rc}" != 0 ]; then rc="${NEURONKIT_EXIT_COLLECTIVE_FAILED}"; fi
-  echo "${rc}" > "${dir}/result"
+  { echo "${rc}"; used; } > "${dir}/result.tmp" && mv "${dir}/result.tmp" "${dir}/result"
   until [ "$(find "${dir}/ack" -type f | wc -l)" -ge $((NNODES - 1)) ] || [ "$(left)" -le 0 ]; do sleep 2; done
   rm -rf "${dir}"
   exit "${rc}"
 fi
-wait_for "${dir}/result" "result from pod 0"
-rc="$(cat "${dir}/result")"
+# A peer: re-report when pod 0 cleared the directory or published a new key; take only a result that lists this pod
+while :; do
+  if [ -f "${dir}/result" ] && tail -n +2 "${dir}/result" | grep -qx "${me}"; then break; fi
+  if [ -f "${dir}/key.pub" ] && { [ ! -f "${dir}/hosts/${JOB_COMPLETION_INDEX}" ] \\
+      || [ "$(key_id "${dir}/key.pub")" != "$(key_id /root/.ssh/authorized_keys)" ]; }; then
+    { mkdir -p "${dir}/hosts" "${dir}/ack" && report; } || true
+  fi
+  [ "$(left)" -gt 0 ] || fail "${NEURONKIT_EXIT_PEERS_MISSING}" "no result from pod 0 within ${NEURONKIT_CHECK_DEADLINE_SECONDS} s"
+  sleep 2
+done
+rc="$(head -n1 "${dir}/result")"
 touch "${dir}/ack/${JOB_COMPLETION_INDEX}"
 exit "${rc}"
 """

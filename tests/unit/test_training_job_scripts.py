@@ -316,3 +316,21 @@ def test_a_collective_cut_by_the_deadline_is_waiting_not_a_failure(tmp_path: Pat
     pods = [_collective_pod(tmp_path, i, "sleep 60\n", deadline=8) for i in (1, 0)]
     outs = [p.communicate(timeout=60)[0] for p in pods]
     assert pods[1].returncode == tj.EXIT_PEERS_MISSING != tj.EXIT_COLLECTIVE_FAILED, outs
+
+
+def test_a_requeued_job_ignores_what_the_earlier_admission_left(tmp_path: Path, needs_ssh_keygen: None) -> None:
+    """Kueue's requeue keeps the JobSet's restart attempt, so the next admission finds the earlier one's directory: an
+    old key, old addresses and an old result. The new pods neither take that result nor count those addresses (review
+    of issue 48, finding 1): both pass on a healthy all-reduce."""
+    stale = tmp_path / "fsx" / ".neuronkit" / "prejob" / "uid-1" / "attempt-0"
+    (stale / "hosts").mkdir(parents=True)
+    (stale / "ack").mkdir()
+    (stale / "key.pub").write_text("ssh-ed25519 AAAAold old@pod0\n")
+    (stale / "hosts" / "0").write_text("old-0 10.30.9.1 111\n")
+    (stale / "hosts" / "1").write_text("old-1 10.30.9.2 111\n")
+    (stale / "result").write_text(f"{tj.EXIT_COLLECTIVE_FAILED}\nold-0\nold-1\n")
+    healthy = f"cat {FIX / 'nccom-test-healthy.txt'}\n"
+    pods = [_collective_pod(tmp_path, i, healthy) for i in (1, 0)]  # the peer first: it sees only the stale files
+    outs = [p.communicate(timeout=90)[0] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], outs
+    assert (tmp_path / "pod0" / "hostfile").read_text().split() == ["10.30.4.17", "10.30.4.18"]

@@ -148,8 +148,10 @@ def target_group_binding_name(fleet: str, target_group: object) -> str:
     (kubernetes-sigs/aws-load-balancer-controller v3.5.0 ``webhooks/elbv2/targetgroupbinding_validator.go``,
     ``checkImmutableFields``: "TargetGroupBinding update may not change these fields: spec.targetGroupARN"), and on
     create refuses a second binding of one target group (``checkExistingTargetGroups``: "TargetGroup ... is already
-    bound"): so the name changes exactly when the target group is replaced, never otherwise. ``kubectl apply`` then
-    creates the new binding and ``--prune`` deletes the old one (issue 47, fix 2)."""
+    bound"): so the name changes exactly when the target group is replaced, never otherwise (issue 47, fix 2). The
+    binding is applied by a manifest resource of its own whose construct id carries the same digest, so CloudFormation
+    creates the new binding and deletes the old one (``kubectl delete``): ``kubectl apply --prune`` without an allowlist
+    prunes only built-in kinds, never a custom resource (kubectl ``pkg/util/prune/prune.go``; review of issue 47)."""
     text = _TOKEN.sub("${Token}", json.dumps(target_group, sort_keys=True, default=str))
     return f"{scheduling.service_name(fleet)}-{hashlib.sha256(text.encode()).hexdigest()[:10]}"
 

@@ -308,7 +308,7 @@ class EksStack(NeuronkitStack):
                     ScaledGroup(name=group.auto_scaling_group_name, min_size=node_spec.min_size, max_size=node_spec.max_size)
                 )
                 # Cluster Autoscaler owns the size: a deploy keeps it, clamped to new bounds (docs/eks.md, "Day two").
-                AutoscaledSize(
+                size = AutoscaledSize(
                     group, "AutoscaledSize", nodegroup=group.nodegroup,
                     spec=AutoscaledSizeSpec(
                         cluster=self.cluster.spec.name, nodegroup=group.group_name, min_size=node_spec.min_size,
@@ -317,6 +317,9 @@ class EksStack(NeuronkitStack):
                     ),
                     refresh=(group.launch_template.attr_latest_version_number,),
                 )  # fmt: skip
+                # Asked after the cluster exists (the name above is a plain string): a new group is then "not found"
+                # (the initial size), never a call into a cluster still being created (review of issue 47).
+                size.resource.node.add_dependency(self.cluster.cluster)
         scaling = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
         return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=scaling)
 

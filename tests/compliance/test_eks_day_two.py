@@ -229,3 +229,29 @@ def test_review_exits_non_zero_when_an_object_cannot_update(monkeypatch: pytest.
     assert "### Cannot update" in capsys.readouterr().out
     monkeypatch.setattr(review, "review", lambda base, repo, envs=None: review.Review(base=base))
     assert review_cmd.run(args) == 0
+
+
+def _binding_resources(template: dict[str, Any]) -> dict[str, list[str]]:
+    """Logical id -> the kinds of each manifest resource that holds a TargetGroupBinding."""
+    out = {}
+    for lid, r in template["Resources"].items():
+        if r["Type"] != "Custom::AWSCDK-EKS-KubernetesResource":
+            continue
+        m = r["Properties"]["Manifest"]
+        text = m if isinstance(m, str) else "".join(p if isinstance(p, str) else _placeholder(p) for p in m["Fn::Join"][1])
+        kinds = [d["kind"] for d in json.loads(text)]
+        if "TargetGroupBinding" in kinds:
+            out[lid] = kinds
+    return out
+
+
+def test_a_replaced_target_group_deletes_the_old_binding_through_cloudformation(synths: dict[str, dict[str, Any]]) -> None:
+    """`kubectl apply --prune` without an allowlist prunes built-in kinds only, so the old binding would stay bound to a
+    deleted target group (review of issue 47): each binding is a manifest resource of its own whose logical id changes
+    with the binding's name, so CloudFormation deletes the old one."""
+    base, again, port = (_binding_resources(synths[k]) for k in ("base", "again", "port"))
+    assert base and all(kinds == ["TargetGroupBinding"] for kinds in base.values())
+    assert set(base) == set(again)
+    chat = {lid for lid in base if "Servingchat" in lid and "trn2" not in lid}
+    moved = {lid for lid in port if "Servingchat" in lid and "trn2" not in lid}
+    assert len(chat) == len(moved) == 1 and chat != moved

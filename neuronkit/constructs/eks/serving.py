@@ -326,14 +326,24 @@ class EksServingFleet(Construct):
             fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads,
             binding_name=self.binding,
         )  # fmt: skip
+        bound = [d for d in self.documents if d["kind"] == "TargetGroupBinding"]
         self.manifest = eks.KubernetesManifest(
-            self, "Manifests", cluster=cluster.cluster, manifest=self.documents, removal_policy=RemovalPolicy.DESTROY
+            self, "Manifests", cluster=cluster.cluster, manifest=[d for d in self.documents if d not in bound],
+            removal_policy=RemovalPolicy.DESTROY,
+        )  # fmt: skip
+        # The binding in a manifest resource of its own, its construct id the binding's name: when the target group is
+        # replaced, CloudFormation creates the new binding and deletes the old one. `kubectl apply --prune` (the
+        # manifest above) would leave it: without an allowlist kubectl prunes built-in kinds only (review of issue 47).
+        self.binding_manifest = eks.KubernetesManifest(
+            self, f"Binding-{self.binding}", cluster=cluster.cluster, manifest=bound, removal_policy=RemovalPolicy.DESTROY
         )
         # The controller (its webhook and the TargetGroupBinding CRD) and the labelled namespace come first, and the
-        # pods' role before the pods.
-        self.manifest.node.add_dependency(controller.chart)
-        self.manifest.node.add_dependency(controller.namespace)
+        # pods' role before the pods; the binding after the Service it names.
+        for m in (self.manifest, self.binding_manifest):
+            m.node.add_dependency(controller.chart)
+            m.node.add_dependency(controller.namespace)
         self.manifest.node.add_dependency(self.pod_identity)
+        self.binding_manifest.node.add_dependency(self.manifest)
         self._seeded(cluster)
 
     def _seeded(self, cluster: NeuronEksCluster) -> None:

@@ -299,9 +299,8 @@ def model_match(gpu_type: str, region: str, model_id: str, offered: Sequence[Blo
         for a, f in fitting[1:]
         if a.family != t.family
     )
-    why = (
-        f"model: {answer.summary()}; {offering}; release: Neuron {rel.version}; price: {cost}"
-        + (f"; does not fit: {'; '.join(refused[:2])}" if refused else "")
+    why = f"model: {answer.summary()}; {offering}; release: Neuron {rel.version}; price: {cost}" + (
+        f"; does not fit: {'; '.join(refused[:2])}" if refused else ""
     )
     return Match(
         gpu_type, "inference", region, t.name, why, rel.version, t.az_ids(region) or (elsewhere[0][1] if elsewhere else ()),

@@ -160,9 +160,7 @@ def resolve_model(g: SpendGroup, models: dict[str, str]) -> tuple[str | None, st
     return None, None
 
 
-def price(
-    export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str | dict[str, str] | None = None
-) -> list[Priced]:
+def price(export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str | dict[str, str] | None = None) -> list[Priced]:
     """Each group with its proposal; ``blocks`` (the user's Capacity Block offerings) price Trainium2; ``model``: the
     --model values, GROUP -> MODEL ('*': the one serving group's)."""
     from neuronkit.catalog import fit
@@ -373,7 +371,10 @@ def render(a: BillingAssessment) -> str:
     skipped = a.not_assessed()
     if skipped:
         lines += ["## Not assessed", ""]
-        lines += [f"- {p.group.name} ({p.group.source}): {_usd(p.billed_monthly)} a month; not assessed: {p.not_assessed}" for p in skipped]
+        lines += [
+            f"- {p.group.name} ({p.group.source}): {_usd(p.billed_monthly)} a month; not assessed: {p.not_assessed}"
+            for p in skipped
+        ]
         lines += [""]
     unknown = a.by_kind("unknown")
     if unknown:

@@ -53,7 +53,7 @@ def known_model(*texts: str | None) -> str | None:
         if not text:
             continue
         t = _squash(text)
-        for model, entry in models().items():
+        for model in models():
             if t == _squash(model) or _squash(model.split("/")[-1]) in t:
                 return model
         for model, entry in models().items():

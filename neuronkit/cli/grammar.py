@@ -110,7 +110,7 @@ COMMANDS: tuple[Command, ...] = (
             "`--profile PROFILE`",
             "`--pilot-output PATH`",
             "`--capacity-blocks FILE`",
-            "`--model GROUP=MODEL` (repeatable; a bare `--model ID` with one serving group)",
+            "`--model GROUP=MODEL` (repeatable)",
         ),
     ),
     Command("pilot start", arguments="`[FILE]`", environments=ENV_ONE, options=("`--profile PROFILE`", "`--run-id RUN`")),

@@ -157,6 +157,12 @@ class Match:
     az_ids: tuple[str, ...] = ()  # where the region offers the Neuron type
     tensor_parallel: int | None = None
     hourly: float | None = None  # the Neuron type's On-Demand list price in the region
+    lnc: int | None = None
+    line: str | None = None  # the serving line and its status (fit.Line.text)
+    price_region: str | None = None  # where the type is priced when the region does not offer it
+    price_basis: str = "On-Demand list price"
+    elsewhere: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (region, AZ IDs) offering the type when the region does not
+    alternatives: tuple[str, ...] = ()  # other families the model fits, each with its line's status
 
 
 def _mib(x: int) -> str:
@@ -225,6 +231,82 @@ def neuron_match(gpu_type: str, kind: Kind, region: str, model: Any = None) -> M
             f"{best.name} has {serving.accelerator_memory_gib(best.name):.0f} GiB; {tp_check(tp, known_model(model.id))}"
         )
     return Match(gpu_type, kind, region, best.name, why, rel.version, best.az_ids(region), tp, price)
+
+
+_LINE_RANK = {"current": 0, "beta": 1, "maintenance": 2}
+
+
+def model_match(gpu_type: str, region: str, model_id: str, offered: Sequence[BlockPrice] = ()) -> Match:
+    """The Neuron type for a serving workload whose model the catalog knows, by the one fit rule (catalog/fit.py): every
+    Neuron type at the largest TP the model fits; forward family first (the serving line without an announced last
+    release, then the line's status), then offered in ``region``, then price. A type the region does not offer names the
+    regions and AZ IDs that do and is priced there (On-Demand, else Capacity Blocks). Fits nowhere: no type, saying why."""
+    from neuronkit.catalog import fit
+
+    spec = fit.spec_for(model_id)
+    table = pricing.load_prices()
+    fitting: list[tuple[catalog.InstanceType, fit.Fit]] = []
+    refused: list[str] = []
+    for t in sorted(catalog.instance_types().values(), key=lambda t: (-t.neuron_memory_mib, t.name)):
+        if not t.is_neuron or t.family == "inf1":
+            continue
+        answer, tried = fit.best(spec, t.name)
+        if answer is None:
+            refused.append(f"{t.name}: {fit.why_not(tried)}")
+        elif releases.default_release(t.family, RELEASE_WORKLOAD["inference"]) is not None:
+            fitting.append((t, answer))
+    if not fitting:
+        return Match(gpu_type, "inference", region, None, f"{model_id} fits no Neuron type: " + " | ".join(refused[:4]))
+
+    def hourly(t: catalog.InstanceType, where: str) -> tuple[float | None, str]:
+        price = table.hourly(t.name, where)
+        if price is not None:
+            return price, f"On-Demand list price in {where}"
+        block = block_price(t.name, where, offered)
+        return (block.per_instance_hour, f"Capacity Block price in {where} ({block.basis})") if block else (None, "")
+
+    def rank(item: tuple[catalog.InstanceType, fit.Fit]) -> tuple[Any, ...]:
+        t, answer = item
+        line = answer.line
+        ends = 1 if line is None or line.last_release else 0
+        status = _LINE_RANK.get(line.status if line else "", 3)
+        where = region if t.az_ids(region) else (sorted(t.offerings) or [region])[0]
+        price = hourly(t, where)[0]
+        return (ends, status, not t.az_ids(region), price is None, price or 0.0, t.neuron_memory_mib, t.name)
+
+    fitting.sort(key=rank)
+    t, answer = fitting[0]
+    rel = releases.default_release(t.family, RELEASE_WORKLOAD["inference"])
+    assert rel is not None
+    here = bool(t.az_ids(region))
+    geo = region.split("-")[0]
+    elsewhere = () if here else tuple((r, t.az_ids(r)) for r in sorted(t.offerings, key=lambda r: (r.split("-")[0] != geo, r)))
+    where = region if here else (elsewhere[0][0] if elsewhere else region)
+    price, basis = hourly(t, where)
+    offering = (
+        f"offering: {region} {', '.join(t.az_ids(region))}"
+        if here
+        else f"offering: not offered in {region}; offered in "
+        + "; ".join(f"{r} ({', '.join(z)})" for r, z in elsewhere)
+        + f", priced in {where}"
+    )
+    cost = f"${price:,.2f}/h ({basis})" if price is not None else (
+        f"unpriced: {t.name} has no On-Demand price and no Capacity Block price is known; pass --capacity-blocks FILE"
+    )  # fmt: skip
+    alternatives = tuple(
+        f"{a.name} TP {f.tp}: {f.line.text() if f.line else 'no serving line'}"
+        + (f", ${table.hourly(a.name, region):,.2f}/h in {region}" if table.hourly(a.name, region) is not None else "")
+        for a, f in fitting[1:]
+        if a.family != t.family
+    )
+    why = f"model: {answer.summary()}; {offering}; release: Neuron {rel.version}; price: {cost}" + (
+        f"; does not fit: {'; '.join(refused[:2])}" if refused else ""
+    )
+    return Match(
+        gpu_type, "inference", region, t.name, why, rel.version, t.az_ids(region) or (elsewhere[0][1] if elsewhere else ()),
+        answer.tp, price, answer.lnc, answer.line.text() if answer.line else None, None if here else where, basis or "none",
+        elsewhere, alternatives,
+    )  # fmt: skip
 
 
 def neuron_equivalent(gpu_type: str, kind: Kind, region: str) -> tuple[str | None, str]:

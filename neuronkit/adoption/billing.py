@@ -331,7 +331,8 @@ def _add_row(export: Export, row: dict[str, Any], is_gpu: Any) -> None:
     source = "sagemaker" if product == "AmazonSageMaker" else "ec2"
     region = str(row.get("product_region_code") or "") or "unknown-region"
     auto = words if export.workload_tag is None else ()
-    models = tuple(sorted((k, v) for k, v in tags.items() if _MODEL_KEY.search(k.lower())))
+    # Model tags (user:model ...) and the Name tag: each names a workload, and may name its model (assess maps it).
+    models = tuple(sorted((k, v) for k, v in tags.items() if _MODEL_KEY.search(k.lower()) or k == _NAME_TAG))
     key = (source, itype, region, kind, basis, named, auto, models)
     group = export.groups.get(key)
     if group is None:
@@ -353,6 +354,7 @@ def _add_row(export: Export, row: dict[str, Any], is_gpu: Any) -> None:
 
 
 _LEGACY_TAG = "resourceTags/"
+_NAME_TAG = "user:Name"
 _MODEL_KEY = re.compile(r"(^|[:_/-])model($|[-_])")  # user:model, user:model-id, user:model_name
 
 

@@ -37,6 +37,8 @@ class Priced:
     notes: list[str] = field(default_factory=list)
     trn2: assess.Trainium2 | None = None  # the Trainium2 alternative (Capacity Blocks only)
     model: str | None = None  # the catalog model a serving group names (TP checked against its heads)
+    model_basis: str | None = None  # how the model was told: --model, a model tag, the Name tag (the mapping shown)
+    not_assessed: str | None = None  # why a serving group is not assessed (embeddings, encoders, non-LLM)
 
     def _monthly(self, x: float) -> float:
         return x / self.months
@@ -107,7 +109,12 @@ class BillingAssessment:
     problems: list[str] = field(default_factory=list)
 
     def by_kind(self, kind: str) -> list[Priced]:
-        return sorted((p for p in self.priced if p.group.kind == kind), key=lambda p: -p.billed_monthly)
+        return sorted(
+            (p for p in self.priced if p.group.kind == kind and p.not_assessed is None), key=lambda p: -p.billed_monthly
+        )
+
+    def not_assessed(self) -> list[Priced]:
+        return [p for p in self.priced if p.not_assessed is not None]
 
     def verdict(self, kind: assess.Kind) -> str:
         rows = self.by_kind(kind)
@@ -130,25 +137,74 @@ def _period_hours(periods: set[str]) -> float:
     return hours
 
 
-def price(export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str | None = None) -> list[Priced]:
-    """Each group with its proposal; ``blocks`` (the user's Capacity Block offerings) price Trainium2; ``model`` (the
-    --model id) names the model of inference groups that carry none."""
+def group_label(g: SpendGroup) -> str:
+    """The group's name for --model GROUP=MODEL: its Name tag, else its model tag, else its description."""
+    tags = dict(g.model_tags)
+    return tags.get("user:Name") or next(iter(tags.values()), "") or g.name
+
+
+def resolve_model(g: SpendGroup, models: dict[str, str]) -> tuple[str | None, str | None]:
+    """(catalog model, how it was told) of a serving group: ``--model GROUP=MODEL``, else a model tag, else the Name
+    tag, when it names a catalog model (catalog/adoption.yaml model_heads)."""
+    from neuronkit.catalog import fit
+
+    label = group_label(g)
+    for group, model in models.items():
+        if group in (label, g.name, "*"):
+            named = fit.known_model(model)
+            return named or model, f"--model {group}={model}" if group != "*" else f"--model {model}"
+    for key, value in sorted(g.model_tags, key=lambda kv: kv[0] == "user:Name"):
+        named = fit.known_model(value)
+        if named:
+            return named, f"tag {key.removeprefix('user:')}={value} names {named} ({fit.matched_by(named, value)})"
+    return None, None
+
+
+def price(export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str | dict[str, str] | None = None) -> list[Priced]:
+    """Each group with its proposal; ``blocks`` (the user's Capacity Block offerings) price Trainium2; ``model``: the
+    --model values, GROUP -> MODEL ('*': the one serving group's)."""
+    from neuronkit.catalog import fit
+
+    models = {"*": model} if isinstance(model, str) else dict(model or {})
     table = pricing.load_prices()
     period_hours = _period_hours(export.periods)
     out: list[Priced] = []
     for g in export.groups.values():
-        match = assess.neuron_match(g.instance_type, g.kind, g.region) if g.kind in ("training", "inference") else None  # type: ignore[arg-type]
-        p = Priced(g, match, export.months, table.hourly(g.instance_type, g.region), period_hours=period_hours)
+        named, basis = resolve_model(g, models) if g.kind == "inference" else (None, None)
+        facts = fit.models().get(named) if named else None
+        p = Priced(g, None, export.months, table.hourly(g.instance_type, g.region), period_hours=period_hours)
+        p.model, p.model_basis = named, basis
+        if facts is not None and facts.get("kind", "llm") != "llm":
+            p.not_assessed = (
+                f"{named} is an {facts['kind']} model ({basis}): the vLLM serving lines (NxD Inference vLLM on Inf2/Trn1, "
+                "vLLM Neuron on Trn2/Trn3) serve text generation, not embeddings or encoders; port it with the Neuron "
+                "PyTorch inference path and price it yourself"
+            )
+            out.append(p)
+            continue
+        if g.kind == "inference" and facts is not None:
+            match: assess.Match | None = assess.model_match(g.instance_type, g.region, named, blocks)  # type: ignore[arg-type]
+        elif g.kind in ("training", "inference"):
+            match = assess.neuron_match(g.instance_type, g.kind, g.region)  # type: ignore[arg-type]
+        else:
+            match = None
+        p.match = match
         if match is not None:
             kind: assess.Kind = g.kind  # type: ignore[assignment]
-            p.trn2 = assess.trainium2_option(g.instance_type, kind, g.region, blocks)
+            if facts is None:
+                p.trn2 = assess.trainium2_option(g.instance_type, kind, g.region, blocks)
             if match.neuron_type:
                 note = assess.release_note(catalog_family(match.neuron_type), kind, match.release)
                 if note:
                     p.notes.append(note)
-            if kind == "inference" and match.neuron_type:
-                p.model = assess.known_model(*(v for _, v in g.model_tags), model, g.name)
-                p.notes.append(assess.tp_check(match.tensor_parallel, p.model))
+                p.notes += [f"also fits (not proposed: its line ends first or costs more): {a}" for a in match.alternatives]
+            if kind == "inference" and match.neuron_type and facts is None:
+                p.notes.append(assess.tp_check(match.tensor_parallel, named))
+            if kind == "inference" and facts is None and named is None:
+                p.notes.append(
+                    "model: not told (no model or Name tag naming a catalog model); pass --model GROUP=MODEL to check the "
+                    "fit, TP and serving line"
+                )
         if g.source == "sagemaker":
             p.notes.append(
                 "SageMaker usage: compared at the EC2 On-Demand list prices of both types (SageMaker's rates are not in the catalog)"
@@ -160,7 +216,7 @@ def price(export: Export, blocks: Sequence[assess.BlockPrice] = (), model: str |
                 "rate is compared with a Neuron rate of the same kind or not at all"
             )
         if match is not None and match.neuron_type and match.hourly is None:
-            p.notes.append(f"no like-for-like price: {table.missing_message(match.neuron_type, g.region)}")
+            p.notes.append(f"no saving: {table.missing_message(match.neuron_type, match.price_region or g.region)}")
         out.append(p)
     return out
 
@@ -203,7 +259,7 @@ def assess_export(
     export: Export,
     envs: Sequence[config.Environment] = (),
     blocks: Sequence[assess.BlockPrice] = (),
-    model: str | None = None,
+    model: str | dict[str, str] | None = None,
 ) -> BillingAssessment:
     result = BillingAssessment(export=export, priced=price(export, blocks, model), fleets=fleet_findings(envs))
     for tag in export.missing_tags():
@@ -297,6 +353,10 @@ def render(a: BillingAssessment) -> str:
             m = p.match
             head = f"- {p.group.name} → {m.neuron_type or 'no Neuron type'}" if m else f"- {p.group.name}"
             lines.append(f"{head}: {m.why if m else ''}")
+            if p.model_basis:
+                lines.append(f"  - model: {p.model} ({p.model_basis})")
+            if m is not None and m.line:
+                lines.append(f"  - serving line: {m.line}")
             lines += _commitments(p) + [f"  - {n}" for n in p.notes]
             if p.trn2 is not None:
                 lines.append(f"  - {p.trn2.line(p.group.instance_type, p.group.region)}")
@@ -308,6 +368,14 @@ def render(a: BillingAssessment) -> str:
                         "reserved hour)"
                     )
         lines += ["", f"**{kind.capitalize()} verdict (list against list): {a.verdict(kind)}.**", ""]  # type: ignore[arg-type]
+    skipped = a.not_assessed()
+    if skipped:
+        lines += ["## Not assessed", ""]
+        lines += [
+            f"- {p.group.name} ({p.group.source}): {_usd(p.billed_monthly)} a month; not assessed: {p.not_assessed}"
+            for p in skipped
+        ]
+        lines += [""]
     unknown = a.by_kind("unknown")
     if unknown:
         lines += ["## Unknown workload kind", "", "Not classified, so not mapped (never guessed):", ""]
@@ -339,7 +407,9 @@ def to_json(a: BillingAssessment) -> str:
             "saving_list": p.saving_list, "covered_hours": p.covered_hours, "covered_rows": dict(g.covered_rows),
             "covered_resources": g.covered_resources, "neuron_type": m.neuron_type if m else None,
             "release": m.release if m else None, "az_ids": list(m.az_ids) if m else [], "why": m.why if m else None,
-            "notes": p.notes, "model": p.model,
+            "notes": p.notes, "model": p.model, "model_basis": p.model_basis, "not_assessed": p.not_assessed,
+            "tp": m.tensor_parallel if m else None, "lnc": m.lnc if m else None, "line": m.line if m else None,
+            "offered_elsewhere": {r: list(z) for r, z in m.elsewhere} if m else {}, "price_region": m.price_region if m else None,
             "trainium2": None if p.trn2 is None else {
                 "instance_type": p.trn2.instance_type, "regions": list(p.trn2.regions), "release": p.trn2.release,
                 "capacity_blocks_only": True, "tp": p.trn2.tp,

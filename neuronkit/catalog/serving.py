@@ -145,23 +145,26 @@ def required_memory_gib(model: ModelSpec) -> float:
     return model.weights_gib / (1 - facts()["kv_cache_headroom"])
 
 
-def fit_problem(model: ModelSpec, instance_type: str, candidates: list[str] | None = None) -> str | None:
-    """Why ``instance_type`` cannot hold ``model`` (naming what would), or None when it fits."""
-    have = accelerator_memory_gib(instance_type)
-    need = required_memory_gib(model)
-    if have >= need:
+def fit_problem(
+    model: ModelSpec,
+    instance_type: str,
+    candidates: list[str] | None = None,
+    *,
+    tp: int | None = None,
+    lnc: int | None = None,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+) -> str | None:
+    """Why ``instance_type`` cannot serve ``model`` at ``tp``/``lnc`` (naming what would), or None when it fits: the one
+    fit rule of catalog/fit.py, which assess, validate and the pilot share."""
+    from neuronkit.catalog import fit
+
+    answer = fit.check(model, instance_type, tp, lnc, max_model_len, max_num_seqs)
+    if answer.fits:
         return None
-    headroom = int(facts()["kv_cache_headroom"] * 100)
-    fits = [t for t in (candidates or []) if accelerator_memory_gib(t) >= need]
-    instead = (
-        f"use a type with at least {need:.0f} GiB, e.g. {', '.join(fits[:4])}"
-        if fits
-        else f"use a type with at least {need:.0f} GiB"
-    )
-    return (
-        f"{instance_type} has {have:.0f} GiB of accelerator memory; {model.id} needs {model.weights_gib:.0f} GiB of "
-        f"{model.dtype} weights plus {headroom}% for the KV cache ({need:.0f} GiB); {instead}, or a smaller model or dtype"
-    )
+    fits = [t for t in (candidates or []) if t != instance_type and fit.best(model, t)[0] is not None]
+    instead = f"; it fits {', '.join(fits[:4])}" if fits else ""
+    return answer.summary() + instead + ", or use a smaller model or dtype"
 
 
 def candidates(kind: Literal["neuron", "gpu"], region: str | None, az_ids: list[str]) -> list[str]:

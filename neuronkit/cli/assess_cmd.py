@@ -62,10 +62,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="price Trainium2 from these Capacity Block offerings (the JSON of `aws ec2 describe-capacity-block-offerings`)",
     )  # fmt: skip
     p.add_argument(
-        "--model", metavar="ID", default=None,
-        help="the model the inference groups serve (e.g. meta-llama/Llama-3.1-70B-Instruct): TP is checked against its heads",
+        "--model", metavar="GROUP=MODEL", action="append", default=None,
+        help="the model a serving group serves (GROUP: its Name tag or model tag; e.g. llama70b-serving="
+        "meta-llama/Llama-3.1-70B-Instruct); repeat per group. A bare MODEL only when there is one serving group",
     )  # fmt: skip
     p.set_defaults(func=run)
+
+
+def parse_models(values: list[str] | None, serving_groups: int) -> dict[str, str]:
+    """``--model GROUP=MODEL`` (repeatable) as GROUP -> MODEL; a bare ``--model ID`` ('*') only with one serving group,
+    else refused with one line naming the new spelling (cli/grammar.py)."""
+    from neuronkit.cli import grammar
+
+    out: dict[str, str] = {}
+    for value in values or []:
+        group, sep, model = value.partition("=")
+        if sep:
+            if not group or not model:
+                raise CliError(
+                    f"--model {value}: name both sides, GROUP=MODEL (e.g. llama70b-serving=meta-llama/Llama-3.1-70B-Instruct)"
+                )
+            out[group] = model
+        elif serving_groups > 1:
+            raise CliError(grammar.old_form("assess", "--model").message())
+        else:
+            out["*"] = value
+    return out
 
 
 def _environments(args: argparse.Namespace) -> tuple[list[config.Environment], list[str]]:
@@ -98,7 +120,8 @@ def _offline(args: argparse.Namespace, envs: list[config.Environment], problems:
         blocks = assess.read_block_offerings(args.capacity_blocks) if args.capacity_blocks else []
     except ValueError as err:
         raise CliError(f"--capacity-blocks: {err}") from None
-    result = offline.assess_export(export, envs, blocks, args.model)
+    serving_groups = sum(1 for g in export.groups.values() if g.kind == "inference")
+    result = offline.assess_export(export, envs, blocks, parse_models(args.model, serving_groups))
     result.problems += problems
     text = offline.to_json(result) if args.format == "json" else offline.render(result)
     return text, offline.to_assessment(result)

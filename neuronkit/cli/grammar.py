@@ -110,7 +110,7 @@ COMMANDS: tuple[Command, ...] = (
             "`--profile PROFILE`",
             "`--pilot-output PATH`",
             "`--capacity-blocks FILE`",
-            "`--model ID`",
+            "`--model GROUP=MODEL` (repeatable)",
         ),
     ),
     Command("pilot start", arguments="`[FILE]`", environments=ENV_ONE, options=("`--profile PROFILE`", "`--run-id RUN`")),
@@ -170,9 +170,13 @@ class Old:
     const: str | None = None
     path: bool = False  # the value is a file or folder
     commands: tuple[str, ...] = field(default=())
+    parsed: bool = True  # False: the flag lives on with a new value form; the command refuses the old form itself
+    when: str = ""  # when the old form is refused, for a value form that still works in some cases
 
     def message(self) -> str:
-        return f"{self.flag} was removed in {REMOVED_IN}; use {self.new}"
+        when = f" {self.when}" if self.when else ""
+        what = self.flag if self.parsed else self.spelling.strip("`")
+        return f"{what} was removed in {REMOVED_IN}{when}; use {self.new}"
 
 
 OLD_SPELLINGS: tuple[Old, ...] = (
@@ -184,7 +188,14 @@ OLD_SPELLINGS: tuple[Old, ...] = (
     Old("`--pilot-file PATH`", "--pilot-file", "--pilot-output PATH", "pilot_output", path=True, commands=("assess",)),
     Old("`--type TYPE`", "--type", "capacity offerings TYPE", "instance_type",
         commands=("capacity offerings",)),
+    Old("`--model ID`", "--model", "--model GROUP=MODEL (repeatable)", "model", commands=("assess",), parsed=False,
+        when="where the export or account has more than one serving group"),
 )  # fmt: skip
+
+
+def old_form(name: str, flag: str) -> Old:
+    """The old value form of ``flag`` that command ``name`` refuses itself (``parsed=False``)."""
+    return next(o for o in OLD_SPELLINGS if name in o.commands and o.flag == flag and not o.parsed)
 
 
 def command(name: str) -> Command:
@@ -192,7 +203,7 @@ def command(name: str) -> Command:
 
 
 def old_spellings(name: str) -> list[Old]:
-    return [o for o in OLD_SPELLINGS if name in o.commands]
+    return [o for o in OLD_SPELLINGS if name in o.commands and o.parsed]
 
 
 def add_old_spellings(parser: argparse.ArgumentParser, name: str) -> None:

@@ -401,14 +401,21 @@ def _model_problems(loc: str, f: InferenceFleet, region: str | None) -> list[tup
             it = types.get(t)
             if it is None or serving.accelerator_of(t) != kind:
                 continue  # reported with the type
-            problem = serving.fit_problem(model, t, others)
+            tp_problems = _tensor_parallel_problems(loc, f, t, kind)
+            if tp_problems:
+                out.extend(tp_problems)
+                continue
+            o = f.profiles.get(t)
+            problem = serving.fit_problem(
+                model, t, others, tp=o.tensor_parallel if o else None, lnc=f.lnc if kind == "neuron" else None,
+                max_model_len=o.max_model_len if o else None, max_num_seqs=o.max_num_seqs if o else None,
+            )  # fmt: skip
             if problem:
                 out.append((f"{loc}.{key}[{j}]", problem))
                 continue
             need = serving.root_volume_gib(model, t)
             if f.root_volume_gib is not None and f.root_volume_gib < need and need > largest[1]:
                 largest = (t, need)
-            out.extend(_tensor_parallel_problems(loc, f, t, kind))
     if largest[1]:
         t, need = largest
         compiled = " and the compiled artifacts" if serving.accelerator_of(t) == "neuron" else ""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 
 from neuronkit import catalog
-from neuronkit.catalog import pricing, releases
+from neuronkit.catalog import fit, pricing, releases
 
 Kind = Literal["training", "inference"]
 _HERE = Path(catalog.__file__).resolve().parent
@@ -176,9 +176,7 @@ def _candidate_problem(t: catalog.InstanceType, need: int, kind: Kind, model: An
     if releases.default_release(t.family, RELEASE_WORKLOAD[kind]) is None:
         return f"no Neuron release supports {releases.workloads()[RELEASE_WORKLOAD[kind]]} on {t.family}"
     if model is not None:
-        from neuronkit.catalog import serving
-
-        return serving.fit_problem(model, t.name)
+        return fit.fit_problem(model, t.name)
     return None
 
 
@@ -241,7 +239,6 @@ def model_match(gpu_type: str, region: str, model_id: str, offered: Sequence[Blo
     Neuron type at the largest TP the model fits; forward family first (the serving line without an announced last
     release, then the line's status), then offered in ``region``, then price. A type the region does not offer names the
     regions and AZ IDs that do and is priced there (On-Demand, else Capacity Blocks). Fits nowhere: no type, saying why."""
-    from neuronkit.catalog import fit
 
     spec = fit.spec_for(model_id)
     table = pricing.load_prices()

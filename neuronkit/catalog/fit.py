@@ -240,3 +240,23 @@ def spec_for(model_id: str, max_model_len: int = 4096, max_num_seqs: int = 8) ->
         id=model_id, s3_prefix="models/", parameters_billion=float(facts["parameters_billion"]),
         max_model_len=max_model_len, max_num_seqs=max_num_seqs,
     )  # fmt: skip
+
+
+def fit_problem(
+    model: Any,
+    instance_type: str,
+    candidates: list[str] | None = None,
+    *,
+    tp: int | None = None,
+    lnc: int | None = None,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+) -> str | None:
+    """Why ``instance_type`` cannot serve ``model`` at ``tp``/``lnc`` (naming what would), or None when it fits: the one
+    fit rule of catalog/fit.py, which assess, validate and the pilot share."""
+    answer = check(model, instance_type, tp, lnc, max_model_len, max_num_seqs)
+    if answer.fits:
+        return None
+    fits = [t for t in (candidates or []) if t != instance_type and best(model, t)[0] is not None]
+    instead = f"; it fits {', '.join(fits[:4])}" if fits else ""
+    return answer.summary() + instead + ", or use a smaller model or dtype"

@@ -145,28 +145,6 @@ def required_memory_gib(model: ModelSpec) -> float:
     return model.weights_gib / (1 - facts()["kv_cache_headroom"])
 
 
-def fit_problem(
-    model: ModelSpec,
-    instance_type: str,
-    candidates: list[str] | None = None,
-    *,
-    tp: int | None = None,
-    lnc: int | None = None,
-    max_model_len: int | None = None,
-    max_num_seqs: int | None = None,
-) -> str | None:
-    """Why ``instance_type`` cannot serve ``model`` at ``tp``/``lnc`` (naming what would), or None when it fits: the one
-    fit rule of catalog/fit.py, which assess, validate and the pilot share."""
-    from neuronkit.catalog import fit
-
-    answer = fit.check(model, instance_type, tp, lnc, max_model_len, max_num_seqs)
-    if answer.fits:
-        return None
-    fits = [t for t in (candidates or []) if t != instance_type and fit.best(model, t)[0] is not None]
-    instead = f"; it fits {', '.join(fits[:4])}" if fits else ""
-    return answer.summary() + instead + ", or use a smaller model or dtype"
-
-
 def candidates(kind: Literal["neuron", "gpu"], region: str | None, az_ids: list[str]) -> list[str]:
     """Types of one accelerator kind offered in every one of ``az_ids``, smallest memory first."""
     out = []

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from neuronkit import catalog
-from neuronkit.catalog import releases, serving
+from neuronkit.catalog import fit, releases, serving
 from neuronkit.config.base import AZ_ID_RE, CRON_RE, SERVE_COMMAND_MAX, Strict, _offered
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import Workload, lnc_problem
@@ -406,7 +406,7 @@ def _model_problems(loc: str, f: InferenceFleet, region: str | None) -> list[tup
                 out.extend(tp_problems)
                 continue
             o = f.profiles.get(t)
-            problem = serving.fit_problem(
+            problem = fit.fit_problem(
                 model, t, others, tp=o.tensor_parallel if o else None, lnc=f.lnc if kind == "neuron" else None,
                 max_model_len=o.max_model_len if o else None, max_num_seqs=o.max_num_seqs if o else None,
             )  # fmt: skip

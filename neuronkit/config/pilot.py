@@ -18,7 +18,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from neuronkit.catalog import serving
+from neuronkit.catalog import fit, serving
 from neuronkit.config.base import NAME_RE, Strict
 from neuronkit.config.inference import InferenceFleet, model_spec
 from neuronkit.config.training import TrainingCluster
@@ -200,7 +200,7 @@ def _serving_problems(s: ServingPilot, fleets: list[InferenceFleet]) -> list[tup
             )
         )
     else:
-        problem = serving.fit_problem(_model(fleet), g)
+        problem = fit.fit_problem(_model(fleet), g)
         if problem:
             out.append(("pilot.serving.gpu_type", problem))
     if s.nodes > fleet.max_size:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from neuronkit.adoption import assess, billing, offline
-from neuronkit.catalog import fit, serving
+from neuronkit.catalog import fit
 from neuronkit.cli.errors import CliError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cur" / "name-tagged-70b.csv"
@@ -81,9 +81,9 @@ def test_validate_and_the_pilot_agree_with_assess() -> None:
     spec = fit.spec_for(MODEL)
     for itype, want in EXPECTED["llama70b-serving"]["per_type"].items():
         tp = want.get("tp")
-        problem = serving.fit_problem(spec, itype, tp=tp)
+        problem = fit.fit_problem(spec, itype, tp=tp)
         assert (problem is None) == want["fits"], (itype, problem)
-    assert serving.fit_problem(spec, "inf2.48xlarge", tp=16) is not None
+    assert fit.fit_problem(spec, "inf2.48xlarge", tp=16) is not None
 
 
 def test_a_bare_model_is_refused_with_several_serving_groups() -> None:

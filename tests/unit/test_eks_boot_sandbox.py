@@ -194,9 +194,11 @@ def test_serving_pools_do_not_mount_lustre_on_the_host(example_user_data: dict[s
     for pool in ("chat", "chat-gpu"):
         assert "LUSTRE_DNS=''" in example_user_data[pool], pool
     # A chat node whose Lustre mount would fail joins all the same: it never tries.
-    scenario = Scenario.of(
-        "inf2.48xlarge", driver=EKS_IMAGE.neuron_driver, fail=["mount /fsx", "dnf install -y -q lustre-client"]
-    )
+    from neuronkit.config import load_environment
+    from tests.conftest import EKS_EXAMPLE
+
+    chat_type = next(f for f in load_environment(EKS_EXAMPLE).inference if f.name == "chat").neuron_types[0]
+    scenario = Scenario.of(chat_type, driver=EKS_IMAGE.neuron_driver, fail=["mount /fsx", "dnf install -y -q lustre-client"])
     run = run_user_data(example_user_data["chat"], scenario, tmp_path / "chat")
     # (observability.sh's agent steps are best effort and fail in the sandbox: the exit status says nothing here)
     assert not kept_out(run) and not run.called("systemctl poweroff"), run.output[-3000:]

@@ -380,9 +380,9 @@ def test_the_eks_example_serves_its_chat_fleet() -> None:
 @pytest.mark.parametrize(
     ("change", "key", "fix"),
     [
-        ({"profiles": {"inf2.48xlarge": {"tensor_parallel": 8}}}, "inference[0].profiles.inf2.48xlarge.tensor_parallel",
-         "set it to 24"),
-        ({"neuron_types": ["inf2.48xlarge", "inf2.24xlarge"]}, "inference[0].neuron_types", "list one type"),
+        ({"profiles": {"inf2.8xlarge": {"tensor_parallel": 1}}}, "inference[0].profiles.inf2.8xlarge.tensor_parallel",
+         "set it to 2"),
+        ({"neuron_types": ["inf2.8xlarge", "inf2.xlarge"]}, "inference[0].neuron_types", "list one type"),
     ],
 )  # fmt: skip
 def test_validate_refuses_partial_node_requests_on_eks_in_one_line(change: dict[str, Any], key: str, fix: str) -> None:

@@ -41,7 +41,12 @@ def fleet_profile(t: str) -> dict[str, Any]:
     assert _CHAT_MODEL is not None
     o = CHAT.profiles.get(t)
     p = serving.profile(
-        _CHAT_MODEL, t, releases.release("2.28.1"), serving.ProfileOverride(max_model_len=o.max_model_len) if o else None
+        _CHAT_MODEL,
+        t,
+        releases.release("2.28.1"),
+        serving.ProfileOverride(tensor_parallel=o.tensor_parallel, max_model_len=o.max_model_len, max_num_seqs=o.max_num_seqs)
+        if o
+        else None,
     )
     return {"image": p.image, "tensor_parallel": p.tensor_parallel, **({"cache_key": p.cache_key} if p.cache_key else {})}
 
@@ -357,7 +362,9 @@ def test_node_role_reads_the_model_and_its_compiled_cache_only(prod: dict[str, A
     # The compiled-model cache: read, publish and unlock under compiled/<model>/ only.
     cache = statements["CompiledModelCache"]
     assert set(cache["Action"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
-    assert json.dumps(cache["Resource"]).endswith(f':s3:::{bucket}/compiled/meta-llama-llama-3.1-70b-instruct/*"]]}}')
+    assert CHAT.model is not None
+    slug = CHAT.model.id.lower().replace("/", "-")
+    assert json.dumps(cache["Resource"]).endswith(f':s3:::{bucket}/compiled/{slug}/*"]]}}')
     others = {k: v for k, v in statements.items() if k != "CompiledModelCache"}
     text = json.dumps(others)
     for other in ("datasets", "checkpoints", "s3:PutObject", "s3:*", "s3:DeleteObject"):
@@ -420,7 +427,8 @@ def test_each_type_serves_its_own_profile_from_a_pinned_image(prod: dict[str, An
         t = data["InstanceType"]
         text = _user_data(data).replace("\\", "")
         it = catalog.get(t)
-        tp = it.neuron_cores if it.is_neuron else it.gpus
+        override = CHAT.profiles[t].tensor_parallel if t in CHAT.profiles else None
+        tp = override or (it.neuron_cores if it.is_neuron else it.gpus)
         assert f"TENSOR_PARALLEL='{tp}'" in text and f"--tensor-parallel-size {tp} " in text
         assert f"ARTIFACTS_BUCKET='prod-artifacts-{PROD.account}-{PROD.region}'" in text
         assert f"NEURON_MODEL_PREFIX='{CHAT.model.s3_prefix}'" in text and "SERVE_MODE='container'" in text
@@ -432,7 +440,7 @@ def test_each_type_serves_its_own_profile_from_a_pinned_image(prod: dict[str, An
         assert f"--max-model-len {length} " in text
         if it.is_neuron:
             key = (
-                f"compiled/meta-llama-llama-3.1-70b-instruct/sdk2.28.1-neuronxcc{release.compiler}/"
+                f"compiled/{CHAT.model.id.lower().replace('/', '-')}/sdk2.28.1-neuronxcc{release.compiler}/"
                 f"{serving.engine_of(image)}-{serving.vllm_version(image)}/{t}/tp{tp}-len{length}-seqs8/"
             )
             assert f"CACHE_PREFIX='{key}'" in text
@@ -442,7 +450,7 @@ def test_each_type_serves_its_own_profile_from_a_pinned_image(prod: dict[str, An
         # The root volume holds AMI, image, weights (and compiled artifacts) unless the type has NVMe for the weights.
         size = data["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"]
         assert size == serving.root_volume_gib(inference_model_spec(CHAT), t)
-        assert size >= (450 if it.is_neuron else 200)
+        assert size >= 2 * CHAT.model.parameters_billion  # at least the bf16 weights, in GB
         for step in (
             "detect_accelerator",
             "aws s3 sync",
@@ -492,7 +500,7 @@ def test_metadata_describes_the_fleet(prod: dict[str, Any]) -> None:
         "az_ids": CHAT.az_ids,
         "listener": "HTTPS:443",
         "compile_types": CHAT.neuron_types,  # each Neuron type's key is compiled on its own group first
-        "model": "meta-llama/Llama-3.1-70B-Instruct",
+        "model": CHAT.model.id if CHAT.model else None,
         "profiles": {t: fleet_profile(t) for t in CHAT.neuron_types + CHAT.fallback_types},
     }
 

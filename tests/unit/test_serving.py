@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from neuronkit import catalog
-from neuronkit.catalog import releases, serving
+from neuronkit.catalog import fit, releases, serving
 from neuronkit.config import ConfigError, load_environment, parse_environment
 from tests.conftest import ROOT
 
@@ -44,7 +44,7 @@ def test_fit_check_follows_memory_and_headroom(model: serving.ModelSpec, instanc
     )
     weights = model.parameters_billion * 1e9 * 2 / 1024**3  # bf16
     fits = weights <= _memory_gib(instance_type) * (1 - HEADROOM)
-    problem = serving.fit_problem(model, instance_type, FIT_TYPES)
+    problem = fit.fit_problem(model, instance_type, FIT_TYPES)
     assert (problem is None) == fits, problem
     if problem:
         assert instance_type in problem and f"{_memory_gib(instance_type):.0f} GiB" in problem
@@ -55,17 +55,17 @@ def test_known_verdicts_of_the_examples_models() -> None:
     # 70B in bf16 is ~131 GiB: the 4 x 24 GB g5.12xlarge cannot hold it, nor inf2.24xlarge at a TP dividing its 12
     # cores and the 64 heads (TP 4: 32.9 GiB a 16 GiB core); g6e.12xlarge can (TP 4 on 4 x 48 GB). Issue 50.
     assert 131 < LLAMA_70B.weights_gib < 132
-    assert serving.fit_problem(LLAMA_70B, "g5.12xlarge") is not None
-    assert serving.fit_problem(LLAMA_70B, "inf2.24xlarge") is not None and serving.fit_problem(LLAMA_70B, "g6e.12xlarge") is None
-    problem = serving.fit_problem(LLAMA_70B, "g5.12xlarge", serving.candidates("gpu", "us-east-1", ["use1-az6", "use1-az4"]))
+    assert fit.fit_problem(LLAMA_70B, "g5.12xlarge") is not None
+    assert fit.fit_problem(LLAMA_70B, "inf2.24xlarge") is not None and fit.fit_problem(LLAMA_70B, "g6e.12xlarge") is None
+    problem = fit.fit_problem(LLAMA_70B, "g5.12xlarge", serving.candidates("gpu", "us-east-1", ["use1-az6", "use1-az4"]))
     assert problem is not None and "g6e.12xlarge" in problem  # names a type that would fit, offered in the AZs
-    assert serving.fit_problem(TINY, "inf2.xlarge") is None and serving.fit_problem(TINY, "g5.xlarge") is None
+    assert fit.fit_problem(TINY, "inf2.xlarge") is None and fit.fit_problem(TINY, "g5.xlarge") is None
 
 
 def test_smaller_dtypes_halve_the_weights() -> None:
     fp8 = serving.ModelSpec(id="m", s3_prefix="m/", parameters_billion=70.6, dtype="fp8")
     assert math.isclose(fp8.weights_gib * 2, LLAMA_70B.weights_gib)
-    assert serving.fit_problem(fp8, "g5.12xlarge") is None  # ~66 GiB of fp8 fits 89 GiB with headroom
+    assert fit.fit_problem(fp8, "g5.12xlarge") is None  # ~66 GiB of fp8 fits 89 GiB with headroom
 
 
 @pytest.mark.parametrize(
@@ -186,7 +186,7 @@ def test_examples_serve_models_that_fit_every_type() -> None:
             for t in f.neuron_types + f.fallback_types:
                 o = f.profiles.get(t)
                 tp, length = (o.tensor_parallel, o.max_model_len) if o else (None, None)
-                assert serving.fit_problem(model, t, tp=tp, max_model_len=length) is None, (name, t)
+                assert fit.fit_problem(model, t, tp=tp, max_model_len=length) is None, (name, t)
 
 
 def test_a_type_too_small_for_the_model_is_refused_naming_what_fits(tmp_path: Path) -> None:

@@ -151,14 +151,19 @@ def test_review_in_a_clone_flags_the_file_system_a_moved_subnet_replaces(clone: 
 
 def _why_pull_request(clone: Path) -> None:
     """The pull request of issue 26's "Why", as a working tree on top of the clone's commit: prod's chat fleet grows
-    (max 12 -> 16, desired 4 -> 6), serves Llama 3.3 from a new S3 prefix with a longer context, and the training
+    (max 12 -> 16, desired 4 -> 6), serves Mistral 7B from a new S3 prefix with a longer context, and the training
     pool moves to Neuron SDK 2.29.1 (its DLAMI lookup pinned in cdk.context.json, as the real change would)."""
     prod = clone / "environments" / "prod.yaml"
     data = yaml.safe_load(prod.read_text())
     fleet = data["inference"][0]
-    assert fleet["model"]["id"] == "meta-llama/Llama-3.1-70B-Instruct"  # the base this fixture starts from
+    assert fleet["model"]["id"] == "meta-llama/Llama-3.1-8B-Instruct"  # the base this fixture starts from
     fleet.update(max_size=16, desired_size=6)
-    fleet["model"].update(id="meta-llama/Llama-3.3-70B-Instruct", s3_prefix="models/llama-3.3-70b-instruct/", max_model_len=16384)
+    fleet["model"].update(
+        id="mistralai/Mistral-7B-Instruct-v0.3",
+        s3_prefix="models/mistral-7b-instruct-v0.3/",
+        max_model_len=16384,
+        parameters_billion=7.25,
+    )
     data["training"][0]["neuron_sdk"] = "2.29.1"
     prod.write_text(yaml.safe_dump(data, sort_keys=False))
     context_file = clone / "cdk.context.json"
@@ -200,18 +205,18 @@ def test_review_of_the_issue_pull_request_says_what_changes_first(tmp_path_facto
     assert "pretrain (training[0]): Neuron SDK 2.28.1 → 2.29.1" in first
     assert "warning (validate): training[0].neuron_sdk: PyTorch training on trn2 is in maintenance in Neuron 2.29.1" in first
     # The model change, and the context length in the serving profile and its compiled-artifact key.
-    assert "chat: model meta-llama/Llama-3.1-70B-Instruct (70.6B, bfloat16) → meta-llama/Llama-3.3-70B-Instruct" in first
+    assert "chat: model meta-llama/Llama-3.1-8B-Instruct (8.03B, bfloat16) → mistralai/Mistral-7B-Instruct-v0.3 (7.25B" in first
     assert "chat on inf2.48xlarge: max_model_len 8192 → 16384; compiled-artifact key " in first
     # The widened read, in words.
     bucket = "prod-artifacts-222222222222-us-east-2"
     assert (
-        f"prod-chat inference nodes (role FleetchatNodeRole4D7F59C6) may now read s3://{bucket}/models/llama-3.3-70b-instruct/"
+        f"prod-chat inference nodes (role FleetchatNodeRole4D7F59C6) may now read s3://{bucket}/models/mistral-7b-instruct-v0.3/"
         in first
     )
-    assert f"may no longer read s3://{bucket}/models/llama-3.1-70b-instruct/" in first
+    assert f"may no longer read s3://{bucket}/models/llama-3.1-8b-instruct/" in first
     # The roll: the compile first, with its budget, then every node at the rolling pace.
     roll = next(line for line in first.splitlines() if line.startswith("- prod/chat (prod-chat) rolls:"))
-    assert "first one inf2.48xlarge node compiles compiled/meta-llama-llama-3.3-70b-instruct/" in roll
+    assert "first one inf2.48xlarge node compiles compiled/mistralai-mistral-7b-instruct-v0.3/" in roll
     assert "a compile may take up to 2 h" in roll and "**every node is replaced**: 6 node(s) at desired" in roll
     assert "- prod/pretrain (prod-pretrain): launch template" in first and "no rolling update" in first
     # The cost against the budget, at the three levels, for prod alone.

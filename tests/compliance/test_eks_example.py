@@ -403,7 +403,9 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
     )
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
     key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
-    assert groups["eks-chat"]["Tags"][key] == str(catalog.get("inf2.48xlarge").neuron_devices)
+    assert groups["eks-chat"]["Tags"][key] == str(
+        catalog.get(next(f for f in load_environment(FILE).inference if f.name == "chat").neuron_types[0]).neuron_devices
+    )
     assert key not in groups["eks-chat-gpu"]["Tags"]
 
 

@@ -454,7 +454,11 @@ def test_quota_counts_gpu_pools_and_fleets_at_their_worst_case(aws: boto3.sessio
 
 def test_quota_counts_a_compile_node_per_neuron_type_of_a_model_fleet(aws: boto3.session.Session) -> None:
     model = {"id": "meta-llama/Llama-3.1-8B-Instruct", "s3_prefix": "models/llama-8b/", "parameters_billion": 8.0}
-    served = fleet(neuron_types=["inf2.48xlarge", "inf2.24xlarge"], model=model, model_s3_prefix=None, serve=None)
+    # TP 8 and 4: they divide the types' cores and the model's 32 attention heads (the fit rule, catalog/fit.py).
+    profiles = {"inf2.48xlarge": {"tensor_parallel": 8}, "inf2.24xlarge": {"tensor_parallel": 4}}
+    served = fleet(
+        neuron_types=["inf2.48xlarge", "inf2.24xlarge"], model=model, model_s3_prefix=None, serve=None, profiles=profiles
+    )
     need = vcpus("inf2.48xlarge", 4) + vcpus("inf2.48xlarge", 1) + vcpus("inf2.24xlarge", 1)
     check = run(aws, make_env(inference=[served]), quota={TRN_QUOTA: 10_000.0, INF_QUOTA: need - 1, G_QUOTA: 10_000.0})[
         f"quota {INF_QUOTA}"

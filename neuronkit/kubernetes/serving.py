@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from neuronkit import catalog
 from neuronkit.catalog import serving
-from neuronkit.kubernetes import autoscaler, load_balancer_controller, scheduling
+from neuronkit.kubernetes import autoscaler, load_balancer_controller, pod_security, scheduling
 from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE
 
 SCRIPT = Path(__file__).parent / "scripts" / "neuronkit-artifacts"
@@ -100,13 +100,16 @@ def labels(w: FleetWorkload) -> dict[str, str]:
     return {**scheduling.fleet_labels(w.fleet), ACCELERATOR_LABEL: w.accelerator}
 
 
+# Pod Security level of the serving namespace: every serving and compile pod passes "baseline" (no host namespace,
+# no hostPath, no added capability); tests/contracts/test_eks_contracts.py checks each pod the templates apply.
+POD_SECURITY_LEVEL: pod_security.Level = "baseline"
+
+
 def namespace() -> dict[str, Any]:
-    """The serving namespace, labelled so the controller injects target-health readiness gates into its pods."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": scheduling.SERVING_NAMESPACE, "labels": load_balancer_controller.readiness_gate_labels()},
-    }
+    """The serving namespace, labelled so the controller injects target-health readiness gates into its pods, and with
+    the Pod Security level its pods need (:data:`POD_SECURITY_LEVEL`, enforced)."""
+    labels = {**load_balancer_controller.readiness_gate_labels(), **pod_security.labels(POD_SECURITY_LEVEL)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scheduling.SERVING_NAMESPACE, "labels": labels}}
 
 
 def service_account(fleet: str) -> dict[str, Any]:
@@ -242,8 +245,11 @@ def _server(w: FleetWorkload, *, probes: bool) -> dict[str, Any]:
         "resources": {"limits": device_limits(w), "requests": {**scheduling.node_share(w.instance_type), **device_limits(w)}},
         "volumeMounts": _mounts(w),
     }
-    if w.accelerator == "neuron":
-        container["securityContext"] = {"capabilities": {"add": list(serving.facts()["neuron_capabilities"])}}
+    # No added capability on Kubernetes: the device plugin gives the container its /dev/neuron* devices (catalog
+    # eks.neuron_capabilities, empty, with its sources); Pod Security "baseline" refuses SYS_ADMIN and IPC_LOCK.
+    caps = list(eks_facts()["neuron_capabilities"] if w.accelerator == "neuron" else [])
+    if caps:
+        container["securityContext"] = {"capabilities": {"add": caps}}
     if probes:
         facts = eks_facts()
         period = int(facts["probe_period_seconds"])

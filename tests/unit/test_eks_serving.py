@@ -261,7 +261,77 @@ def test_prestop_and_grace_follow_the_target_groups_deregistration_delay(
                 assert prestop >= drain
                 assert pod["terminationGracePeriodSeconds"] > prestop
     ns = ks.namespace()["metadata"]["labels"]
-    assert ns == {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"}
+    assert ns["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
+    assert ns["pod-security.kubernetes.io/enforce"] == "baseline"
+
+
+def test_the_target_groups_route_to_the_least_outstanding_requests(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """Neuron and GPU pods share a target group and serve at different speeds: round robin (the ALB default) would send
+    each as many requests (ALB user guide, "Edit target group attributes": load_balancing.algorithm.type)."""
+    t, _ = built
+    groups = _of_type(t, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert groups
+    for g in groups.values():
+        attrs = {a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}
+        assert attrs["load_balancing.algorithm.type"] == "least_outstanding_requests"
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def test_no_serving_or_compile_container_adds_a_capability(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """On Kubernetes the Neuron device plugin hands the pod its devices; no Neuron Kubernetes document asks for an added
+    capability (catalog/serving.yaml eks.neuron_capabilities, with its sources), and Pod Security "baseline" refuses
+    SYS_ADMIN and IPC_LOCK. Adding either (or any capability) back to a serving or compile container fails here."""
+    from neuronkit.kubernetes import pod_security
+
+    _, fleets = built
+    pods = [ks.deployment(w)["spec"]["template"]["spec"] for f in fleets.values() for w in f.workloads]
+    pods += [ks.compile_job(w)["spec"]["template"]["spec"] for f in fleets.values() for w in f.workloads if w.profile.cache_key]
+    assert len(pods) == 5  # three Deployments, two compile Jobs
+    for pod in pods:
+        for c in _containers(pod):
+            added = (c.get("securityContext") or {}).get("capabilities", {}).get("add", [])
+            assert added == [], f"{c['name']} adds {added}"
+        assert pod_security.baseline_violations(pod) == []
+    assert ks.eks_facts()["neuron_capabilities"] == []
+    # The checker itself refuses what the Docker path adds.
+    bad = {"containers": [{"name": "server", "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "IPC_LOCK"]}}}]}
+    assert pod_security.baseline_violations(bad) == ["Capabilities: container server adds IPC_LOCK, SYS_ADMIN"]
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """Kubernetes' equality-based selector: every key-value pair of the selector is among the labels."""
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_the_bindings_service_selects_both_the_neuron_and_the_gpu_pods(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """One TargetGroupBinding registers the endpoints of its ``serviceRef`` Service: a Service that selects only the
+    Neuron pods leaves spilled GPU pods without traffic. The binding's Service selects the Neuron Deployment's pods
+    and the GPU pods as the template patch makes them, and no compile pod."""
+    _, fleets = built
+    fleet = fleets["chat"]
+    docs = fleet.documents
+    (binding,) = [d for d in docs if d["kind"] == "TargetGroupBinding"]
+    (svc,) = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == binding["spec"]["serviceRef"]["name"]]
+    selector = svc["spec"]["selector"]
+    neuron = next(w for w in fleet.workloads if w.accelerator == "neuron")
+    gpu = next(w for w in fleet.workloads if w.accelerator == "gpu")
+    neuron_pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+    patched = {op["path"]: op["value"] for op in ks.template_patch(gpu)}["/spec/template"]["metadata"]["labels"]
+    compile_pod = ks.compile_job(neuron)["spec"]["template"]["metadata"]["labels"]
+    assert _selects(selector, neuron_pod), "the Service does not select the Neuron pods"
+    assert _selects(selector, patched), "the Service does not select the GPU pods: spilled pods would get no traffic"
+    assert not _selects(selector, compile_pod), "the Service selects compile pods, which serve nothing"
+    # Restricting the Service to the Neuron pods is what this test exists to catch.
+    assert not _selects({**selector, ks.ACCELERATOR_LABEL: "neuron"}, patched)
 
 
 def test_startup_probe_covers_the_boot_budget_and_the_root_volume_the_weights() -> None:

@@ -214,6 +214,11 @@ class EksServingFleet(Construct):
             # group replace it once, so the renamed binding never meets the old one on the same group (docs/eks.md,
             # "Day two").
             target_group_id="PodTargets",
+            # Least outstanding requests: Neuron and GPU pods serve at different speeds behind one target group, and
+            # round robin sends the slower side as many requests as the faster ("load_balancing.algorithm.type":
+            # round_robin | least_outstanding_requests | weighted_random, ALB user guide, "Edit target group
+            # attributes", Routing algorithms). A target attribute, not create-only: no replacement, same binding.
+            algorithm=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
         )  # fmt: skip
         self.load_balancer: elbv2.ApplicationLoadBalancer = alb
         self.target_group: elbv2.ApplicationTargetGroup = tg

@@ -554,3 +554,10 @@ def test_the_example_spills_chat_to_its_gpu_deployment_and_scales_it_on_requests
     ]
     scaled = [r for k, r in res.items() if k.startswith("ScalingchatScaledObject")]
     assert scaled and scheduling.neuron_deployment_name("chat") in json.dumps(scaled[0]["Properties"]["Manifest"])
+    # The file's requests_per_target (30 in the example, issue 49) is the trigger's target per Neuron replica, and the
+    # trigger reads complete minutes only (metricEndTimeOffset one period).
+    (doc,) = [d for d in _rendered_manifests({"so": scaled[0]}) if d["kind"] == "ScaledObject"]
+    meta = doc["spec"]["triggers"][0]["metadata"]
+    fleet = load_environment(FILE).inference[0]
+    assert fleet.requests_per_target == 30 and meta["targetMetricValue"] == "30"
+    assert int(meta["metricEndTimeOffset"]) >= int(meta["metricStatPeriod"])

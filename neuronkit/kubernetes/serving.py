@@ -178,6 +178,18 @@ def device_limits(w: FleetWorkload) -> dict[str, str]:
     return {scheduling.GPU_DEVICE: str(it.gpus)}
 
 
+def surge() -> int:
+    """Pods a rollout adds above the replicas (RollingUpdate ``maxSurge``; catalog ``eks.headroom_nodes.surge``)."""
+    return int(eks_facts()["headroom_nodes"]["surge"])
+
+
+def headroom_nodes(accelerator: Literal["neuron", "gpu"]) -> int:
+    """Whole nodes a served fleet's node group keeps above the serving maximum: one compile Job (Neuron keys only) and
+    one surge pod (catalog ``eks.headroom_nodes``; docs/eks.md, "Serving")."""
+    room = eks_facts()["headroom_nodes"]
+    return surge() + (int(room["compile"]) if accelerator == "neuron" else 0)
+
+
 def startup_failures(w: FleetWorkload) -> int:
     """The startup probe's failure threshold: the profile's boot budget (image pull, weights, load) in probe periods."""
     return int(math.ceil(w.profile.boot_seconds / int(eks_facts()["probe_period_seconds"])))
@@ -283,7 +295,7 @@ def deployment(w: FleetWorkload) -> dict[str, Any]:
         "spec": {
             **replicas,
             "selector": {"matchLabels": labels(w)},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": surge()}},
             "template": {
                 # Cluster Autoscaler never removes a node under a loading or serving pod (docs/eks.md).
                 "metadata": {"labels": labels(w), "annotations": autoscaler.serving_pod_annotations()},
@@ -447,6 +459,7 @@ def fleet_manifests(
 
 __all__ = [
     "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
+    "headroom_nodes", "surge",
     "namespace", "pod_disruption_budget", "seed_deployment", "service", "service_account", "service_account_name",
     "startup_failures", "template_patch",
     "target_group_binding", "target_group_binding_name", "timing",

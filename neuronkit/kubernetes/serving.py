@@ -288,12 +288,16 @@ def deployment(w: FleetWorkload) -> dict[str, Any]:
     init = [_helper(w, "wait-for-artifacts", f"{_SCRIPT_DIR}/{SCRIPT.name} wait")] if w.profile.cache_key else []
     init.append(_helper(w, "fetch", f"{_SCRIPT_DIR}/{SCRIPT.name} fetch"))
     replicas = {} if w.replicas is None else {"replicas": w.replicas}
+    # A rollout may wait for its key's compile and then boot: only past that is it stalled (the Deployment controller
+    # sets Progressing=False/ProgressDeadlineExceeded, the spill function's rollout-stalled alarm reads it).
+    deadline = w.profile.boot_seconds + (serving.compile_budget_seconds() if w.profile.cache_key else 0)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
         "spec": {
             **replicas,
+            "progressDeadlineSeconds": max(600, int(deadline)),
             "selector": {"matchLabels": labels(w)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": surge()}},
             "template": {

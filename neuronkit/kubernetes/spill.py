@@ -10,6 +10,7 @@ group exactly what the handler does (docs/eks.md, "GPU spill and return"):
   replica count and nothing else of the Deployment;
 - ``list`` events in the serving namespace: Cluster Autoscaler's ``TriggeredScaleUp``/``NotTriggerScaleUp`` on the
   fleet's pending pods (an ordinary scale-up does not spill);
+- ``list`` Jobs in the serving namespace (the handler lists the fleet's compile Jobs, for the compile-failed alarm);
 - nothing cluster-scoped (no ClusterRole): it reads no node, nothing in another namespace.
 """
 
@@ -53,6 +54,8 @@ def role(fleet: str) -> dict[str, Any]:
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
             # Cluster Autoscaler's TriggeredScaleUp / NotTriggerScaleUp events on the pending pods (issue 49).
             {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+            # The fleet's compile Jobs, for the compile-failed alarm (issue 49).
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
         ],
     }
 

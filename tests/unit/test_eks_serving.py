@@ -239,6 +239,9 @@ def test_deployments_are_whole_node_on_their_tainted_group_and_never_drop_below_
             assert pod["tolerations"] == scheduling.accelerator_tolerations(w.accelerator)
             assert pod["nodeSelector"][scheduling.POOL_LABEL] == w.pool
             assert d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+            # Stalled only past the compile wait and the boot (the rollout-stalled alarm reads the controller's verdict).
+            budget = w.profile.boot_seconds + (serving.compile_budget_seconds() if w.profile.cache_key else 0)
+            assert d["spec"]["progressDeadlineSeconds"] >= budget
             assert pod["containers"][0]["image"] == w.image and ":latest" not in w.image
             seen += 1
     assert seen == 3

@@ -238,6 +238,30 @@ def test_the_handler_waits_for_a_triggered_scale_up(credentials: None) -> None:
     assert events["query"] == {"fieldSelector": ["involvedObject.kind=Pod"]}
 
 
+def test_a_stalled_rollout_and_a_failed_compile_job_are_reported_from_recorded_state() -> None:
+    """The alarms' inputs: the Deployment controller's ProgressDeadlineExceeded, a compile Job's Failed condition."""
+    stalled = json.loads((FIXTURES / "neuron-deployment-stalled.json").read_text())
+    healthy = json.loads((FIXTURES / "neuron-deployment.json").read_text())
+    assert spill.rollout_stalled(stalled) and not spill.rollout_stalled(healthy)
+    assert spill.compile_failed(_items("jobs-failed.json")) == 1 and spill.compile_failed(_items("jobs-complete.json")) == 0
+
+
+def test_the_handler_reports_a_failed_compile_job_and_a_stalled_rollout(credentials: None) -> None:
+    """Through the fake API: the record carries RolloutStalled 1 and CompileFailed 1 (the alarms' metrics), and the
+    Jobs are listed by the fleet's compile labels."""
+    ssm, stub = _ssm("{}", None)
+    routes = {**_routes("pods-ready.json"), f"GET {DEPLOYMENTS}/chat-neuron": "neuron-deployment-stalled.json",
+              f"GET /apis/batch/v1/namespaces/{NS}/jobs": "jobs-failed.json"}  # fmt: skip
+    with FakeApi(routes) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.token")
+        record = spill.run(_settings(api.endpoint), T0, kube=kube, ssm=ssm, autoscaling=None)
+    assert record["RolloutStalled"] == 1 and record["CompileFailed"] == 1
+    (jobs,) = [r for r in api.requests if r["path"].endswith("/jobs")]
+    assert jobs["query"] == {"labelSelector": ["neuronkit.io/fleet=chat,neuronkit.io/role=compile"]}
+    metrics = {m["Name"] for m in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert {"RolloutStalled", "CompileFailed"} <= metrics
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The handler against a fake Kubernetes API server.
 # ----------------------------------------------------------------------------------------------------------------
@@ -298,6 +322,7 @@ def _routes(pods: str, events: str = "events-none.json") -> dict[str, str]:
         f"GET {DEPLOYMENTS}/chat-gpu": "gpu-deployment.json",
         f"GET /api/v1/namespaces/{NS}/pods": pods,
         f"GET /api/v1/namespaces/{NS}/events": events,
+        f"GET /apis/batch/v1/namespaces/{NS}/jobs": "jobs-complete.json",
         f"PATCH {DEPLOYMENTS}/chat-gpu/scale": "",  # echoes the patch
     }
 

@@ -42,7 +42,7 @@ from typing import Any
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-METRICS = ("GpuReplicas", "NeuronShortfall", "NeuronReady")
+METRICS = ("GpuReplicas", "NeuronShortfall", "NeuronReady", "RolloutStalled", "CompileFailed")
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 TOKEN_EXPIRES_SECONDS = 60
@@ -116,6 +116,10 @@ class Observed:
     # The latest "TriggeredScaleUp" of a pending Neuron pod with no later "NotTriggerScaleUp": the autoscaler is
     # adding a node for it (None: no scale-up under way).
     scale_up_at: dt.datetime | None = None
+    # Loud failures (issue 49), reported as metrics and alarmed on, never a reason to spill by themselves: the Neuron
+    # Deployment's rollout exceeded its progress deadline; compile Jobs of the fleet that failed.
+    rollout_stalled: bool = False
+    compile_failed: int = 0
 
     @property
     def shortfall(self) -> int:
@@ -304,8 +308,13 @@ def observe(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: A
     query = urllib.parse.urlencode({"fieldSelector": "involvedObject.kind=Pod"})
     events = kube.get(f"/api/v1/namespaces/{ns}/events?{query}") if pending else {"items": []}
     memory_text = ssm.get_parameter(Name=settings.memory_parameter)["Parameter"]["Value"]
+    fleet = labels.get("neuronkit.io/fleet", "")
+    jobs_query = urllib.parse.urlencode({"labelSelector": f"neuronkit.io/fleet={fleet},neuronkit.io/role=compile"})
+    jobs = kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs?{jobs_query}")
     return Observed(
         now=now,
+        rollout_stalled=rollout_stalled(neuron),
+        compile_failed=compile_failed(jobs.get("items", [])),
         neuron_wanted=int(neuron.get("spec", {}).get("replicas", 0) or 0),
         neuron_ready=int(neuron.get("status", {}).get("readyReplicas", 0) or 0),
         gpu_replicas=int(gpu.get("spec", {}).get("replicas", 0) or 0),
@@ -404,6 +413,26 @@ def scale_up_at(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> dt.
     return max(up) if up else None
 
 
+def rollout_stalled(deployment: dict[str, Any]) -> bool:
+    """The Deployment controller's verdict: condition ``Progressing`` False with reason ``ProgressDeadlineExceeded``
+    (Kubernetes documentation, Deployments, "Failed Deployment": the rollout made no progress for
+    ``progressDeadlineSeconds``)."""
+    return any(
+        c.get("type") == "Progressing" and c.get("status") == "False" and c.get("reason") == "ProgressDeadlineExceeded"
+        for c in deployment.get("status", {}).get("conditions", []) or []
+    )
+
+
+def compile_failed(jobs: list[dict[str, Any]]) -> int:
+    """Compile Jobs whose ``Failed`` condition is True (backoffLimit or activeDeadlineSeconds reached; Kubernetes
+    documentation, Jobs, "Job termination and cleanup")."""
+    return sum(
+        1
+        for j in jobs
+        if any(c.get("type") == "Failed" and c.get("status") == "True" for c in j.get("status", {}).get("conditions", []) or [])
+    )
+
+
 def capacity_failed_at(autoscaling: Any, groups: tuple[str, ...]) -> dt.datetime | None:
     """The latest failed launch for capacity among the Neuron node groups' recent scaling activities."""
     latest: dt.datetime | None = None
@@ -438,6 +467,8 @@ def emf_record(settings: Settings, observed: Observed, decision: Decision) -> di
         "GpuReplicas": decision.gpu_replicas,
         "NeuronShortfall": observed.shortfall,
         "NeuronReady": observed.neuron_ready,
+        "RolloutStalled": int(observed.rollout_stalled),
+        "CompileFailed": observed.compile_failed,
         "neuron_wanted": observed.neuron_wanted,
         "gpu_before": observed.gpu_replicas,
         "action": decision.action,

@@ -137,7 +137,11 @@ class InferenceFleet(Strict):
         default=None, description="With serve: files for GPU nodes; defaults to model_s3_prefix."
     )
     serve: Serve | None = Field(default=None, description="Bring your own server commands instead of model (advanced).")
-    requests_per_target: int = Field(default=100, ge=1, description="Requests per minute one serving replica takes: Auto Scaling target tracking on ALB requests per target; on EKS the KEDA trigger's target per Neuron replica.")
+    requests_per_target: int = Field(
+        default=100,
+        ge=1,
+        description="Requests per minute one serving replica takes: Auto Scaling target tracking on ALB requests per target; on EKS the KEDA trigger's target per Neuron replica.",
+    )
     min_healthy_percentage: int = Field(default=90, ge=0, le=100, description="Instance refresh keeps this much in service.")
     scheduled_actions: list[ScheduledCapacity] = Field(default_factory=list)
     neuron_ami: Ami = Ami()

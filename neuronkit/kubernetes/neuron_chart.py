@@ -137,8 +137,11 @@ def npd_namespace(*, release: str, release_namespace: str) -> dict[str, Any]:
             # render; upstream node-problem-detector reads the host's /dev/kmsg through a hostPath volume, which
             # "baseline" refuses (kubernetes.io, Pod Security Standards). Unverified at chart 1.9.0: no chart template
             # is checked in, only its values.
-            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "neuronkit",
-                       **pod_security.labels("privileged")},
+            "labels": {
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/part-of": "neuronkit",
+                **pod_security.labels("privileged"),
+            },
             "annotations": {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": release_namespace},
         },
     }

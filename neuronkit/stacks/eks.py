@@ -41,8 +41,8 @@ from neuronkit.constructs.eks.node_group_size import AutoscaledSize, AutoscaledS
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.kubernetes.autoscaler import node_group_template_tags
 from neuronkit.kubernetes import serving as serving_manifests
+from neuronkit.kubernetes.autoscaler import node_group_template_tags
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint
 from neuronkit.kubernetes.training_job import lead_minutes
 from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name

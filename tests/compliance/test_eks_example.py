@@ -583,19 +583,33 @@ def _fleet_at_its_maximum(templates: dict[str, Any], fleet: str) -> tuple[int, l
     from neuronkit import catalog as cat
 
     res = templates["eks-eks"]["Resources"]
-    parts = next(r for r in res.values() if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "cluster-autoscaler")
-    rendered = "".join(p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts["Properties"]["Values"]["Fn::Join"][1])
+    parts = next(
+        r
+        for r in res.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "cluster-autoscaler"
+    )
+    rendered = "".join(
+        p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts["Properties"]["Values"]["Fn::Join"][1]
+    )
     groups = {g["name"]: g["maxSize"] for g in json.loads(rendered)["autoscalingGroups"]}
     # The group's Auto Scaling group name, read by the custom resource of NeuronNodeGroup "NodeGroup<pool>".
     prefix = f"<NodeGroup{fleet.replace('-', '')}AutoScalingGroupName"
     (neuron_max,) = [m for n, m in groups.items() if n.startswith(prefix)]
     docs = _rendered_manifests(res)
     (scaled,) = [d for d in docs if d["kind"] == "ScaledObject" and d["metadata"]["labels"].get("neuronkit.io/fleet") == fleet]
-    (deployment,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == scaled["spec"]["scaleTargetRef"]["name"]]
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == scaled["spec"]["scaleTargetRef"]["name"]
+    ]
     jobs = [d for d in docs if d["kind"] == "Job" and d["metadata"]["labels"].get("neuronkit.io/fleet") == fleet]
-    devices = str(cat.get(deployment["spec"]["template"]["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"]).neuron_devices)
+    devices = str(
+        cat.get(deployment["spec"]["template"]["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"]).neuron_devices
+    )
     for pod in [deployment["spec"]["template"]["spec"], *(j["spec"]["template"]["spec"] for j in jobs)]:
-        requests = [c["resources"]["limits"].get("aws.amazon.com/neuron") for c in [*pod.get("initContainers", []), *pod["containers"]] if "resources" in c]
+        requests = [
+            c["resources"]["limits"].get("aws.amazon.com/neuron")
+            for c in [*pod.get("initContainers", []), *pod["containers"]]
+            if "resources" in c
+        ]
         assert devices in requests  # a whole-node pod: every Neuron device of the type
     surge = int(deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"])
     pods = [f"serving-{i}" for i in range(int(scaled["spec"]["maxReplicaCount"]))]

@@ -6,7 +6,6 @@ stack with an eks_v2 cluster and a target group of their own."""
 from __future__ import annotations
 
 import datetime as dt
-
 import json
 from pathlib import Path
 from typing import Any

@@ -204,7 +204,11 @@ def test_validate_warns_on_one_replica_plain_http_and_a_fleet_without_model_on_e
     assert any(w.startswith("inference[0].min_size: 1 serving pod") for w in found), found
     assert any(w.startswith("inference[0].tls: the listener is plain HTTP") for w in found), found
     assert not any(w.startswith("inference[0].min_size") for w in _warnings(here, {"inference.0.min_size": 2}))
-    tls = {"inference.0.tls": {"certificate_arn": "arn:aws:acm:us-east-2:111111111111:certificate/12345678-1234-1234-1234-123456789012"}}
+    tls = {
+        "inference.0.tls": {
+            "certificate_arn": "arn:aws:acm:us-east-2:111111111111:certificate/12345678-1234-1234-1234-123456789012"
+        }
+    }
     assert not any(w.startswith("inference[0].tls") for w in _warnings(here, tls))
     found = _warnings(here, {}, drop_model=1)
     assert any(w.startswith("inference[1].model: not set, so on EKS this fleet is a node group") for w in found), found

@@ -4,12 +4,12 @@ Kubernetes API server (recorded JSON under tests/fixtures/spill/) asserting the 
 from __future__ import annotations
 
 import base64
-from dataclasses import replace
 import datetime as dt
 import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any

@@ -342,15 +342,12 @@ def unschedulable_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
 
 
 def _ready(pod: dict[str, Any]) -> bool:
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []) or []
-    )
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []) or [])
 
 
 def _scheduled(pod: dict[str, Any]) -> bool:
     return any(
-        c.get("type") == "PodScheduled" and c.get("status") == "True"
-        for c in pod.get("status", {}).get("conditions", []) or []
+        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []) or []
     )
 
 
@@ -369,7 +366,7 @@ def broken_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
         broken: list[dt.datetime | None] = []
         for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
             waiting = (c.get("state") or {}).get("waiting") or {}
-            failed_exit = ((c.get("lastState") or {}).get("terminated") or {})
+            failed_exit = (c.get("lastState") or {}).get("terminated") or {}
             if int(c.get("restartCount", 0) or 0) > 0 or waiting.get("reason") in BROKEN_REASONS:
                 broken.append(_time(failed_exit.get("finishedAt")) if failed_exit.get("finishedAt") else None)
         if not broken:

@@ -646,3 +646,19 @@ def test_a_recorded_gpu_deployment_keeps_its_spill_through_a_deploy(
         w, health_path="/v1/health", port=9090, image="other:1", artifacts_image="other:2", instance_type="g6e.48xlarge"
     )
     assert ks.seed_deployment(moved) == ks.seed_deployment(w)
+
+
+def test_a_fleet_without_an_access_logs_bucket_makes_its_own(built: tuple[dict[str, Any], dict[str, EksServingFleet]]) -> None:
+    """Reuse (issue 49): docs/constructs.md's example passes no access_logs_bucket; the construct makes one (SSE-S3, no
+    public access, TLS only) and logs to it, so cdk-nag's ELB2 passes instead of failing synthesis with a traceback."""
+    t, fleets = built
+    balancers = _of_type(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert len(balancers) == len(fleets) == 2
+    for lb in balancers.values():
+        attrs = {a["Key"]: a["Value"] for a in lb["Properties"]["LoadBalancerAttributes"]}
+        assert attrs["access_logs.s3.enabled"] == "true" and attrs["access_logs.s3.bucket"]
+    buckets = [b for k, b in _of_type(t, "AWS::S3::Bucket").items() if "AccessLogs" in k]
+    assert len(buckets) == 2
+    for b in buckets:
+        enc = b["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+        assert enc["SSEAlgorithm"] == "AES256" and b["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicAcls"]

@@ -20,7 +20,13 @@ from neuronkit.config.eks import (
     eks_section_problems,
     eks_top_level_problems,
 )
-from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
+from neuronkit.config.inference import (
+    InferenceFleet,
+    _inference_problems,
+    eks_serving_warnings,
+    serving_image_problems,
+    serving_warnings,
+)
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
 from neuronkit.config.network import Network
 from neuronkit.config.neuron import PoolRelease, container_problems, dlami_problems, neuron_families, resolve
@@ -316,8 +322,10 @@ def neuron_warnings(env: Environment) -> list[str]:
         for key, ami in (("neuron_ami", f.neuron_ami), ("gpu_ami", f.gpu_ami)):
             if ami.track == "latest" and not ami.ami_id:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
-        if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
+        if env.platform != "eks":
             warnings += serving_warnings(f"inference[{i}]", f)
+        else:
+            warnings += eks_serving_warnings(f"inference[{i}]", f)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
     warnings += [f"{key}: {line}" for key, line in block_only_warnings(env.region, list(env.training))]
     if env.platform == "eks":

@@ -137,7 +137,11 @@ class InferenceFleet(Strict):
         default=None, description="With serve: files for GPU nodes; defaults to model_s3_prefix."
     )
     serve: Serve | None = Field(default=None, description="Bring your own server commands instead of model (advanced).")
-    requests_per_target: int = Field(default=100, ge=1, description="Target tracking on ALB requests per target per minute.")
+    requests_per_target: int = Field(
+        default=100,
+        ge=1,
+        description="Requests per minute one serving replica takes: Auto Scaling target tracking on ALB requests per target; on EKS the KEDA trigger's target per Neuron replica.",
+    )
     min_healthy_percentage: int = Field(default=90, ge=0, le=100, description="Instance refresh keeps this much in service.")
     scheduled_actions: list[ScheduledCapacity] = Field(default_factory=list)
     neuron_ami: Ami = Ami()
@@ -479,4 +483,21 @@ def serving_warnings(loc: str, f: InferenceFleet) -> list[str]:
                 f"{loc}.health_check_grace_seconds: {f.health_check_grace_seconds} s is shorter than the {slowest} s a node "
                 f"needs to pull the image and load {model.weights_gib:.0f} GiB of weights; nodes may be replaced while loading"
             )
+    return out
+
+
+def eks_serving_warnings(loc: str, f: InferenceFleet) -> list[str]:
+    """On EKS: a fleet without ``model`` is a node group nothing serves on; a served fleet warns as on the Auto Scaling
+    path (plain HTTP) and when one replica is all it keeps (every node image update or repair drains the only pod)."""
+    if f.model is None:
+        return [
+            f"{loc}.model: not set, so on EKS this fleet is a node group with nothing serving on it (no Deployment, "
+            "load balancer or scaling); set model to serve one, or use a training pool for batch work"
+        ]
+    out = [w for w in serving_warnings(loc, f) if w.startswith(f"{loc}.tls:")]
+    if f.min_size == 1:
+        out.append(
+            f"{loc}.min_size: 1 serving pod: each node image update, repair or rollout of its only node is an outage "
+            "(the Deployment's PodDisruptionBudget allows one pod down); set min_size 2 for anything beyond development"
+        )
     return out

@@ -55,11 +55,13 @@ def application_load_balancer(
     log_prefix: str,
     deregistration_delay_seconds: int | None = None,
     target_group_id: str = "Targets",
+    algorithm: elbv2.TargetGroupLoadBalancingAlgorithmType | None = None,
 ) -> tuple[elbv2.ApplicationLoadBalancer, elbv2.ApplicationTargetGroup, elbv2.ApplicationListener]:
     """A fleet's internal ALB, its one target group (instance targets on the Auto Scaling path, IP targets on EKS) and
     its listener: invalid headers dropped, the fleet's idle timeout, access logs, HTTPS with the catalog's TLS policy
     when ``tls`` names a certificate. Shared by the Auto Scaling and the EKS serving paths. ``target_group_id`` is the
-    target group's construct ID (default ``Targets``; a new ID replaces the target group)."""
+    target group's construct ID (default ``Targets``; a new ID replaces the target group). ``algorithm``: the target
+    group's ``load_balancing.algorithm.type`` (default the ALB's, round robin)."""
     hc = health_check
     alb = elbv2.ApplicationLoadBalancer(
         scope,
@@ -80,6 +82,7 @@ def application_load_balancer(
         port=port,
         protocol=elbv2.ApplicationProtocol.HTTP,
         target_type=target_type,
+        load_balancing_algorithm_type=algorithm,
         deregistration_delay=durations.seconds(deregistration_delay_seconds)
         if deregistration_delay_seconds is not None
         else None,

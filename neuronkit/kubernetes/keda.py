@@ -104,7 +104,9 @@ def scaled_object(
                         "dimensionValue": ";".join(dims[d] for d in trig["dimensions"]),
                         "metricStat": str(trig["statistic"]),
                         "metricStatPeriod": str(period),
-                        "metricCollectionTime": str(5 * period),
+                        # Complete minutes only (catalog alb_metrics.trigger): the window ends one period back.
+                        "metricCollectionTime": str(int(trig["collection_periods"]) * period),
+                        "metricEndTimeOffset": str(int(trig["end_time_offset_seconds"])),
                         "targetMetricValue": str(requests_per_replica_per_minute),
                         "minMetricValue": "0",
                         "awsRegion": region,

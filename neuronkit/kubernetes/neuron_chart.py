@@ -15,6 +15,7 @@ from typing import Any
 
 from neuronkit import catalog
 from neuronkit.catalog.releases import version_key
+from neuronkit.kubernetes import pod_security
 
 # The resource names pods ask for. ``aws.amazon.com/neurondevice`` was removed in Neuron 2.20: never used.
 NEURON_DEVICE = "aws.amazon.com/neuron"
@@ -132,7 +133,15 @@ def npd_namespace(*, release: str, release_namespace: str) -> dict[str, Any]:
         "kind": "Namespace",
         "metadata": {
             "name": str(npd["namespace"]),
-            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "neuronkit"},
+            # Pod Security "privileged": the chart's node problem detector DaemonSet is a node agent the kit does not
+            # render; upstream node-problem-detector reads the host's /dev/kmsg through a hostPath volume, which
+            # "baseline" refuses (kubernetes.io, Pod Security Standards). Unverified at chart 1.9.0: no chart template
+            # is checked in, only its values.
+            "labels": {
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/part-of": "neuronkit",
+                **pod_security.labels("privileged"),
+            },
             "annotations": {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": release_namespace},
         },
     }

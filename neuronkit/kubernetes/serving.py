@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from neuronkit import catalog
 from neuronkit.catalog import serving
-from neuronkit.kubernetes import autoscaler, load_balancer_controller, scheduling
+from neuronkit.kubernetes import autoscaler, load_balancer_controller, pod_security, scheduling
 from neuronkit.kubernetes.neuron_chart import NEURON_DEVICE
 
 SCRIPT = Path(__file__).parent / "scripts" / "neuronkit-artifacts"
@@ -100,13 +100,16 @@ def labels(w: FleetWorkload) -> dict[str, str]:
     return {**scheduling.fleet_labels(w.fleet), ACCELERATOR_LABEL: w.accelerator}
 
 
+# Pod Security level of the serving namespace: every serving and compile pod passes "baseline" (no host namespace,
+# no hostPath, no added capability); tests/contracts/test_eks_contracts.py checks each pod the templates apply.
+POD_SECURITY_LEVEL: pod_security.Level = "baseline"
+
+
 def namespace() -> dict[str, Any]:
-    """The serving namespace, labelled so the controller injects target-health readiness gates into its pods."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": scheduling.SERVING_NAMESPACE, "labels": load_balancer_controller.readiness_gate_labels()},
-    }
+    """The serving namespace, labelled so the controller injects target-health readiness gates into its pods, and with
+    the Pod Security level its pods need (:data:`POD_SECURITY_LEVEL`, enforced)."""
+    labels = {**load_balancer_controller.readiness_gate_labels(), **pod_security.labels(POD_SECURITY_LEVEL)}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scheduling.SERVING_NAMESPACE, "labels": labels}}
 
 
 def service_account(fleet: str) -> dict[str, Any]:
@@ -177,6 +180,18 @@ def device_limits(w: FleetWorkload) -> dict[str, str]:
     return {scheduling.GPU_DEVICE: str(it.gpus)}
 
 
+def surge() -> int:
+    """Pods a rollout adds above the replicas (RollingUpdate ``maxSurge``; catalog ``eks.headroom_nodes.surge``)."""
+    return int(eks_facts()["headroom_nodes"]["surge"])
+
+
+def headroom_nodes(accelerator: Literal["neuron", "gpu"]) -> int:
+    """Whole nodes a served fleet's node group keeps above the serving maximum: one compile Job (Neuron keys only) and
+    one surge pod (catalog ``eks.headroom_nodes``; docs/eks.md, "Serving")."""
+    room = eks_facts()["headroom_nodes"]
+    return surge() + (int(room["compile"]) if accelerator == "neuron" else 0)
+
+
 def startup_failures(w: FleetWorkload) -> int:
     """The startup probe's failure threshold: the profile's boot budget (image pull, weights, load) in probe periods."""
     return int(math.ceil(w.profile.boot_seconds / int(eks_facts()["probe_period_seconds"])))
@@ -244,8 +259,11 @@ def _server(w: FleetWorkload, *, probes: bool) -> dict[str, Any]:
         "resources": {"limits": device_limits(w), "requests": {**scheduling.node_share(w.instance_type), **device_limits(w)}},
         "volumeMounts": _mounts(w),
     }
-    if w.accelerator == "neuron":
-        container["securityContext"] = {"capabilities": {"add": list(serving.facts()["neuron_capabilities"])}}
+    # No added capability on Kubernetes: the device plugin gives the container its /dev/neuron* devices (catalog
+    # eks.neuron_capabilities, empty, with its sources); Pod Security "baseline" refuses SYS_ADMIN and IPC_LOCK.
+    caps = list(eks_facts()["neuron_capabilities"] if w.accelerator == "neuron" else [])
+    if caps:
+        container["securityContext"] = {"capabilities": {"add": caps}}
     if probes:
         facts = eks_facts()
         period = int(facts["probe_period_seconds"])
@@ -272,14 +290,18 @@ def deployment(w: FleetWorkload) -> dict[str, Any]:
     init = [_helper(w, "wait-for-artifacts", f"{_SCRIPT_DIR}/{SCRIPT.name} wait")] if w.profile.cache_key else []
     init.append(_helper(w, "fetch", f"{_SCRIPT_DIR}/{SCRIPT.name} fetch"))
     replicas = {} if w.replicas is None else {"replicas": w.replicas}
+    # A rollout may wait for its key's compile and then boot: only past that is it stalled (the Deployment controller
+    # sets Progressing=False/ProgressDeadlineExceeded, the spill function's rollout-stalled alarm reads it).
+    deadline = w.profile.boot_seconds + (serving.compile_budget_seconds() if w.profile.cache_key else 0)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
         "spec": {
             **replicas,
+            "progressDeadlineSeconds": max(600, int(deadline)),
             "selector": {"matchLabels": labels(w)},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": surge()}},
             "template": {
                 # Cluster Autoscaler never removes a node under a loading or serving pod (docs/eks.md).
                 "metadata": {"labels": labels(w), "annotations": autoscaler.serving_pod_annotations()},
@@ -443,6 +465,7 @@ def fleet_manifests(
 
 __all__ = [
     "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
+    "headroom_nodes", "surge",
     "namespace", "pod_disruption_budget", "seed_deployment", "service", "service_account", "service_account_name",
     "startup_failures", "template_patch",
     "target_group_binding", "target_group_binding_name", "timing",

@@ -8,7 +8,10 @@ group exactly what the handler does (docs/eks.md, "GPU spill and return"):
   limited by name; the handler lists the Neuron Deployment's own selector);
 - ``patch`` the ``deployments/scale`` subresource of the fleet's GPU Deployment only (by name): it changes the
   replica count and nothing else of the Deployment;
-- nothing cluster-scoped (no ClusterRole): it reads no node, no event, nothing in another namespace.
+- ``list`` events in the serving namespace: Cluster Autoscaler's ``TriggeredScaleUp``/``NotTriggerScaleUp`` on the
+  fleet's pending pods (an ordinary scale-up does not spill);
+- ``list`` Jobs in the serving namespace (the handler lists the fleet's compile Jobs, for the compile-failed alarm);
+- nothing cluster-scoped (no ClusterRole): it reads no node, nothing in another namespace.
 """
 
 from __future__ import annotations
@@ -49,6 +52,10 @@ def role(fleet: str) -> dict[str, Any]:
                 "verbs": ["patch"],
             },
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+            # Cluster Autoscaler's TriggeredScaleUp / NotTriggerScaleUp events on the pending pods (issue 49).
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+            # The fleet's compile Jobs, for the compile-failed alarm (issue 49).
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["list"]},
         ],
     }
 

@@ -342,10 +342,16 @@ def pools_from_environment(env: Any) -> list[Pool]:
         neuron = tuple(f.neuron_types)
         fallback = tuple(f.fallback_types)
         desired = f.desired_size
+        # EKS: a served fleet's groups keep room above the serving maximum for the compile Job and a surge pod
+        # (kubernetes/serving.headroom_nodes), as stacks/eks.py sizes them.
+        from neuronkit.kubernetes.serving import headroom_nodes
+
+        served = eks and f.model is not None
         if eks and fallback:
             # EKS: the fallback types are a node group of their own, empty at first and up to the fleet's max_size
             # (stacks/eks.py), so the fleet's maximum is both groups' together.
-            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, f.max_size, 0))
+            high = f.max_size + (headroom_nodes("gpu") if served else 0)
+            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, high, 0))
             fallback = ()
         pools.append(
             Pool(
@@ -357,7 +363,7 @@ def pools_from_environment(env: Any) -> list[Pool]:
                 neuron_types=neuron,
                 fallback_types=fallback,
                 min_size=f.min_size,
-                max_size=f.max_size,
+                max_size=f.max_size + (headroom_nodes("neuron") if served else 0),
                 desired_size=f.min_size if desired is None else desired,
                 capacity="on-demand",
                 compile_types=neuron if f.model is not None and f.precompile else (),

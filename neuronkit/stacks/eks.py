@@ -41,6 +41,7 @@ from neuronkit.constructs.eks.node_group_size import AutoscaledSize, AutoscaledS
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
 from neuronkit.constructs.storage import StorageAccess
+from neuronkit.kubernetes import serving as serving_manifests
 from neuronkit.kubernetes.autoscaler import node_group_template_tags
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint
 from neuronkit.kubernetes.training_job import lead_minutes
@@ -275,7 +276,8 @@ class EksStack(NeuronkitStack):
             spill = GpuSpill(
                 self, f"Spill-{f.name}", cluster=self.cluster.cluster, subnets=[self._subnets[a] for a in f.az_ids],
                 spec=SpillSpec(
-                    environment=config.name, fleet=f.name, max_gpu_replicas=gpu.spec.max_size,
+                    # The serving maximum, not the group's: the group keeps room above it for a surge pod.
+                    environment=config.name, fleet=f.name, max_gpu_replicas=f.max_size,
                     spill_after_minutes=f.spill_after_minutes, return_after_minutes=f.return_after,
                     fallback_hours=config.monitoring.alarms.fallback_hours, metrics_namespace=config.monitoring.namespace,
                 ),
@@ -396,15 +398,19 @@ class EksStack(NeuronkitStack):
             self._group(config, gpu, [g.az_id or c.az_id], "training-gpu")
 
     def _inference(self, config: Environment, f: FleetConfig) -> None:
+        # A served fleet's groups keep room above the serving maximum (KEDA's max = max_size) for the whole-node
+        # compile Job and a rollout's surge pod (kubernetes/serving.headroom_nodes; docs/eks.md, "Serving").
+        served = f.model is not None
         spec = NodeGroupSpec(
-            name=f.name, instance_types=list(f.neuron_types), min_size=f.min_size, max_size=f.max_size,
+            name=f.name, instance_types=list(f.neuron_types), min_size=f.min_size, max_size=f.max_size + (serving_manifests.headroom_nodes("neuron") if served else 0),
             desired_size=f.desired_size, root_volume_gib=f.root_volume_gib or _served_root_volume(f, f.neuron_types),
             efa=False, max_pods=self._max_pods(config),
         )  # fmt: skip
         self._group(config, spec, list(f.az_ids), "inference")
         if f.fallback_types:
             fallback = NodeGroupSpec(
-                name=eks_fallback_pool_name(f.name), instance_types=list(f.fallback_types), min_size=0, max_size=f.max_size,
+                name=eks_fallback_pool_name(f.name), instance_types=list(f.fallback_types), min_size=0,
+                max_size=f.max_size + (serving_manifests.headroom_nodes("gpu") if served else 0),
                 efa=False, max_pods=self._max_pods(config), root_volume_gib=_served_root_volume(f, f.fallback_types),
             )  # fmt: skip
             self._group(config, fallback, list(f.az_ids), "inference")

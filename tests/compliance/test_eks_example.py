@@ -398,8 +398,12 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
     scaled = json.loads(rendered)["autoscalingGroups"]
     assert len(scaled) == 3 and all(g["name"].startswith("<NodeGroupchat") for g in scaled), scaled
     fleet, trn2 = load_environment(FILE).inference
+    # Each group's maximum keeps the serving headroom above the fleet's (issue 49): a compile Job and a surge pod.
+    from neuronkit.kubernetes.serving import headroom_nodes
+
+    neuron, gpu = headroom_nodes("neuron"), headroom_nodes("gpu")
     assert sorted((g["minSize"], g["maxSize"]) for g in scaled) == sorted(
-        [(0, fleet.max_size), (fleet.min_size, fleet.max_size), (trn2.min_size, trn2.max_size)]
+        [(0, fleet.max_size + gpu), (fleet.min_size, fleet.max_size + neuron), (trn2.min_size, trn2.max_size + neuron)]
     )
     groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
     key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
@@ -556,3 +560,76 @@ def test_the_example_spills_chat_to_its_gpu_deployment_and_scales_it_on_requests
     ]
     scaled = [r for k, r in res.items() if k.startswith("ScalingchatScaledObject")]
     assert scaled and scheduling.neuron_deployment_name("chat") in json.dumps(scaled[0]["Properties"]["Manifest"])
+    # The file's requests_per_target (30 in the example, issue 49) is the trigger's target per Neuron replica, and the
+    # trigger reads complete minutes only (metricEndTimeOffset one period).
+    (doc,) = [d for d in _rendered_manifests({"so": scaled[0]}) if d["kind"] == "ScaledObject"]
+    meta = doc["spec"]["triggers"][0]["metadata"]
+    fleet = load_environment(FILE).inference[0]
+    assert fleet.requests_per_target == 30 and meta["targetMetricValue"] == "30"
+    assert int(meta["metricEndTimeOffset"]) >= int(meta["metricStatPeriod"])
+
+
+# --- Headroom (issue 49): at the fleet's maximum, the compile Job and a rollout's surge pod still find a node ---------
+def _place_whole_node_pods(nodes: int, pods: list[str]) -> tuple[list[str], list[str]]:
+    """Whole-node pods (each requests every device of the type, so one per node) onto ``nodes`` nodes in order: the
+    placed and the pending ones."""
+    return pods[:nodes], pods[nodes:]
+
+
+def _fleet_at_its_maximum(templates: dict[str, Any], fleet: str) -> tuple[int, list[str]]:
+    """From the synthesized template: the fleet's Neuron node group's maximum (what Cluster Autoscaler may grow it to),
+    and the whole-node pods that want a node when the fleet serves at KEDA's maximum while a new key rolls out: every
+    serving replica, the Deployment's surge pods, and the key's compile Job."""
+    import json
+
+    from neuronkit import catalog as cat
+
+    res = templates["eks-eks"]["Resources"]
+    parts = next(
+        r
+        for r in res.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Chart"] == "cluster-autoscaler"
+    )
+    rendered = "".join(
+        p if isinstance(p, str) else f"<{p['Fn::GetAtt'][0]}>" for p in parts["Properties"]["Values"]["Fn::Join"][1]
+    )
+    groups = {g["name"]: g["maxSize"] for g in json.loads(rendered)["autoscalingGroups"]}
+    # The group's Auto Scaling group name, read by the custom resource of NeuronNodeGroup "NodeGroup<pool>".
+    prefix = f"<NodeGroup{fleet.replace('-', '')}AutoScalingGroupName"
+    (neuron_max,) = [m for n, m in groups.items() if n.startswith(prefix)]
+    docs = _rendered_manifests(res)
+    (scaled,) = [d for d in docs if d["kind"] == "ScaledObject" and d["metadata"]["labels"].get("neuronkit.io/fleet") == fleet]
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == scaled["spec"]["scaleTargetRef"]["name"]
+    ]
+    jobs = [d for d in docs if d["kind"] == "Job" and d["metadata"]["labels"].get("neuronkit.io/fleet") == fleet]
+    devices = str(
+        cat.get(deployment["spec"]["template"]["spec"]["nodeSelector"]["node.kubernetes.io/instance-type"]).neuron_devices
+    )
+    for pod in [deployment["spec"]["template"]["spec"], *(j["spec"]["template"]["spec"] for j in jobs)]:
+        requests = [
+            c["resources"]["limits"].get("aws.amazon.com/neuron")
+            for c in [*pod.get("initContainers", []), *pod["containers"]]
+            if "resources" in c
+        ]
+        assert devices in requests  # a whole-node pod: every Neuron device of the type
+    surge = int(deployment["spec"]["strategy"]["rollingUpdate"]["maxSurge"])
+    pods = [f"serving-{i}" for i in range(int(scaled["spec"]["maxReplicaCount"]))]
+    pods += [f"surge-{i}" for i in range(surge)] + [j["metadata"]["name"] for j in jobs]
+    return neuron_max, pods
+
+
+def test_at_the_fleets_maximum_the_compile_job_and_a_surge_pod_are_placed(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """Recorded state: the chat fleet serves at KEDA's maxReplicaCount on whole-node inf2 pods and a new key rolls out
+    (one compile Job, maxSurge pods). The Neuron node group's maximum (as Cluster Autoscaler's autoscalingGroups carry
+    it) places every one of them; without the headroom the compile Job and the surge pod stay Pending: the rollout never
+    progresses and the Job fails at its deadline."""
+    _, templates = eks_synth
+    nodes, pods = _fleet_at_its_maximum(templates, "chat")
+    assert nodes is not None and any(p.startswith("chat-compile-") for p in pods) and any(p.startswith("surge-") for p in pods)
+    placed, pending = _place_whole_node_pods(nodes, pods)
+    assert pending == [], f"{len(pods)} whole-node pods, {nodes} nodes: {pending} stay Pending"
+    # The same state with the node group's maximum at the serving maximum (no headroom) leaves both Pending.
+    serving = sum(1 for p in pods if p.startswith("serving-"))
+    _, starved = _place_whole_node_pods(serving, pods)
+    assert any(p.startswith("chat-compile-") for p in starved) and any(p.startswith("surge-") for p in starved)

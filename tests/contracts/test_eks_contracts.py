@@ -115,3 +115,65 @@ def test_the_nvidia_rule_check_fails_without_the_chart(eks: dict[str, Any]) -> N
     }
     groups, problems = _nvidia_findings("stripped", stripped)
     assert groups and len(problems) == 1 and "0 nvidia-device-plugin charts" in problems[0]
+
+
+# Pod Security (issue 49): every namespace the kit creates enforces a level, the serving and training namespaces at
+# least "baseline", and every pod the templates apply is admitted under its namespace's level.
+POD_SECURITY_FLOORS = {scheduling.SERVING_NAMESPACE: "baseline", scheduling.TRAINING_NAMESPACE: "baseline"}
+
+
+def test_every_kit_namespace_enforces_pod_security_and_admits_every_kit_pod(eks: dict[str, Any], synth: Synth) -> None:
+    """kubernetes.io, "Pod Security Standards", Baseline: "Adding additional capabilities beyond those listed below
+    must be disallowed" (AUDIT_WRITE, CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, MKNOD, NET_BIND_SERVICE, SETFCAP,
+    SETGID, SETPCAP, SETUID, SYS_CHROOT); host namespaces, privileged containers, hostPath volumes, host ports and
+    unsafe sysctls are refused too. "Pod Security Admission": a namespace's ``pod-security.kubernetes.io/enforce``
+    label makes the API server reject a pod that violates the level. On the example and every environment of the
+    project (the user EKS files included): every Namespace the kit applies carries the label, serving and training
+    enforce baseline at least, and every pod spec the templates apply (Deployments, Jobs, the GPU Deployment's
+    template patch) is admitted."""
+    from neuronkit.kubernetes import pod_security
+
+    templates = {"eks-eks (example)": eks, **{k: v for k, v in synth.templates.items() if k.endswith("-eks")}}
+    problems, serving_pods, namespaces = [], 0, 0
+    for name, template in templates.items():
+        ns, pods = pod_security.applied(template)
+        namespaces += len(ns)
+        serving_pods += sum(1 for _, n, _ in pods if n == scheduling.SERVING_NAMESPACE)
+        problems += [f"{name}: {p}" for p in pod_security.template_problems(template, POD_SECURITY_FLOORS)]
+    assert namespaces and serving_pods, "no namespace or serving pod found: the rule was not exercised"
+    assert problems == []
+
+
+def _with_added_capability(template: dict[str, Any], cap: str) -> dict[str, Any]:
+    """The template with ``cap`` added to every serving container named ``server`` of its kubectl manifests (a manifest
+    is a JSON string, or a Fn::Join of JSON pieces around deploy-time values)."""
+    import copy
+
+    out = copy.deepcopy(template)
+    added = f'"name": "server", "securityContext": {{"capabilities": {{"add": ["{cap}"]}}}}'
+
+    def edit(text: str) -> str:
+        return text.replace('"name":"server"', added).replace('"name": "server"', added)
+
+    for r in out["Resources"].values():
+        props = r.get("Properties") or {}
+        manifest = props.get("Manifest")
+        if isinstance(manifest, str):
+            props["Manifest"] = edit(manifest)
+        elif isinstance(manifest, dict) and "Fn::Join" in manifest:
+            sep, parts = manifest["Fn::Join"]
+            props["Manifest"] = {"Fn::Join": [sep, [edit(x) if isinstance(x, str) else x for x in parts]]}
+    return out
+
+
+def test_the_pod_security_check_refuses_an_added_capability_and_an_unlabelled_namespace(eks: dict[str, Any]) -> None:
+    """The check above catches what it exists for: SYS_ADMIN or IPC_LOCK added back to a serving container, a
+    serving namespace without its label."""
+    from neuronkit.kubernetes import pod_security
+
+    for cap in ("SYS_ADMIN", "IPC_LOCK"):
+        problems = pod_security.template_problems(_with_added_capability(eks, cap), POD_SECURITY_FLOORS)
+        assert problems and all(f"adds {cap}" in p for p in problems), problems
+    unlabelled = json.loads(json.dumps(eks).replace("pod-security.kubernetes.io/enforce", "x-unlabelled"))
+    problems = pod_security.template_problems(unlabelled, POD_SECURITY_FLOORS)
+    assert f"namespace {scheduling.SERVING_NAMESPACE}: no pod-security.kubernetes.io/enforce label" in problems

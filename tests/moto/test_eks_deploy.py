@@ -92,15 +92,19 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
                 g.min_size if g.desired_size is None else g.desired_size,
                 g.max_size,
             )
+    from neuronkit.kubernetes.serving import headroom_nodes
+
     for f in env.inference:
+        # A served fleet's groups keep room above max_size for a compile Job and a surge pod (issue 49).
+        room = (lambda a: headroom_nodes(a)) if f.model is not None else (lambda a: 0)
         expected[f"{name}-{f.name}"] = (
             list(f.neuron_types),
             f.min_size,
             f.min_size if f.desired_size is None else f.desired_size,
-            f.max_size,
+            f.max_size + room("neuron"),
         )
         if f.fallback_types:
-            expected[f"{name}-{f.name}-gpu"] = (list(f.fallback_types), 0, 0, f.max_size)
+            expected[f"{name}-{f.name}-gpu"] = (list(f.fallback_types), 0, 0, f.max_size + room("gpu"))
     if env.eks is not None:  # the system node group for add-ons and controllers
         system = env.eks.system_nodes.resolved()
         expected[f"{name}-system"] = (

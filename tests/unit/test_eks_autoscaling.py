@@ -5,6 +5,7 @@ stack with an eks_v2 cluster and a target group of their own."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,32 @@ def test_the_trigger_keeps_the_scaler_period_rules_and_scales_the_neuron_deploym
     assert so["spec"]["triggers"][0]["authenticationRef"] == {"name": keda.trigger_authentication("chat")["metadata"]["name"]}
     with pytest.raises(ValueError, match="replicas"):
         _scaled(min_replicas=9)
+
+
+def _keda_query_window(now: dt.datetime, period: int, offset: int, collection: int) -> tuple[dt.datetime, dt.datetime]:
+    """KEDA's aws-cloudwatch scaler (kedacore/keda pkg/scalers/aws_cloudwatch_scaler.go, computeQueryWindow): the end
+    is now minus metricEndTimeOffset truncated to metricStatPeriod; the start metricCollectionTime before it."""
+    shifted = now - dt.timedelta(seconds=offset)
+    end = dt.datetime.fromtimestamp(shifted.timestamp() // period * period, dt.UTC)
+    return end - dt.timedelta(seconds=collection), end
+
+
+def test_the_trigger_reads_complete_minutes_only() -> None:
+    """The scaler takes the newest datapoint of its window (ScanBy TimestampDescending, Values[0]). Without an offset
+    that is the minute that just ended, which the ALB may not have published in full; the kit's offset of one period
+    makes the newest datapoint a minute that ended at least a period before the query, at any second of the minute."""
+    meta = _scaled()["spec"]["triggers"][0]["metadata"]
+    period, offset = int(meta["metricStatPeriod"]), int(meta["metricEndTimeOffset"])
+    collection = int(meta["metricCollectionTime"])
+    for second in (0, 1, 30, 59):
+        now = dt.datetime(2026, 11, 28, 12, 0, second, tzinfo=dt.UTC)
+        start, end = _keda_query_window(now, period, offset, collection)
+        newest_ends = end  # the newest datapoint covers [end - period, end)
+        assert (now - newest_ends).total_seconds() >= period, (second, end)
+        assert start < end - dt.timedelta(seconds=period)  # more than one datapoint in the window
+        # Offset 0 (KEDA's default) would read a minute that ended under a period ago.
+        _, naive_end = _keda_query_window(now, period, 0, collection)
+        assert (now - naive_end).total_seconds() < period
 
 
 def test_keda_values_exist_in_the_pinned_chart() -> None:

@@ -183,3 +183,38 @@ def test_a_cluster_without_the_node_autoscaler_needs_no_pin(here: Path) -> None:
     assert [line for line in found if "eks.neuron.dra" in line and "Cluster Autoscaler" in line], found
     # Without inference fleets the kit installs no autoscaler (training node groups keep their sizes): DRA is fine.
     assert problems({"eks.neuron": {"dra": True}}, drop=("inference",), tmp=here) == []
+
+
+def _warnings(here: Path, edit: dict[str, Any], drop_model: int | None = None) -> list[str]:
+    from neuronkit.config import neuron_warnings
+
+    data = copy.deepcopy(EXAMPLE)
+    assert problems(edit, tmp=here) == []
+    if drop_model is not None:
+        data = yaml.safe_load((here / "environments" / "eks.yaml").read_text())
+        data["inference"][drop_model].pop("model")
+        (here / "environments" / "eks.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return neuron_warnings(load_environment(Path("environments") / "eks.yaml"))
+
+
+def test_validate_warns_on_one_replica_plain_http_and_a_fleet_without_model_on_eks(here: Path) -> None:
+    """Issue 49: a served fleet of min_size 1 is an outage at every node image update or repair; a plain-HTTP listener
+    carries prompts unencrypted (as the Auto Scaling path warns); a fleet without model serves nothing on EKS."""
+    found = _warnings(here, {"inference.0.min_size": 1})
+    assert any(w.startswith("inference[0].min_size: 1 serving pod") for w in found), found
+    assert any(w.startswith("inference[0].tls: the listener is plain HTTP") for w in found), found
+    assert not any(w.startswith("inference[0].min_size") for w in _warnings(here, {"inference.0.min_size": 2}))
+    tls = {
+        "inference.0.tls": {
+            "certificate_arn": "arn:aws:acm:us-east-2:111111111111:certificate/12345678-1234-1234-1234-123456789012"
+        }
+    }
+    assert not any(w.startswith("inference[0].tls") for w in _warnings(here, tls))
+    found = _warnings(here, {}, drop_model=1)
+    assert any(w.startswith("inference[1].model: not set, so on EKS this fleet is a node group") for w in found), found
+    assert all("\n" not in w for w in found)
+
+
+def test_requests_per_target_is_an_eks_key(here: Path) -> None:
+    """KEDA's trigger uses it (docs/eks.md, "Scaling on demand"): accepted on EKS, no longer refused."""
+    assert problems({"inference.0.requests_per_target": 30}, tmp=here) == []

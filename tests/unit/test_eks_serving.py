@@ -239,6 +239,9 @@ def test_deployments_are_whole_node_on_their_tainted_group_and_never_drop_below_
             assert pod["tolerations"] == scheduling.accelerator_tolerations(w.accelerator)
             assert pod["nodeSelector"][scheduling.POOL_LABEL] == w.pool
             assert d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+            # Stalled only past the compile wait and the boot (the rollout-stalled alarm reads the controller's verdict).
+            budget = w.profile.boot_seconds + (serving.compile_budget_seconds() if w.profile.cache_key else 0)
+            assert d["spec"]["progressDeadlineSeconds"] >= budget
             assert pod["containers"][0]["image"] == w.image and ":latest" not in w.image
             seen += 1
     assert seen == 3
@@ -261,7 +264,77 @@ def test_prestop_and_grace_follow_the_target_groups_deregistration_delay(
                 assert prestop >= drain
                 assert pod["terminationGracePeriodSeconds"] > prestop
     ns = ks.namespace()["metadata"]["labels"]
-    assert ns == {"elbv2.k8s.aws/pod-readiness-gate-inject": "enabled"}
+    assert ns["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
+    assert ns["pod-security.kubernetes.io/enforce"] == "baseline"
+
+
+def test_the_target_groups_route_to_the_least_outstanding_requests(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """Neuron and GPU pods share a target group and serve at different speeds: round robin (the ALB default) would send
+    each as many requests (ALB user guide, "Edit target group attributes": load_balancing.algorithm.type)."""
+    t, _ = built
+    groups = _of_type(t, "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert groups
+    for g in groups.values():
+        attrs = {a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}
+        assert attrs["load_balancing.algorithm.type"] == "least_outstanding_requests"
+
+
+def _containers(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod.get("initContainers", []), *pod["containers"]]
+
+
+def test_no_serving_or_compile_container_adds_a_capability(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """On Kubernetes the Neuron device plugin hands the pod its devices; no Neuron Kubernetes document asks for an added
+    capability (catalog/serving.yaml eks.neuron_capabilities, with its sources), and Pod Security "baseline" refuses
+    SYS_ADMIN and IPC_LOCK. Adding either (or any capability) back to a serving or compile container fails here."""
+    from neuronkit.kubernetes import pod_security
+
+    _, fleets = built
+    pods = [ks.deployment(w)["spec"]["template"]["spec"] for f in fleets.values() for w in f.workloads]
+    pods += [ks.compile_job(w)["spec"]["template"]["spec"] for f in fleets.values() for w in f.workloads if w.profile.cache_key]
+    assert len(pods) == 5  # three Deployments, two compile Jobs
+    for pod in pods:
+        for c in _containers(pod):
+            added = (c.get("securityContext") or {}).get("capabilities", {}).get("add", [])
+            assert added == [], f"{c['name']} adds {added}"
+        assert pod_security.baseline_violations(pod) == []
+    assert ks.eks_facts()["neuron_capabilities"] == []
+    # The checker itself refuses what the Docker path adds.
+    bad = {"containers": [{"name": "server", "securityContext": {"capabilities": {"add": ["SYS_ADMIN", "IPC_LOCK"]}}}]}
+    assert pod_security.baseline_violations(bad) == ["Capabilities: container server adds IPC_LOCK, SYS_ADMIN"]
+
+
+def _selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    """Kubernetes' equality-based selector: every key-value pair of the selector is among the labels."""
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_the_bindings_service_selects_both_the_neuron_and_the_gpu_pods(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """One TargetGroupBinding registers the endpoints of its ``serviceRef`` Service: a Service that selects only the
+    Neuron pods leaves spilled GPU pods without traffic. The binding's Service selects the Neuron Deployment's pods
+    and the GPU pods as the template patch makes them, and no compile pod."""
+    _, fleets = built
+    fleet = fleets["chat"]
+    docs = fleet.documents
+    (binding,) = [d for d in docs if d["kind"] == "TargetGroupBinding"]
+    (svc,) = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == binding["spec"]["serviceRef"]["name"]]
+    selector = svc["spec"]["selector"]
+    neuron = next(w for w in fleet.workloads if w.accelerator == "neuron")
+    gpu = next(w for w in fleet.workloads if w.accelerator == "gpu")
+    neuron_pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["metadata"]["labels"]
+    patched = {op["path"]: op["value"] for op in ks.template_patch(gpu)}["/spec/template"]["metadata"]["labels"]
+    compile_pod = ks.compile_job(neuron)["spec"]["template"]["metadata"]["labels"]
+    assert _selects(selector, neuron_pod), "the Service does not select the Neuron pods"
+    assert _selects(selector, patched), "the Service does not select the GPU pods: spilled pods would get no traffic"
+    assert not _selects(selector, compile_pod), "the Service selects compile pods, which serve nothing"
+    # Restricting the Service to the Neuron pods is what this test exists to catch.
+    assert not _selects({**selector, ks.ACCELERATOR_LABEL: "neuron"}, patched)
 
 
 def test_startup_probe_covers_the_boot_budget_and_the_root_volume_the_weights() -> None:
@@ -573,3 +646,19 @@ def test_a_recorded_gpu_deployment_keeps_its_spill_through_a_deploy(
         w, health_path="/v1/health", port=9090, image="other:1", artifacts_image="other:2", instance_type="g6e.48xlarge"
     )
     assert ks.seed_deployment(moved) == ks.seed_deployment(w)
+
+
+def test_a_fleet_without_an_access_logs_bucket_makes_its_own(built: tuple[dict[str, Any], dict[str, EksServingFleet]]) -> None:
+    """Reuse (issue 49): docs/constructs.md's example passes no access_logs_bucket; the construct makes one (SSE-S3, no
+    public access, TLS only) and logs to it, so cdk-nag's ELB2 passes instead of failing synthesis with a traceback."""
+    t, fleets = built
+    balancers = _of_type(t, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert len(balancers) == len(fleets) == 2
+    for lb in balancers.values():
+        attrs = {a["Key"]: a["Value"] for a in lb["Properties"]["LoadBalancerAttributes"]}
+        assert attrs["access_logs.s3.enabled"] == "true" and attrs["access_logs.s3.bucket"]
+    buckets = [b for k, b in _of_type(t, "AWS::S3::Bucket").items() if "AccessLogs" in k]
+    assert len(buckets) == 2
+    for b in buckets:
+        enc = b["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+        assert enc["SSEAlgorithm"] == "AES256" and b["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicAcls"]

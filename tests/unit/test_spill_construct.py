@@ -121,7 +121,18 @@ def test_the_rbac_manifest_is_least_and_valid(spill_template: dict[str, Any]) ->
 
 def test_a_lasting_fallback_and_a_failing_run_alarm_on_the_topic(spill_template: dict[str, Any]) -> None:
     alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources(spill_template, "AWS::CloudWatch::Alarm").values()}
-    assert sorted(alarms) == ["team-chat-gpu-spill", "team-chat-spill-errors"]
+    assert sorted(alarms) == [
+        "team-chat-compile-failed",
+        "team-chat-gpu-spill",
+        "team-chat-rollout-stalled",
+        "team-chat-spill-errors",
+    ]
+    # Issue 49: a failed compile Job and a stalled Neuron rollout alarm on the topic, from the function's metrics.
+    for name, metric in (("team-chat-compile-failed", "CompileFailed"), ("team-chat-rollout-stalled", "RolloutStalled")):
+        a = alarms[name]
+        assert a["MetricName"] == metric and a["Threshold"] == 0 and a["ComparisonOperator"] == "GreaterThanThreshold"
+        assert {d["Name"]: d["Value"] for d in a["Dimensions"]} == {"Environment": "team", "Pool": "chat"}
+        assert len(a["AlarmActions"]) == 1 and a["TreatMissingData"] == "notBreaching"
     errors = alarms["team-chat-spill-errors"]
     assert errors["MetricName"] == "Errors" and errors["Threshold"] == 0 and len(errors["AlarmActions"]) == 1
     alarm = alarms["team-chat-gpu-spill"]

@@ -9,6 +9,7 @@ import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,158 @@ def test_memory_survives_a_round_trip_and_garbage() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Issue 49: spill on a broken Neuron side, not on an ordinary scale-up (recorded states under tests/fixtures/spill/).
+# ----------------------------------------------------------------------------------------------------------------
+def _items(name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = json.loads((FIXTURES / name).read_text())["items"]
+    return items
+
+
+def _observe(now: dt.datetime, pods: str, events: str, memory: Memory, gpu: int) -> Observed:
+    """What the handler observes from recorded answers (Neuron 4 wanted; Ready counted from the pods)."""
+    items, evs = _items(pods), _items(events)
+    ready = sum(1 for p in items if spill._ready(p))
+    return Observed(
+        now=now, neuron_wanted=4, neuron_ready=ready, gpu_replicas=gpu, memory=memory,
+        unschedulable_since=spill.unschedulable_since(items), broken_since=spill.broken_since(items),
+        scale_up_at=spill.scale_up_at(items, evs),
+    )  # fmt: skip
+
+
+def _run(timeline: list[tuple[int, str, str]]) -> list[tuple[int, str]]:
+    """One run per (minute after T0, pods file, events file), memory and GPU replicas carried over: (GPU, action)."""
+    memory, gpu, out = Memory(), 0, []
+    for minute, pods, events in timeline:
+        d = decide(
+            _observe(T0 + dt.timedelta(minutes=minute), pods, events, memory, gpu),
+            spill_after_minutes=SPILL, return_after_minutes=RETURN, max_gpu_replicas=8,
+        )  # fmt: skip
+        memory, gpu = d.memory, d.gpu_replicas
+        out.append((gpu, d.action))
+    return out
+
+
+def test_a_crash_looping_neuron_side_spills_after_spill_after() -> None:
+    """Two Neuron pods are scheduled but broken (a server in CrashLoopBackOff since 10:00:30, an init container that
+    gave up at 10:01): nothing is unschedulable and no launch failed, yet the fleet is short by two. It waits
+    spill_after (5 min from the first failure) and then spills the shortfall."""
+    items = _items("pods-crashloop.json")
+    assert spill.unschedulable_since(items) is None
+    assert spill.broken_since(items) == T0 + dt.timedelta(seconds=30)
+    got = _run([(m, "pods-crashloop.json", "events-none.json") for m in range(1, 8)])
+    assert [g for g, _ in got] == [0, 0, 0, 0, 0, 2, 2], got  # 10:06 is the first run 5 min after 10:00:30
+    assert got[4][1] == "wait" and got[5][1] == "spill"
+
+
+def test_a_crash_loop_keeps_its_first_failure_while_each_restart_moves_the_last_one() -> None:
+    """In a crash loop the container's lastState.terminated.finishedAt moves with every restart; the controller keeps
+    the earliest failure in its memory, so the loop still spills after spill_after."""
+    memory, gpu, actions = Memory(), 0, []
+    for minute in range(1, 8):
+        items = _items("pods-crashloop.json")
+        for p in items:
+            for c in [*p["status"].get("initContainerStatuses", []), *p["status"].get("containerStatuses", [])]:
+                if c.get("lastState"):  # every broken container failed again half a minute before this run
+                    c["lastState"]["terminated"]["finishedAt"] = f"2026-11-26T10:0{minute - 1}:30Z"
+        assert spill.broken_since(items) == T0 + dt.timedelta(minutes=minute - 1, seconds=30)
+        now = T0 + dt.timedelta(minutes=minute)
+        observed = Observed(
+            now=now, neuron_wanted=4, neuron_ready=2, gpu_replicas=gpu, memory=memory,
+            broken_since=spill.broken_since(items),
+        )  # fmt: skip
+        d = decide(observed, spill_after_minutes=SPILL, return_after_minutes=RETURN, max_gpu_replicas=8)
+        memory, gpu = d.memory, d.gpu_replicas
+        actions.append(d.action)
+    assert actions[-2:] == ["spill", "hold"], actions
+
+
+def test_a_loading_pod_is_not_broken() -> None:
+    """Pods that run and load their model (never restarted, not Ready yet) are not trouble, however long they load."""
+    assert spill.broken_since(_items("pods-loading.json")) is None
+    assert spill.broken_since(_items("pods-ready.json")) is None
+
+
+def test_a_scale_up_whose_node_arrives_in_8_minutes_does_not_spill() -> None:
+    """Two Neuron pods are unschedulable from 10:00 and 10:03; Cluster Autoscaler triggered a scale-up for each
+    (TriggeredScaleUp at 10:00:10 and 10:03:10); the nodes join at 10:08 and the pods load until 10:14. The
+    controller waits for the autoscaler and never spills."""
+    timeline = [(m, "pods-short.json", "events-scale-up.json") for m in range(1, 8)]
+    timeline += [(m, "pods-loading.json", "events-scale-up.json") for m in range(8, 14)]
+    timeline += [(14, "pods-ready.json", "events-none.json")]
+    got = _run(timeline)
+    assert all(g == 0 for g, _ in got), got
+    assert got[6][1] == "wait"  # 10:07: short by two while the autoscaler adds nodes
+
+
+def test_without_the_autoscalers_scale_up_the_same_timeline_spills() -> None:
+    """The control for the test above: the same pending pods with no TriggeredScaleUp (nothing is adding a node)
+    spill at 10:05, 5 minutes after the first became unschedulable."""
+    got = _run([(m, "pods-short.json", "events-none.json") for m in range(1, 8)])
+    assert [g for g, _ in got] == [0, 0, 0, 0, 2, 2, 2], got
+
+
+def test_a_declined_or_overdue_scale_up_counts_as_short_capacity_again() -> None:
+    """A later NotTriggerScaleUp (the group is at its maximum) ends the wait; so does a scale-up older than the
+    autoscaler's own provision time (SCALE_UP_BUDGET_MINUTES)."""
+    items = _items("pods-short.json")
+    assert spill.scale_up_at(items, _items("events-scale-up.json")) == T0 + dt.timedelta(minutes=3, seconds=10)
+    # The first pod's scale-up was declined at 10:20; the second's still stands.
+    assert spill.scale_up_at(items, _items("events-declined.json")) == T0 + dt.timedelta(minutes=3, seconds=10)
+    overdue = T0 + dt.timedelta(minutes=3, seconds=10 + 60 * spill.SCALE_UP_BUDGET_MINUTES + 60)
+    d = decide(
+        _observe(overdue, "pods-short.json", "events-scale-up.json", Memory(), 0),
+        spill_after_minutes=SPILL, return_after_minutes=RETURN, max_gpu_replicas=8,
+    )  # fmt: skip
+    assert d.action == "spill" and d.gpu_replicas == 2
+    # A launch that failed for capacity after the scale-up was triggered ends the wait too.
+    failed = T0 + dt.timedelta(minutes=6)
+    observed = _observe(T0 + dt.timedelta(minutes=7), "pods-short.json", "events-scale-up.json", Memory(), 0)
+    d = decide(
+        replace(observed, capacity_failed_at=failed, memory=Memory(trouble_since="2026-11-26T10:00:00Z")),
+        spill_after_minutes=SPILL, return_after_minutes=RETURN, max_gpu_replicas=8,
+    )  # fmt: skip
+    assert d.action == "spill"
+
+
+def test_the_handler_waits_for_a_triggered_scale_up(credentials: None) -> None:
+    """Through the fake API: pending pods with the autoscaler's TriggeredScaleUp events, run at 10:07: the handler
+    lists the namespace's pod events, sends no PATCH and logs "wait"."""
+    ssm, stub = _ssm("{}", None)
+    with FakeApi(_routes("pods-short.json", "events-scale-up.json")) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.token")
+        record = spill.run(_settings(api.endpoint), T0 + dt.timedelta(minutes=7), kube=kube, ssm=ssm, autoscaling=None)
+    stub.assert_no_pending_responses()
+    assert record["action"] == "wait" and "autoscaler adds a node" in record["reason"]
+    assert not [r for r in api.requests if r["method"] == "PATCH"]
+    (events,) = [r for r in api.requests if r["path"].endswith("/events")]
+    assert events["query"] == {"fieldSelector": ["involvedObject.kind=Pod"]}
+
+
+def test_a_stalled_rollout_and_a_failed_compile_job_are_reported_from_recorded_state() -> None:
+    """The alarms' inputs: the Deployment controller's ProgressDeadlineExceeded, a compile Job's Failed condition."""
+    stalled = json.loads((FIXTURES / "neuron-deployment-stalled.json").read_text())
+    healthy = json.loads((FIXTURES / "neuron-deployment.json").read_text())
+    assert spill.rollout_stalled(stalled) and not spill.rollout_stalled(healthy)
+    assert spill.compile_failed(_items("jobs-failed.json")) == 1 and spill.compile_failed(_items("jobs-complete.json")) == 0
+
+
+def test_the_handler_reports_a_failed_compile_job_and_a_stalled_rollout(credentials: None) -> None:
+    """Through the fake API: the record carries RolloutStalled 1 and CompileFailed 1 (the alarms' metrics), and the
+    Jobs are listed by the fleet's compile labels."""
+    ssm, stub = _ssm("{}", None)
+    routes = {**_routes("pods-ready.json"), f"GET {DEPLOYMENTS}/chat-neuron": "neuron-deployment-stalled.json",
+              f"GET /apis/batch/v1/namespaces/{NS}/jobs": "jobs-failed.json"}  # fmt: skip
+    with FakeApi(routes) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.token")
+        record = spill.run(_settings(api.endpoint), T0, kube=kube, ssm=ssm, autoscaling=None)
+    assert record["RolloutStalled"] == 1 and record["CompileFailed"] == 1
+    (jobs,) = [r for r in api.requests if r["path"].endswith("/jobs")]
+    assert jobs["query"] == {"labelSelector": ["neuronkit.io/fleet=chat,neuronkit.io/role=compile"]}
+    metrics = {m["Name"] for m in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert {"RolloutStalled", "CompileFailed"} <= metrics
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The handler against a fake Kubernetes API server.
 # ----------------------------------------------------------------------------------------------------------------
 class FakeApi:
@@ -163,11 +316,13 @@ NS = "neuronkit-serving"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 
 
-def _routes(pods: str) -> dict[str, str]:
+def _routes(pods: str, events: str = "events-none.json") -> dict[str, str]:
     return {
         f"GET {DEPLOYMENTS}/chat-neuron": "neuron-deployment.json",
         f"GET {DEPLOYMENTS}/chat-gpu": "gpu-deployment.json",
         f"GET /api/v1/namespaces/{NS}/pods": pods,
+        f"GET /api/v1/namespaces/{NS}/events": events,
+        f"GET /apis/batch/v1/namespaces/{NS}/jobs": "jobs-complete.json",
         f"PATCH {DEPLOYMENTS}/chat-gpu/scale": "",  # echoes the patch
     }
 

@@ -100,11 +100,15 @@ def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(project_markdown: st
             row = _row(markdown, f"{env.name}-eks", fleet.name)
             assert row[7] == str(primary.gpus) and row[11] == ", ".join(sorted(fleet.az_ids))
             if fleet.fallback_types:  # the GPU node group: its first type, then each other type as its fallback
+                from neuronkit.kubernetes.serving import headroom_nodes
+
                 first, *rest = fleet.fallback_types
                 gpu = _row(markdown, f"{env.name}-eks", f"{fleet.name}-gpu")
                 assert gpu[3] == ", ".join(fleet.fallback_types)
-                assert gpu[7] == f"{catalog.get(first).gpus} ({catalog.get(first).gpus * top} at max)" + "".join(
-                    f"; {t} fallback: {catalog.get(t).gpus} ({catalog.get(t).gpus * top} at max)" for t in rest
+                # A served fleet's GPU node group keeps room for a surge pod above the serving maximum (issue 49).
+                most = top + (headroom_nodes("gpu") if fleet.model is not None else 0)
+                assert gpu[7] == f"{catalog.get(first).gpus} ({catalog.get(first).gpus * most} at max)" + "".join(
+                    f"; {t} fallback: {catalog.get(t).gpus} ({catalog.get(t).gpus * most} at max)" for t in rest
                 )
             continue
         row = _row(markdown, f"{env.name}-inference", fleet.name)

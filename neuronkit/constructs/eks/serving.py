@@ -203,7 +203,21 @@ class EksServingFleet(Construct):
             description=f"{self.spec.name}: requests and health checks from its load balancer",
         )
 
+    def _access_logs(self, logs: s3.IBucket | None) -> s3.IBucket:
+        """The balancer's access-log bucket: the one given, else one of its own (SSE-S3, which ALB access logs need;
+        no public access, TLS only, kept on stack deletion), so the construct works alone and passes cdk-nag's
+        ELB2 without a caller's bucket (issue 49: a missing bucket used to fail cdk-nag with a jsii traceback)."""
+        if logs is not None:
+            return logs
+        bucket = s3.Bucket(
+            self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True, object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=RemovalPolicy.RETAIN,
+        )  # fmt: skip
+        acknowledge(bucket, "AwsSolutions-S1", "the load balancer's access-log destination; logging it would log the logs")
+        return bucket
+
     def _load_balancer(self, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet], logs: s3.IBucket | None) -> None:
+        logs = self._access_logs(logs)
         alb, tg, _ = application_load_balancer(
             self, vpc=vpc, subnets=subnets, security_group=self.load_balancer_security_group,
             idle_timeout_seconds=self.idle_timeout_seconds, port=self.spec.port, listener_port=self.listener_port,
@@ -214,6 +228,11 @@ class EksServingFleet(Construct):
             # group replace it once, so the renamed binding never meets the old one on the same group (docs/eks.md,
             # "Day two").
             target_group_id="PodTargets",
+            # Least outstanding requests: Neuron and GPU pods serve at different speeds behind one target group, and
+            # round robin sends the slower side as many requests as the faster ("load_balancing.algorithm.type":
+            # round_robin | least_outstanding_requests | weighted_random, ALB user guide, "Edit target group
+            # attributes", Routing algorithms). A target attribute, not create-only: no replacement, same binding.
+            algorithm=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
         )  # fmt: skip
         self.load_balancer: elbv2.ApplicationLoadBalancer = alb
         self.target_group: elbv2.ApplicationTargetGroup = tg

@@ -255,9 +255,36 @@ class GpuSpill(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=f"The {self.spec.fleet} spill function failed in the last 5 minutes; read its log group.",
         )
+        # Loud failures (issue 49): what the function reads each minute, as metrics. A Neuron rollout past its progress
+        # deadline (the Deployment's, set past the compile budget and boot), and a failed compile Job.
+        self.rollout_alarm = self._state_alarm(
+            "RolloutStalledAlarm", "rollout-stalled", "RolloutStalled",
+            f"{self.spec.fleet}: the Neuron Deployment's rollout exceeded its progress deadline (new pods never became "
+            "Ready: a key that never completed, a crash loop, no node); kubectl describe deployment in neuronkit-serving.",
+        )  # fmt: skip
+        self.compile_alarm = self._state_alarm(
+            "CompileFailedAlarm", "compile-failed", "CompileFailed",
+            f"{self.spec.fleet}: a compile Job failed (deadline or retries reached); pods of its key wait and then fail. "
+            "Read the Job's pod logs in neuronkit-serving.",
+        )  # fmt: skip
         if topic is not None:
-            for alarm in (self.fallback_alarm, self.errors_alarm):
+            for alarm in (self.fallback_alarm, self.errors_alarm, self.rollout_alarm, self.compile_alarm):
                 alarm.add_alarm_action(cw_actions.SnsAction(topic))
+
+    def _state_alarm(self, id: str, suffix: str, metric: str, description: str) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            self,
+            id,
+            alarm_name=f"{self.spec.environment}-{self.spec.fleet}-{suffix}",
+            metric=self.metric(metric, labelled=False),
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        Tags.of(alarm).add("neuronkit:pool", self.spec.fleet)
+        return alarm
 
     def metric(self, name: str, *, period_minutes: int = 5, labelled: bool = True) -> cloudwatch.Metric:
         """One of ``GpuReplicas``, ``NeuronShortfall``, ``NeuronReady`` of this fleet (maximum over the period)."""
@@ -276,7 +303,7 @@ class GpuSpill(Construct):
         """The dashboard's graph: Neuron Ready and shortfall beside GPU replicas."""
         return cloudwatch.GraphWidget(
             title=f"{self.spec.fleet}: Neuron Ready, shortfall and GPU spill",
-            left=[self.metric(m) for m in METRICS],
+            left=[self.metric(m) for m in METRICS[:3]],
             width=12,
         )
 

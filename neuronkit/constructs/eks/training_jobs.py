@@ -23,7 +23,7 @@ from neuronkit.catalog import releases
 from neuronkit.constructs.eks.cluster import NeuronEksCluster
 from neuronkit.constructs.eks.workloads import LustreVolume, pod_identity, pod_role
 from neuronkit.constructs.storage import StorageAccess
-from neuronkit.kubernetes import lustre, scheduling
+from neuronkit.kubernetes import lustre, pod_security, scheduling
 from neuronkit.kubernetes import training_job as tj
 
 
@@ -159,7 +159,9 @@ class TrainingJobs(Construct):
         )
 
     def _namespace(self) -> None:
-        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scheduling.TRAINING_NAMESPACE}}
+        # Training pods pass Pod Security "baseline" (a namespaced safe sysctl, no host namespace or hostPath).
+        labels = pod_security.labels("baseline")
+        ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": scheduling.TRAINING_NAMESPACE, "labels": labels}}
         self.namespace = self._manifest("Namespace", [ns])
         # eks.job_submitters' Role (their access entries carry its group): JobSets and a read of Kueue's workloads
         self.submitter_rbac = self._manifest("SubmitterRbac", tj.submitter_rbac())

@@ -42,7 +42,7 @@ from typing import Any
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-METRICS = ("GpuReplicas", "NeuronShortfall", "NeuronReady")
+METRICS = ("GpuReplicas", "NeuronShortfall", "NeuronReady", "RolloutStalled", "CompileFailed")
 TOKEN_PREFIX = "k8s-aws-v1."
 CLUSTER_ID_HEADER = "x-k8s-aws-id"
 TOKEN_EXPIRES_SECONDS = 60
@@ -51,6 +51,20 @@ TOKEN_EXPIRES_SECONDS = 60
 CAPACITY_ERRORS = ("InsufficientInstanceCapacity", "InsufficientCapacity", "ReservationCapacityExceeded", "VcpuLimitExceeded")
 # A failed launch older than this many minutes no longer counts as a sign that capacity is short now.
 CAPACITY_FAILURE_WINDOW_MINUTES = 30
+# Cluster Autoscaler's events on a pending pod (cluster-autoscaler core/scaleup status processor,
+# EventingScaleUpStatusProcessor: Eventf(pod, Normal, "TriggeredScaleUp", "pod triggered scale-up: %v") and
+# Event(pod, Normal, "NotTriggerScaleUp", "pod didn't trigger scale-up ...")).
+SCALE_UP_TRIGGERED, SCALE_UP_DECLINED = "TriggeredScaleUp", "NotTriggerScaleUp"
+# How long a triggered scale-up is given before an unschedulable pod counts as trouble again: the autoscaler's own
+# wait for a node (--max-node-provision-time, default 15 minutes, cluster-autoscaler main.go / flags), after which it
+# gives the node up and backs the group off.
+SCALE_UP_BUDGET_MINUTES = 15
+# Container waiting reasons of a pod that will not become Ready on its own (kubelet: CrashLoopBackOff after repeated
+# exits, the image pull and container-config failures).
+BROKEN_REASONS = (
+    "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "CreateContainerConfigError", "CreateContainerError",
+    "InvalidImageName", "RunContainerError",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,16 @@ class Observed:
     unschedulable_since: dt.datetime | None = None
     capacity_failed_at: dt.datetime | None = None
     memory: Memory = Memory()
+    # A Neuron pod scheduled but broken (crash loop, failed init container, image pull failure): since when (the
+    # earliest failure seen on any such pod); None if none is.
+    broken_since: dt.datetime | None = None
+    # The latest "TriggeredScaleUp" of a pending Neuron pod with no later "NotTriggerScaleUp": the autoscaler is
+    # adding a node for it (None: no scale-up under way).
+    scale_up_at: dt.datetime | None = None
+    # Loud failures (issue 49), reported as metrics and alarmed on, never a reason to spill by themselves: the Neuron
+    # Deployment's rollout exceeded its progress deadline; compile Jobs of the fleet that failed.
+    rollout_stalled: bool = False
+    compile_failed: int = 0
 
     @property
     def shortfall(self) -> int:
@@ -130,7 +154,15 @@ def decide(observed: Observed, *, spill_after_minutes: int, return_after_minutes
     memory = observed.memory
     window = dt.timedelta(minutes=CAPACITY_FAILURE_WINDOW_MINUTES)
     failed = observed.capacity_failed_at if observed.capacity_failed_at and now - observed.capacity_failed_at <= window else None
-    signs = [t for t in (observed.unschedulable_since, failed) if t is not None]
+    # An unschedulable pod is no sign of short capacity while the autoscaler adds a node it can add (a scale-up it
+    # triggered within its provision time, and no launch failed for capacity since): an ordinary scale-up waits.
+    scaling_up = (
+        observed.scale_up_at is not None
+        and now - observed.scale_up_at <= dt.timedelta(minutes=SCALE_UP_BUDGET_MINUTES)
+        and (failed is None or failed < observed.scale_up_at)
+    )
+    unschedulable = None if scaling_up else observed.unschedulable_since
+    signs = [t for t in (unschedulable, failed, observed.broken_since) if t is not None]
     troubled = shortfall > 0 and bool(signs)
     trouble_since: dt.datetime | None = None
     if troubled:
@@ -144,12 +176,18 @@ def decide(observed: Observed, *, spill_after_minutes: int, return_after_minutes
         memory = replace(memory, below_since=None, below_peak=0)
         action = "spill" if current == 0 else "grow"
         waited = int((now - trouble_since).total_seconds() // 60) if trouble_since else 0
-        why = "unschedulable Neuron pods" if observed.unschedulable_since else "a Neuron launch failed for capacity"
+        why = (
+            "unschedulable Neuron pods" if unschedulable
+            else "a Neuron launch failed for capacity" if failed
+            else "broken Neuron pods (crash loop, failed init)"
+        )  # fmt: skip
         return Decision(wanted_up, action, f"{why} for {waited} min, shortfall {shortfall}: GPU {current} -> {wanted_up}", memory)
     if current == 0:
         memory = replace(memory, below_since=None, below_peak=0)
         if troubled:
             return Decision(0, "wait", f"Neuron short by {shortfall}, spill after {spill_after_minutes} min of trouble", memory)
+        if scaling_up and shortfall > 0:
+            return Decision(0, "wait", f"Neuron short by {shortfall} while the autoscaler adds a node", memory)
         return Decision(0, "none", f"Neuron {observed.neuron_ready}/{observed.neuron_wanted} Ready, no GPU replica", memory)
     if shortfall >= current:
         memory = replace(memory, below_since=None, below_peak=0)
@@ -265,15 +303,26 @@ def observe(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: A
         raise RuntimeError(f"deployment {ns}/{settings.neuron_deployment} has no spec.selector.matchLabels")
     selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
     pods = kube.get(f"/api/v1/namespaces/{ns}/pods?" + urllib.parse.urlencode({"labelSelector": selector}))
+    # Cluster Autoscaler's events on the fleet's pods (only read when a pod is pending).
+    pending = any(p.get("status", {}).get("phase") == "Pending" for p in pods.get("items", []))
+    query = urllib.parse.urlencode({"fieldSelector": "involvedObject.kind=Pod"})
+    events = kube.get(f"/api/v1/namespaces/{ns}/events?{query}") if pending else {"items": []}
     memory_text = ssm.get_parameter(Name=settings.memory_parameter)["Parameter"]["Value"]
+    fleet = labels.get("neuronkit.io/fleet", "")
+    jobs_query = urllib.parse.urlencode({"labelSelector": f"neuronkit.io/fleet={fleet},neuronkit.io/role=compile"})
+    jobs = kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs?{jobs_query}")
     return Observed(
         now=now,
+        rollout_stalled=rollout_stalled(neuron),
+        compile_failed=compile_failed(jobs.get("items", [])),
         neuron_wanted=int(neuron.get("spec", {}).get("replicas", 0) or 0),
         neuron_ready=int(neuron.get("status", {}).get("readyReplicas", 0) or 0),
         gpu_replicas=int(gpu.get("spec", {}).get("replicas", 0) or 0),
         unschedulable_since=unschedulable_since(pods.get("items", [])),
         capacity_failed_at=capacity_failed_at(autoscaling, settings.neuron_groups) if autoscaling else None,
         memory=Memory.parse(memory_text),
+        broken_since=broken_since(pods.get("items", [])),
+        scale_up_at=scale_up_at(pods.get("items", []), events.get("items", [])),
     )
 
 
@@ -290,6 +339,95 @@ def unschedulable_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
                 if when is not None:
                     times.append(when)
     return min(times) if times else None
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []) or [])
+
+
+def _scheduled(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("status") == "True" for c in pod.get("status", {}).get("conditions", []) or []
+    )
+
+
+def broken_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
+    """The earliest failure of a Neuron pod that is scheduled, not Ready and will not become Ready by waiting: a
+    container or init container that exited and restarted (``restartCount`` > 0: a crash loop, an init container such
+    as ``wait-for-artifacts`` that gave up) or waits for a reason in :data:`BROKEN_REASONS`. A pod that is still
+    loading (running, never restarted) is not broken, however long its startup probe allows. The time is the
+    container's last termination (``lastState.terminated.finishedAt``), else the pod's ``Ready=False`` transition;
+    the memory keeps the earliest across runs while the trouble lasts."""
+    times = []
+    for pod in pods:
+        if pod.get("metadata", {}).get("deletionTimestamp") or not _scheduled(pod) or _ready(pod):
+            continue
+        status = pod.get("status", {})
+        broken: list[dt.datetime | None] = []
+        for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            failed_exit = (c.get("lastState") or {}).get("terminated") or {}
+            if int(c.get("restartCount", 0) or 0) > 0 or waiting.get("reason") in BROKEN_REASONS:
+                broken.append(_time(failed_exit.get("finishedAt")) if failed_exit.get("finishedAt") else None)
+        if not broken:
+            continue
+        known = [t for t in broken if t is not None]
+        if known:
+            times.append(min(known))
+            continue
+        ready = [c for c in status.get("conditions", []) or [] if c.get("type") == "Ready"]
+        when = _time(ready[0].get("lastTransitionTime")) if ready else None
+        if when is not None:
+            times.append(when)
+    return min(times) if times else None
+
+
+def scale_up_at(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> dt.datetime | None:
+    """The latest Cluster Autoscaler ``TriggeredScaleUp`` event of a pending pod among ``pods`` that no later
+    ``NotTriggerScaleUp`` of the same pod contradicts (the pod's events, ``lastTimestamp`` or ``eventTime``)."""
+    pending = {
+        p.get("metadata", {}).get("name")
+        for p in pods
+        if p.get("status", {}).get("phase") == "Pending" and not p.get("metadata", {}).get("deletionTimestamp")
+    }
+    latest: dict[str, dict[str, dt.datetime]] = {}
+    for e in events:
+        name = (e.get("involvedObject") or {}).get("name")
+        reason = e.get("reason")
+        if name not in pending or reason not in (SCALE_UP_TRIGGERED, SCALE_UP_DECLINED):
+            continue
+        when = _time(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+        if when is None:
+            continue
+        seen = latest.setdefault(str(name), {})
+        if reason not in seen or when > seen[reason]:
+            seen[reason] = when
+    up = [
+        r[SCALE_UP_TRIGGERED]
+        for r in latest.values()
+        if SCALE_UP_TRIGGERED in r and (SCALE_UP_DECLINED not in r or r[SCALE_UP_DECLINED] < r[SCALE_UP_TRIGGERED])
+    ]
+    return max(up) if up else None
+
+
+def rollout_stalled(deployment: dict[str, Any]) -> bool:
+    """The Deployment controller's verdict: condition ``Progressing`` False with reason ``ProgressDeadlineExceeded``
+    (Kubernetes documentation, Deployments, "Failed Deployment": the rollout made no progress for
+    ``progressDeadlineSeconds``)."""
+    return any(
+        c.get("type") == "Progressing" and c.get("status") == "False" and c.get("reason") == "ProgressDeadlineExceeded"
+        for c in deployment.get("status", {}).get("conditions", []) or []
+    )
+
+
+def compile_failed(jobs: list[dict[str, Any]]) -> int:
+    """Compile Jobs whose ``Failed`` condition is True (backoffLimit or activeDeadlineSeconds reached; Kubernetes
+    documentation, Jobs, "Job termination and cleanup")."""
+    return sum(
+        1
+        for j in jobs
+        if any(c.get("type") == "Failed" and c.get("status") == "True" for c in j.get("status", {}).get("conditions", []) or [])
+    )
 
 
 def capacity_failed_at(autoscaling: Any, groups: tuple[str, ...]) -> dt.datetime | None:
@@ -326,6 +464,8 @@ def emf_record(settings: Settings, observed: Observed, decision: Decision) -> di
         "GpuReplicas": decision.gpu_replicas,
         "NeuronShortfall": observed.shortfall,
         "NeuronReady": observed.neuron_ready,
+        "RolloutStalled": int(observed.rollout_stalled),
+        "CompileFailed": observed.compile_failed,
         "neuron_wanted": observed.neuron_wanted,
         "gpu_before": observed.gpu_replicas,
         "action": decision.action,

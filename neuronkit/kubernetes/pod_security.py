@@ -1,0 +1,182 @@
+"""Pod Security Standards: the level each namespace the kit creates enforces, and a check that a pod is admitted.
+
+Kubernetes' built-in Pod Security admission reads a namespace's labels ``pod-security.kubernetes.io/<mode>: <level>``
+(modes enforce, audit, warn; levels privileged, baseline, restricted; kubernetes.io "Pod Security Admission"). The kit
+labels every namespace it creates with the level its pods need (:data:`LEVELS`): serving and training pods pass
+"baseline", the Neuron node problem detector's DaemonSet (a chart's, watching the kernel log) needs "privileged".
+
+:func:`baseline_violations` is the "Baseline" profile of kubernetes.io/docs/concepts/security/pod-security-standards
+(checked 2026-11-28), control by control: HostProcess, host namespaces (hostNetwork, hostPID, hostIPC), privileged
+containers, capabilities (``add`` only from :data:`BASELINE_CAPABILITIES`), hostPath volumes, host ports, AppArmor,
+SELinux, /proc mount type, seccomp (not ``Unconfined``) and sysctls (only :data:`SAFE_SYSCTLS`). Tests run it on
+every pod template the synthesized templates apply (tests/contracts/test_eks_contracts.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+Level = Literal["privileged", "baseline", "restricted"]
+LABEL_PREFIX = "pod-security.kubernetes.io/"
+ENFORCE_LABEL = f"{LABEL_PREFIX}enforce"
+ORDER: tuple[Level, ...] = ("privileged", "baseline", "restricted")
+
+# Pod Security Standards, Baseline, "Capabilities": "Adding additional capabilities beyond those listed below must be
+# disallowed." Allowed values: undefined/nil and these (the same list as "Mapping PodSecurityPolicies to Pod Security
+# Standards", allowedCapabilities, Baseline). Not SYS_ADMIN, not IPC_LOCK.
+BASELINE_CAPABILITIES = frozenset(
+    {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP",
+     "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
+)  # fmt: skip
+# Baseline, "Sysctls": the safe set (net.ipv4.ip_local_reserved_ports since 1.27; the tcp_keepalive/fin ones since 1.29).
+SAFE_SYSCTLS = frozenset(
+    {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+     "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
+     "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+     "net.ipv4.tcp_keepalive_probes"}
+)  # fmt: skip
+_SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
+
+
+def labels(level: Level) -> dict[str, str]:
+    """A namespace's Pod Security labels: ``level`` enforced, audited and warned (the latest version of the standard,
+    the admission controller's default when no ``-version`` label is given)."""
+    return {f"{LABEL_PREFIX}{mode}": level for mode in ("enforce", "audit", "warn")}
+
+
+def at_least(level: str, floor: Level) -> bool:
+    return level in ORDER and ORDER.index(level) >= ORDER.index(floor)  # type: ignore[arg-type]
+
+
+def _containers(spec: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        yield from spec.get(key) or []
+
+
+def baseline_violations(spec: Mapping[str, Any]) -> list[str]:
+    """What in a pod spec the Baseline profile forbids, one line each (empty: admitted under baseline)."""
+    out: list[str] = []
+    pod_ctx = spec.get("securityContext") or {}
+    if (pod_ctx.get("windowsOptions") or {}).get("hostProcess"):
+        out.append("HostProcess: spec.securityContext.windowsOptions.hostProcess")
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(key):
+            out.append(f"Host Namespaces: spec.{key}")
+    for v in spec.get("volumes") or []:
+        if "hostPath" in v:
+            out.append(f"HostPath Volumes: volume {v.get('name')}")
+    for s in pod_ctx.get("sysctls") or []:
+        if s.get("name") not in SAFE_SYSCTLS:
+            out.append(f"Sysctls: {s.get('name')}")
+    out += _context_violations("pod", pod_ctx)
+    for c in _containers(spec):
+        name = c.get("name")
+        ctx = c.get("securityContext") or {}
+        if (ctx.get("windowsOptions") or {}).get("hostProcess"):
+            out.append(f"HostProcess: container {name}")
+        if ctx.get("privileged"):
+            out.append(f"Privileged Containers: container {name}")
+        extra = sorted(set((ctx.get("capabilities") or {}).get("add") or []) - BASELINE_CAPABILITIES)
+        if extra:
+            out.append(f"Capabilities: container {name} adds {', '.join(extra)}")
+        for p in c.get("ports") or []:
+            if p.get("hostPort"):
+                out.append(f"Host Ports: container {name} hostPort {p['hostPort']}")
+        if ctx.get("procMount") not in (None, "Default"):
+            out.append(f"/proc Mount Type: container {name}")
+        out += _context_violations(f"container {name}", ctx)
+    return out
+
+
+def _context_violations(where: str, ctx: Mapping[str, Any]) -> list[str]:
+    out = []
+    if (ctx.get("seccompProfile") or {}).get("type") == "Unconfined":
+        out.append(f"Seccomp: {where} Unconfined")
+    if (ctx.get("appArmorProfile") or {}).get("type") not in (None, "RuntimeDefault", "Localhost"):
+        out.append(f"AppArmor: {where}")
+    selinux = ctx.get("seLinuxOptions") or {}
+    if selinux.get("type", "") not in _SELINUX_TYPES or selinux.get("user") or selinux.get("role"):
+        out.append(f"SELinux: {where}")
+    return out
+
+
+def pod_specs(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The pod specs an object creates: a Pod's own, a workload's template (Deployment, DaemonSet, StatefulSet,
+    ReplicaSet, Job), a CronJob's job template, a JobSet's replicated jobs."""
+    kind, spec = doc.get("kind"), doc.get("spec") or {}
+    if kind == "Pod":
+        return [spec]
+    if kind in ("Deployment", "DaemonSet", "StatefulSet", "ReplicaSet", "Job"):
+        return [((spec.get("template") or {}).get("spec")) or {}]
+    if kind == "CronJob":
+        return [(((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}]
+    if kind == "JobSet":
+        return [
+            ((((r.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec")) or {}
+            for r in spec.get("replicatedJobs") or []
+        ]
+    return []
+
+
+MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+PATCH = "Custom::AWSCDK-EKS-KubernetesPatch"
+
+
+def _json(raw: Any) -> Any:
+    import json
+
+    if isinstance(raw, dict) and "Fn::Join" in raw:
+        raw = "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])
+    try:
+        return json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+
+
+def applied(template: Mapping[str, Any]) -> tuple[dict[str, str], list[tuple[str, str, Mapping[str, Any]]]]:
+    """From a synthesized template: each Namespace it creates with its enforced level ("" when unlabelled), and each
+    pod spec it applies as (object name, namespace, spec): the kubectl manifests' objects and the template patches of
+    seeded Deployments (``/spec/template`` of a JSON patch)."""
+    namespaces: dict[str, str] = {}
+    pods: list[tuple[str, str, Mapping[str, Any]]] = []
+    for r in (template.get("Resources") or {}).values():
+        props = r.get("Properties") or {}
+        if r.get("Type") == MANIFEST:
+            for d in _json(props.get("Manifest")) or []:
+                if not isinstance(d, dict):
+                    continue
+                meta = d.get("metadata") or {}
+                if d.get("kind") == "Namespace":
+                    namespaces[str(meta.get("name"))] = str((meta.get("labels") or {}).get(ENFORCE_LABEL, ""))
+                for spec in pod_specs(d):
+                    pods.append((f"{d.get('kind')}/{meta.get('name')}", str(meta.get("namespace", "default")), spec))
+        elif r.get("Type") == PATCH:
+            for op in _json(props.get("ApplyPatchJson")) or []:
+                if isinstance(op, dict) and op.get("path") == "/spec/template":
+                    name, ns = props.get("ResourceName"), str(props.get("ResourceNamespace", "default"))
+                    pods.append((f"{name} (template patch)", ns, (op.get("value") or {}).get("spec") or {}))
+    return namespaces, pods
+
+
+def template_problems(template: Mapping[str, Any], floors: Mapping[str, Level]) -> list[str]:
+    """One line per namespace the template creates without an enforced level (or below its floor in ``floors``), and
+    per pod it applies into such a namespace that the namespace's level would refuse."""
+    namespaces, pods = applied(template)
+    out = [f"namespace {n}: no {ENFORCE_LABEL} label" for n, level in sorted(namespaces.items()) if not level]
+    out += [
+        f"namespace {n}: enforces {namespaces[n] or 'nothing'}, needs at least {floor}"
+        for n, floor in sorted(floors.items())
+        if n in namespaces and not at_least(namespaces[n], floor)
+    ]
+    for name, ns, spec in pods:
+        if at_least(namespaces.get(ns, ""), "baseline"):
+            out += [f"{ns}/{name}: {v}" for v in baseline_violations(spec)]
+    return out
+
+
+__all__ = [
+    "applied", "template_problems",
+    "BASELINE_CAPABILITIES", "ENFORCE_LABEL", "LABEL_PREFIX", "SAFE_SYSCTLS", "at_least", "baseline_violations",
+    "labels", "pod_specs",
+]  # fmt: skip

@@ -455,3 +455,32 @@ def test_the_lambda_entry_point_spills_through_the_fake_api_and_remembers_in_ssm
     assert second["action"] == "spill" and second["GpuReplicas"] == 2
     [patch] = [r for r in api.requests if r["method"] == "PATCH"]
     assert patch["path"] == f"{DEPLOYMENTS}/chat-gpu/scale" and json.loads(patch["body"]) == {"spec": {"replicas": 2}}
+
+
+def test_the_scale_up_budget_is_the_autoscalers_provision_time() -> None:
+    """The spill gives a triggered scale-up exactly as long as Cluster Autoscaler waits for the node (review of
+    issue 49: 15 minutes against the kit's 20 spilled nodes the autoscaler was still waiting for)."""
+    text = (Path(__file__).parents[2] / "neuronkit" / "kubernetes" / "autoscaler.py").read_text()
+    assert f'"max-node-provision-time": "{spill.SCALE_UP_BUDGET_MINUTES}m0s"' in text
+
+
+def test_an_old_restart_does_not_date_a_new_trouble() -> None:
+    """lastState.terminated keeps the last restart for the pod's life: a pod that restarted long ago and is not Ready
+    only since now is in trouble since now, so the spill still waits spill_after (review of issue 49)."""
+    now = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+    pod = {
+        "metadata": {"name": "chat-neuron-abc"},
+        "spec": {"nodeName": "node-1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-24T11:59:00Z"},
+            ],
+            "containerStatuses": [
+                {"name": "server", "restartCount": 1, "state": {"running": {}},
+                 "lastState": {"terminated": {"finishedAt": "2026-11-20T08:00:00Z", "exitCode": 1}}}
+            ],
+        },
+    }  # fmt: skip
+    assert spill.broken_since([pod]) == now - dt.timedelta(minutes=1)

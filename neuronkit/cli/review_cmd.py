@@ -1,6 +1,8 @@
 """``neuronkit review BASE [--env NAME]... [-o FILE]``: what a pull request changes, from git alone.
 
-First, per environment (the ones named, or those the change touches), what changes in a reviewer's words:
+First what cannot update and the update plan (per resource: updates in place, replaced and what that does, cannot
+update and how instead); then, per environment (the ones named, or those the change touches), what changes in a
+reviewer's words:
 Neuron software, model and serving profiles, access (IAM), rollout and replacements, cost against the
 budget; then the resource table, the cost change and the budgets of those environments.
 """

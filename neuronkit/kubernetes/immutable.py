@@ -14,6 +14,19 @@ from dataclasses import dataclass
 from typing import Any
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
+# PersistentVolumeSpec keys that are not its volume source (core/v1 PersistentVolumeSpec inlines the source: csi, nfs,
+# hostPath, local ...). The source is what ValidatePersistentVolumeUpdate freezes.
+PV_SPEC_NOT_SOURCE = (
+    "capacity",
+    "accessModes",
+    "claimRef",
+    "persistentVolumeReclaimPolicy",
+    "storageClassName",
+    "mountOptions",
+    "volumeMode",
+    "nodeAffinity",
+    "volumeAttributesClassName",
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +34,15 @@ class Immutable:
     kind: str  # "<group>/<Kind>", "" for the core group
     path: tuple[str, ...]
     source: str
+    # Sub-paths of ``path`` an update may change (compared with them left out): "spec other than ...".
+    mutable: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def field(self) -> str:
+        dotted = ".".join(self.path)
+        if not self.mutable:
+            return dotted
+        return f"{dotted} (other than {', '.join('.'.join(m) for m in self.mutable)})"
 
 
 IMMUTABLE: tuple[Immutable, ...] = (
@@ -61,6 +83,50 @@ IMMUTABLE: tuple[Immutable, ...] = (
         "elbv2.k8s.aws/TargetGroupBinding",
         ("spec", "targetType"),
         "aws-load-balancer-controller v3.5.0 webhooks/elbv2/targetgroupbinding_validator.go checkImmutableFields",
+    ),
+    Immutable(
+        "elbv2.k8s.aws/TargetGroupBinding",
+        ("spec", "ipAddressType"),
+        "aws-load-balancer-controller v3.5.0 webhooks/elbv2/targetgroupbinding_validator.go checkImmutableFields",
+    ),
+    Immutable(
+        "elbv2.k8s.aws/TargetGroupBinding",
+        ("spec", "vpcId"),
+        "aws-load-balancer-controller v3.5.0 webhooks/elbv2/targetgroupbinding_validator.go checkImmutableFields",
+    ),
+    Immutable(
+        "/PersistentVolumeClaim",
+        ("spec",),
+        'kubernetes pkg/apis/core/validation ValidatePersistentVolumeClaimUpdate ("spec is immutable after creation '
+        'except resources.requests and volumeAttributesClassName for bound claims"; volumeName may be set once)',
+        (("resources", "requests"), ("volumeAttributesClassName",), ("volumeName",)),
+    ),
+    Immutable(
+        "/PersistentVolume",
+        ("spec",),
+        'kubernetes pkg/apis/core/validation ValidatePersistentVolumeUpdate ("spec.persistentvolumesource is '
+        'immutable after creation": the volume source, e.g. csi.volumeHandle and csi.volumeAttributes)',
+        tuple((k,) for k in PV_SPEC_NOT_SOURCE),
+    ),
+    Immutable(
+        "storage.k8s.io/StorageClass",
+        ("parameters",),
+        'kubernetes pkg/apis/storage/validation ValidateStorageClassUpdate ("updates to parameters are forbidden.")',
+    ),
+    Immutable(
+        "storage.k8s.io/StorageClass",
+        ("provisioner",),
+        'kubernetes pkg/apis/storage/validation ValidateStorageClassUpdate ("updates to provisioner are forbidden.")',
+    ),
+    Immutable(
+        "storage.k8s.io/StorageClass",
+        ("reclaimPolicy",),
+        'kubernetes pkg/apis/storage/validation ValidateStorageClassUpdate ("updates to reclaimPolicy are forbidden.")',
+    ),
+    Immutable(
+        "storage.k8s.io/StorageClass",
+        ("volumeBindingMode",),
+        "kubernetes pkg/apis/storage/validation ValidateStorageClassUpdate (ValidateImmutableField volumeBindingMode)",
     ),
 )
 
@@ -138,6 +204,30 @@ def _at(doc: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+def _without(value: Any, paths: tuple[tuple[str, ...], ...]) -> Any:
+    """``value`` with each sub-path in ``paths`` left out (a deep copy)."""
+    out = json.loads(json.dumps(value))
+    for path in paths:
+        parent = _at(out, path[:-1]) if isinstance(out, dict) else None
+        if isinstance(parent, dict):
+            parent.pop(path[-1], None)
+    return out
+
+
+def _frozen(doc: dict[str, Any], row: Immutable) -> Any:
+    return _without(_at(doc, row.path), row.mutable) if row.mutable else _at(doc, row.path)
+
+
+def applied_by(template: dict[str, Any]) -> dict[tuple[str, str, str], str]:
+    """(group/Kind, namespace, name) -> the logical ID of the manifest resource that applies it."""
+    out: dict[tuple[str, str, str], str] = {}
+    for lid, r in (template.get("Resources") or {}).items():
+        if r.get("Type") == MANIFEST:
+            for key in applied_objects({"Resources": {lid: r}}):
+                out[key] = lid
+    return out
+
+
 def conflicts(
     stack: str, before: dict[str, Any], after: dict[str, Any], replaced: frozenset[str] = frozenset()
 ) -> list[Conflict]:
@@ -147,9 +237,9 @@ def conflicts(
     out = []
     for key in sorted(old.keys() & new.keys()):
         for row in (r for r in IMMUTABLE if r.kind == key[0]):
-            if _at(old[key], row.path) != _at(new[key], row.path):
-                out.append(Conflict(stack, key[0].lstrip("/"), key[1], key[2], ".".join(row.path), row.source))
+            if _frozen(old[key], row) != _frozen(new[key], row):
+                out.append(Conflict(stack, key[0].lstrip("/"), key[1], key[2], row.field, row.source))
     return out
 
 
-__all__ = ["IMMUTABLE", "Conflict", "Immutable", "applied_objects", "conflicts"]
+__all__ = ["IMMUTABLE", "Conflict", "Immutable", "applied_by", "applied_objects", "conflicts"]

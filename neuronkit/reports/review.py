@@ -8,6 +8,11 @@ resource whose type reappears in the same stack under another logical ID is repl
 (buckets, file systems, volumes, log groups, keys, repositories) are flagged: their data is lost unless
 the old resource is retained. The cost change of the pools and each environment's new maximum against its
 ``budget.monthly_usd`` follow. No AWS credentials are used.
+
+First of all, per environment the change touches, the **update plan** (:mod:`neuronkit.reports.plan`): per resource,
+updates in place / replaced (and what that does) / cannot update (why, and how instead); a "cannot update" (a
+fixed-name resource CloudFormation must replace, or a Kubernetes object whose immutable field changes under its name)
+fails the command.
 """
 
 from __future__ import annotations
@@ -80,7 +85,9 @@ class Review:
     budgets: list[str] = field(default_factory=list)
     environments: list[EnvChanges] = field(default_factory=list)
     pins_needed: list[str] = field(default_factory=list)  # image lookups the head needs pinned before it deploys
-    cannot_update: list[str] = field(default_factory=list)  # applied Kubernetes objects whose update would be refused
+    cannot_update: list[str] = field(default_factory=list)  # resources and Kubernetes objects whose update would fail
+    plan: list[Any] = field(default_factory=list)  # neuronkit.reports.plan.Step, per resource the deploy touches
+    environment_of: dict[str, str] = field(default_factory=dict)  # stack -> environment, for the plan's sections
 
 
 # The words app.py (neuronkit.stacks.missing_lookups) uses for a pool whose image lookup is not pinned yet.
@@ -285,12 +292,16 @@ def render(review: Review) -> str:
         lines += [
             "### Cannot update",
             "",
-            "These Kubernetes objects keep their names while a field an update cannot change does; the deploy would be "
-            "refused and roll back:",
+            "The deploy would fail and roll back: a resource CloudFormation must replace keeps its fixed name, or a "
+            "Kubernetes object keeps its name while a field an update cannot change does (each with the way instead):",
             "",
             *[f"- {line}" for line in review.cannot_update],
             "",
         ]
+    if review.plan:
+        from neuronkit.reports import plan
+
+        lines += plan.render(review.plan, lambda stack: review.environment_of.get(stack))
     if review.pins_needed:
         lines += [
             "### Pin needed first",
@@ -517,8 +528,15 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
         every = compare_templates(old, new, _regions(repo))
         chosen = list(dict.fromkeys(envs)) if envs else touched(old_data, new_data, every)
         mine = [c for c in every if env_of(c.stack, known) in chosen or env_of(c.stack, known) is None]
-        blocked = cannot_update(old, new, chosen, known, every)
-        result = Review(base=base, changes=mine, pins_needed=pins, cannot_update=blocked)
+        from neuronkit.reports import plan
+
+        stacks = sorted(s for s in set(old) | set(new) if env_of(s, known) in chosen)
+        steps = plan.plan(old, new, every, stacks)
+        blocked = [s.line() for s in plan.cannot_update(steps)]
+        result = Review(
+            base=base, changes=mine, pins_needed=pins, cannot_update=blocked, plan=steps,
+            environment_of={s: str(env_of(s, known)) for s in stacks},
+        )  # fmt: skip
         for name in chosen:
             section = what_changes(name, old_envs.get(name), new_envs.get(name), old, new, mine)
             if name in new_why:

@@ -38,6 +38,7 @@ class PoolCost:
     gpu_type: str | None = None
     gpu_hourly_price: float | None = None
     notes: tuple[str, ...] = ()
+    gpu_is_fallback: bool = False  # gpu_type is the pool's own GPU fallback (on EKS: its fallback node group's)
 
     @property
     def block(self) -> bool:
@@ -92,6 +93,9 @@ def price_pools(
     equivalents = pricing.equivalents() if equivalents is None else equivalents
     out: list[PoolCost] = []
     problems: list[str] = []
+    pools = list(pools)
+    # platform: eks: a fleet's GPU fallback is a node group of its own; its Metadata names the fleet (fallback_for).
+    eks_fallback = {(p.environment, p.fallback_for): p for p in pools if p.fallback_for}
     for pool in pools:
         primary = pool.primary_type
         price = table.hourly(primary, pool.region)
@@ -117,6 +121,14 @@ def price_pools(
         gpu_price: float | None = None
         equivalent = equivalents.get(primary)
         own = next((t for t in pool.fallback_types if _is_gpu(t)), None)
+        sibling = eks_fallback.get((pool.environment, pool.pool))
+        if own is None and sibling is not None:
+            own = next((t for t in sibling.instance_types if _is_gpu(t)), None)
+        whose = (
+            f"the first type of its GPU fallback node group {sibling.pool}"
+            if sibling is not None and own not in pool.fallback_types
+            else "its first GPU fallback_types entry"
+        )
         if pool.role == "training-gpu" or _is_gpu(primary):
             notes.append(f"{primary} is a GPU type: no GPU equivalent; counted at its own price in the GPU-equivalent total.")
         elif own is not None:
@@ -128,7 +140,7 @@ def price_pools(
                 if equivalent is not None and equivalent.gpu_type != own
                 else ""
             )
-            notes.append(f"GPU comparison: {own}, the pool's own GPU fallback (its first GPU fallback_types entry){instead}.")
+            notes.append(f"GPU comparison: {own}, the pool's own GPU fallback ({whose}){instead}.")
             if gpu_price is None:
                 notes.append(f"GPU comparison skipped: {table.missing_message(own, pool.region)}.")
         elif equivalent is None:
@@ -147,6 +159,7 @@ def price_pools(
                 gpu_type=gpu_type,
                 gpu_hourly_price=gpu_price,
                 notes=tuple(notes),
+                gpu_is_fallback=gpu_type is not None and gpu_type == own,
             )
         )
     if problems:
@@ -352,8 +365,7 @@ def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | No
                     "kit read or measured)"
                 )
             if c.gpu_type and c.gpu_hourly_price is not None:
-                own = c.gpu_type in p.fallback_types
-                line += f"; GPU {'fallback' if own else 'equivalent'} {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
+                line += f"; GPU {'fallback' if c.gpu_is_fallback else 'equivalent'} {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
             doc.para(line + ".")
             headers = ["capacity", "nodes", "$/hour", "$/month"]
             align = "lrrr"

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit import config
-from neuronkit.config.base import NAME_RE
 from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session
 from neuronkit.cli import selection
 from neuronkit.cli.errors import CliError
+from neuronkit.config.base import NAME_RE
 
 FORMATS = ("text", "markdown", "json")
 

@@ -98,7 +98,10 @@ def _budget_gate(env: config.Environment, path: Path) -> tuple[list[str], str]:
     if found:
         return found, ""
     check = cost.budget_check(env)
-    return [], f"; budget {cost.usd(env.budget.monthly_usd)}: {check.levels()} (enforced at {check.enforce})"
+    return [], (
+        f"; budget {cost.usd(env.budget.monthly_usd)}: {check.levels()} (enforced at {check.enforce}; "
+        f"{check.includes(check.enforce)})"
+    )
 
 
 def _pinned_context() -> dict[str, Any] | None:

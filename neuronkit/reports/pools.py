@@ -35,6 +35,8 @@ IMAGE_METADATA = "neuronkit:image"
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 # An EKS managed node group of the kit carries the same Metadata (neuronkit/constructs/eks/nodegroup.py).
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"
+# A training cluster with scheduler: batch is a Batch compute environment with the same Metadata (constructs/batch.py).
+BATCH_TYPE = "AWS::Batch::ComputeEnvironment"
 ROLES = ("training", "training-gpu", "inference")
 CAPACITY_TYPES = ("on-demand", "odcr", "capacity-block")
 
@@ -126,7 +128,8 @@ class Pool:
 # cdk.out
 # --------------------------------------------------------------------------------------------
 def pools_from_cdk_out(path: str | Path) -> list[Pool]:
-    """Read every Auto Scaling group's (and the kit's EKS node groups') ``neuronkit`` Metadata under ``path``.
+    """Read every Auto Scaling group's (and the kit's EKS node groups' and Batch compute environments') ``neuronkit``
+    Metadata under ``path``.
 
     Templates are found recursively (``cdk.out/assembly-*/`` holds the templates of CDK stages).
     Raises :class:`PoolError` when the folder holds no template, or when an Auto Scaling group lacks
@@ -150,12 +153,12 @@ def pools_from_cdk_out(path: str | Path) -> list[Pool]:
         stack = file.name.removesuffix(".template.json")
         resources = template.get("Resources", {}) if isinstance(template, dict) else {}
         for logical_id, resource in sorted(resources.items()):
-            if not isinstance(resource, dict) or resource.get("Type") not in (ASG_TYPE, NODEGROUP_TYPE):
+            if not isinstance(resource, dict) or resource.get("Type") not in (ASG_TYPE, NODEGROUP_TYPE, BATCH_TYPE):
                 continue
             where = f"{shown}: {logical_id}"
             meta = (resource.get("Metadata") or {}).get(METADATA_KEY)
-            if meta is None and resource.get("Type") == NODEGROUP_TYPE:
-                continue  # a node group another construct made (the kit's own always carry the Metadata)
+            if meta is None and resource.get("Type") in (NODEGROUP_TYPE, BATCH_TYPE):
+                continue  # a node group or compute environment another construct made (the kit's carry the Metadata)
             if meta is None and COMPILE_METADATA_KEY in (resource.get("Metadata") or {}):
                 continue
             if meta is None:
@@ -300,7 +303,14 @@ def fallback_pool_name(cluster: str) -> str:
 
 
 def _on_demand(
-    env: Any, pool: str, role: str, neuron: tuple[str, ...], gpu: tuple[str, ...], low: int, high: int, desired: int,
+    env: Any,
+    pool: str,
+    role: str,
+    neuron: tuple[str, ...],
+    gpu: tuple[str, ...],
+    low: int,
+    high: int,
+    desired: int,
     fallback_for: str | None = None,
 ) -> Pool:
     """A pool of on-demand capacity beside a file's cluster or fleet (its GPU pool, its on-demand sibling, or on EKS
@@ -356,9 +366,7 @@ def pools_from_environment(env: Any) -> list[Pool]:
         if eks and fallback:
             # EKS: the fallback types are a node group of their own, empty at first and up to the fleet's max_size
             # (stacks/eks.py), so the fleet's maximum is both groups' together.
-            pools.append(
-                _on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, f.max_size, 0, f.name)
-            )
+            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, f.max_size, 0, f.name))
             fallback = ()
         pools.append(
             Pool(

@@ -23,7 +23,15 @@ from neuronkit import catalog
 from neuronkit.catalog import releases
 from neuronkit.kubernetes import report as kubernetes_report
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
-from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, METADATA_KEY, Pool, PoolError, pools_from_cdk_out
+from neuronkit.reports.pools import (
+    BATCH_TYPE,
+    COMPILE_METADATA_KEY,
+    IMAGE_METADATA,
+    METADATA_KEY,
+    Pool,
+    PoolError,
+    pools_from_cdk_out,
+)
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"  # platform: eks: the kit's node groups carry the same pool Metadata
@@ -411,14 +419,17 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
                 view.storage.append(_file_system(s, logical_id, resource))
             for logical_id, resource in _resources(s, *ALARM_TYPES):
                 view.alarms.append(_alarm(s, logical_id, resource))
-            for logical_id, resource in _resources(s, ASG_TYPE, NODEGROUP_TYPE):
+            for logical_id, resource in _resources(s, ASG_TYPE, NODEGROUP_TYPE, BATCH_TYPE):
                 meta = (resource.get("Metadata") or {}).get("neuronkit") or {}
                 stem = s.template_file.removesuffix(".template.json") or s.artifact_id
                 pool = by_key.get((stem, str(meta.get("pool")), str(meta.get("role"))))
                 if pool is None:
                     continue
                 props = resource.get("Properties") or {}
-                zones = props.get("Subnets") if resource.get("Type") == NODEGROUP_TYPE else props.get("VPCZoneIdentifier")
+                zones = {
+                    NODEGROUP_TYPE: props.get("Subnets"),
+                    BATCH_TYPE: (props.get("ComputeResources") or {}).get("Subnets"),
+                }.get(str(resource.get("Type")), props.get("VPCZoneIdentifier"))
                 nodes = [subnet_nodes[r] for r in _refs(zones, s, exports) if r in subnet_nodes]
                 if not nodes and isinstance(zones, list):  # subnets of an imported VPC: literal ids
                     for sid in (z for z in zones if isinstance(z, str)):
@@ -568,6 +579,44 @@ def _trainium_rows(view: EnvironmentView) -> list[list[str]]:
     return rows
 
 
+def fixed_charges_in(view: EnvironmentView) -> list[tuple[str, str]]:
+    """The fixed charges this synth creates, as (kind, what) with the kinds of neuronkit.reports.cost.FIXED_KINDS: the
+    summary's total leaves them out and names them, validate's budget line and `neuronkit cost` add them."""
+    count: dict[str, int] = {}
+    lbs: list[str] = []
+    for stack in view.stacks:
+        count["EKS control plane"] = count.get("EKS control plane", 0) + len(_resources(stack, "AWS::EKS::Cluster"))
+        system = [r for _, r in _resources(stack, NODEGROUP_TYPE) if METADATA_KEY not in (r.get("Metadata") or {})]
+        count["EKS system nodes"] = count.get("EKS system nodes", 0) + len(system)
+        count["NAT gateways"] = count.get("NAT gateways", 0) + len(_resources(stack, "AWS::EC2::NatGateway"))
+        interface = [
+            r for _, r in _resources(stack, "AWS::EC2::VPCEndpoint")
+            if (r.get("Properties") or {}).get("VpcEndpointType") == "Interface"
+        ]  # fmt: skip
+        count["interface endpoints"] = count.get("interface endpoints", 0) + len(interface)
+        for _, r in _resources(stack, "AWS::ElasticLoadBalancingV2::LoadBalancer"):
+            lbs.append("NLB" if (r.get("Properties") or {}).get("Type") == "network" else "ALB")
+        lustre = [
+            r for _, r in _resources(stack, "AWS::FSx::FileSystem")
+            if (r.get("Properties") or {}).get("FileSystemType") == "LUSTRE"
+        ]  # fmt: skip
+        count["FSx for Lustre"] = count.get("FSx for Lustre", 0) + len(lustre)
+    out: list[tuple[str, str]] = []
+    if count.get("EKS control plane"):
+        out.append(("EKS control plane", "the EKS control plane"))
+    if count.get("EKS system nodes"):
+        out.append(("EKS system nodes", "the EKS system node group"))
+    if count.get("NAT gateways"):
+        out.append(("NAT gateways", f"NAT gateways x{count['NAT gateways']}"))
+    if count.get("interface endpoints"):
+        out.append(("interface endpoints", f"interface endpoints x{count['interface endpoints']}"))
+    if lbs:
+        out.append(("load balancers", ", ".join(f"{lbs.count(k)} {k}" for k in sorted(set(lbs)))))
+    if count.get("FSx for Lustre"):
+        out.append(("FSx for Lustre", f"FSx for Lustre x{count['FSx for Lustre']}"))
+    return out
+
+
 def _cost_section(view: EnvironmentView) -> list[str]:
     """The On-Demand estimate from neuronkit.reports.cost, or nothing when that module cannot price pools."""
     try:
@@ -620,7 +669,21 @@ def _cost_section(view: EnvironmentView) -> list[str]:
         ),
         "",
         f"A month is {hours:g} hours; `neuronkit cost --cdk-out DIR` shows the GPU comparison and the notes.",
+        "",
+        _fixed_note(view),
     ]
+
+
+def _fixed_note(view: EnvironmentView) -> str:
+    found = fixed_charges_in(view)
+    if not found:
+        return "The total is the pools alone; this synth creates no fixed charges the kit prices."
+    return (
+        "The total is the pools alone. It leaves out the fixed charges this synth creates: "
+        + "; ".join(what for _, what in found)
+        + ". `neuronkit validate` (its budget line) and `neuronkit cost --env NAME` add them at list prices "
+        "(catalog/service_prices.yaml), so their total is this one plus those charges."
+    )
 
 
 def mermaid(view: EnvironmentView) -> str:

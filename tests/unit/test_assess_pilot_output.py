@@ -71,7 +71,10 @@ def test_assess_validate_and_the_pilot_agree_on_the_70b_group(blocks: Path, tmp_
     (fleet,) = env.inference
     spec = inference_config.model_spec(fleet)
     assert spec is not None
-    assert fit.fit_problem(spec, fleet.neuron_types[0], tp=fleet.profiles[fleet.neuron_types[0]].tensor_parallel, lnc=fleet.lnc) is None
+    assert (
+        fit.fit_problem(spec, fleet.neuron_types[0], tp=fleet.profiles[fleet.neuron_types[0]].tensor_parallel, lnc=fleet.lnc)
+        is None
+    )
     # ... and the rule refuses what assess refused (inf2.48xlarge at TP 16), so nothing else could have been written
     assert fit.fit_problem(spec, "inf2.48xlarge", tp=16) is not None
     assert fit.check(spec, "trn2.48xlarge", p.match.tensor_parallel, p.match.lnc).fits

@@ -186,7 +186,8 @@ def test_mermaid_is_structurally_valid(views: dict[str, EnvironmentView], env: s
 def test_mermaid_puts_the_pool_behind_a_subnet_of_its_az_id(views: dict[str, EnvironmentView], env: str) -> None:
     view = views[env]
     text = mermaid(view)
-    (pool,) = [p for p in view.pools if p.pool.role == "training"]  # the Trainium cluster
+    # the Trainium cluster (a scheduler: batch cluster is a pool too, its compute environment's)
+    (pool,) = [p for p in view.pools if p.pool.role == "training" and p.meta.get("scheduler") != "batch"]
     az_id = {"dev": "use1-az6", "prod": "use2-az1"}[env]  # the cluster's az_id in the file
     assert pool.az_id == az_id and pool.subnets
     az_block = text.split(f'["{az_id}"]', 1)[1].split("end", 1)[0]
@@ -279,3 +280,81 @@ def test_trainium_settings_show_lnc_and_the_capacity_block(markdown: str) -> Non
     assert row[2:4] == ["–", "capacity-block"]
     assert row[4:6] == [cap.start.strftime("%Y-%m-%dT%H:%M:%SZ"), cap.end.strftime("%Y-%m-%dT%H:%M:%SZ")]
     assert row[7] == f"${cap.upfront_fee_usd:,.0f}"
+
+
+# --------------------------------------------------------------------------------------------
+# the summary's total and validate's reconcile by the named fixed charges (issue 50)
+# --------------------------------------------------------------------------------------------
+def _section(markdown: str, env: str) -> str:
+    start = markdown.index(f"\n### {env}: ")
+    end = markdown.find("\n### ", start + 1)
+    return markdown[start : end if end >= 0 else None]
+
+
+def _dollars(text: str) -> float:
+    return float(text.strip().strip("*$").replace(",", ""))
+
+
+def test_the_summary_total_and_validates_differ_by_the_named_fixed_charges(
+    project_markdown: str, views: dict[str, EnvironmentView], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from neuronkit.reports.summary import fixed_charges_in
+    from tests.project import sources
+
+    envs = project_environments()
+    assert envs and set(envs) <= set(views)
+    assert any(e.platform == "eks" for e in envs.values())  # the EKS control plane and system nodes are reconciled too
+    for name, env in envs.items():
+        section = _section(project_markdown, name)
+        (total,) = [line for line in section.splitlines() if line.startswith("| **total** |")]
+        summary_total = dict(zip(cost.LEVELS, (_dollars(c) for c in total.strip("|").split("|")[3:]), strict=True))
+        check = cost.budget_check(env)
+        assert check.fixed, f"{name} has fixed charges"
+        for level in cost.LEVELS:
+            assert check.totals[level] - summary_total[level] == pytest.approx(sum(f.monthly for f in check.fixed), abs=0.01)
+        # the summary names the kinds it leaves out, validate the charges it adds: the same kinds
+        assert {kind for kind, _ in fixed_charges_in(views[name])} == {f.kind for f in check.fixed}
+        assert "The total is the pools alone. It leaves out the fixed charges" in section
+        # validate's ok line names what its total includes, each charge with its amount
+        if env.budget is not None and env.budget.enforce != "off":
+            (text,) = [t for f, t in sources().items() if f == f"{name}.yaml"]
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(text)
+            assert main(["validate", "--file", str(path)]) == 0
+            out = capsys.readouterr().out
+            level = env.budget.enforce
+            pools = check.totals[level] - sum(f.monthly for f in check.fixed)
+            assert f"{level} = pools {cost.usd(pools)} + fixed charges" in out
+            assert all(f"{f.item} {cost.usd(f.monthly)}" in out for f in check.fixed)
+            assert cost.usd(pools) == cost.usd(summary_total[level])  # the summary's total is validate's pools
+
+
+def test_the_eks_fixed_charges_are_found_in_the_templates() -> None:
+    """On EKS the control plane and the system node group are fixed charges too (hand-made templates)."""
+    from neuronkit.rehearsal import StackInfo
+    from neuronkit.reports.summary import fixed_charges_in
+
+    resources = {
+        "Cluster": {"Type": "AWS::EKS::Cluster", "Properties": {}},
+        "System": {"Type": "AWS::EKS::Nodegroup", "Properties": {}},
+        "Chat": {"Type": "AWS::EKS::Nodegroup", "Metadata": {"neuronkit": {"pool": "chat"}}, "Properties": {}},
+        "Nat": {"Type": "AWS::EC2::NatGateway", "Properties": {}},
+        "Alb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "application"}},
+        "S3": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Gateway"}},
+    }
+    stack = StackInfo("mlp-eks", "mlp-eks", "aws://111111111111/us-west-2", "111111111111", "us-west-2", {"Resources": resources})
+    view = EnvironmentView("mlp", "111111111111", "us-west-2", stacks=[stack])
+    found = dict(fixed_charges_in(view))
+    assert found == {
+        "EKS control plane": "the EKS control plane", "EKS system nodes": "the EKS system node group",
+        "NAT gateways": "NAT gateways x1", "load balancers": "1 ALB",
+    }  # fmt: skip
+    env = project_environments().get("mlp") or config_of("mlp")
+    kinds = {f.kind for f in cost.fixed_costs(env)} - {"interface endpoints"}
+    assert kinds == set(found)
+
+
+def config_of(name: str):  # type: ignore[no-untyped-def]
+    from neuronkit.config import load_environment
+
+    return load_environment(ROOT / "tests" / "fixtures" / "user_environments" / f"{name}.yaml")

@@ -302,6 +302,39 @@ def _tag_problems(tags: dict[str, str]) -> list[tuple[str, str]]:
     return out
 
 
+def serving_line_warnings(loc: str, f: InferenceFleet) -> list[str]:
+    """A Neuron type on a serving line in maintenance or ended (catalog/fit.py line_of, serving.yaml engines): the
+    line, its last release and what ends when, one line per line (both platforms)."""
+    if f.workload != "vllm-serving":
+        return []
+    from neuronkit.catalog import fit
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for j, t in enumerate(f.neuron_types):
+        line = fit.line_of(t)
+        warning = fit.line_warning(t)
+        if line is None or warning is None or line.name in seen:
+            continue
+        seen.add(line.name)
+        out.append(f"{loc}.neuron_types[{j}]: {warning}")
+    return out
+
+
+def serving_lines(env: Environment) -> dict[str, str]:
+    """Each serving Neuron pool's line(s) and status, by fleet name (validate's ok line)."""
+    from neuronkit.catalog import fit
+
+    out: dict[str, str] = {}
+    for f in env.inference:
+        if f.workload != "vllm-serving":
+            continue
+        lines = {ln.name: ln for ln in (fit.line_of(t) for t in f.neuron_types) if ln is not None}
+        if lines:
+            out[f.name] = ", ".join(ln.short() for ln in lines.values())
+    return out
+
+
 def neuron_warnings(env: Environment) -> list[str]:
     """Maintenance-mode combinations and floating AMIs: they pass validation, visibly (one line each)."""
     warnings = _neuron_problems(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[1]
@@ -318,6 +351,7 @@ def neuron_warnings(env: Environment) -> list[str]:
                 warnings.append(f"inference[{i}].{key}.track: latest re-resolves the AMI at every deploy")
         if env.platform != "eks":  # on EKS a fleet is a node group: no listener or server yet
             warnings += serving_warnings(f"inference[{i}]", f)
+        warnings += serving_line_warnings(f"inference[{i}]", f)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
     warnings += [f"{key}: {line}" for key, line in block_only_warnings(env.region, list(env.training))]
     if env.platform == "eks":

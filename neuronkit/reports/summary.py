@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit import catalog
-from neuronkit.catalog import releases
+from neuronkit.catalog import fit, releases
 from neuronkit.kubernetes import report as kubernetes_report
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
 from neuronkit.reports.pools import (
@@ -579,6 +579,23 @@ def _trainium_rows(view: EnvironmentView) -> list[list[str]]:
     return rows
 
 
+def _line_rows(view: EnvironmentView) -> list[list[str]]:
+    """Per serving Neuron pool, the line each of its types is on (catalog/fit.py line_of, serving.yaml engines)."""
+    rows = []
+    for p in view.pools:
+        if p.pool.role != "inference" or not p.pool.neuron_types:
+            continue
+        by_line: dict[str, tuple[fit.Line, list[str]]] = {}
+        for t in p.pool.neuron_types:
+            line = fit.line_of(t)
+            if line is not None:
+                by_line.setdefault(line.name, (line, []))[1].append(t)
+        for line, types in by_line.values():
+            status = line.short()[len(line.title) + 2 : -1]
+            rows.append([p.pool.pool, ", ".join(types), line.title, status, f"{line.ends} [{line.source}]"])
+    return rows
+
+
 def fixed_charges_in(view: EnvironmentView) -> list[tuple[str, str]]:
     """The fixed charges this synth creates, as (kind, what) with the kinds of neuronkit.reports.cost.FIXED_KINDS: the
     summary's total leaves them out and names them, validate's budget line and `neuronkit cost` add them."""
@@ -809,6 +826,16 @@ def render(views: Sequence[EnvironmentView]) -> str:
             out.append(
                 _table(["fleet", "model", "type", "image (pinned)", "TP", "compiled artifacts", "listener"], serving, "lllllll")
             )
+        lines = _line_rows(v)
+        if lines:
+            out += ["", "#### Serving lines", ""]
+            out.append(_table(["pool", "Neuron types", "serving line", "status", "what ends when"], lines, "lllll"))
+            for pool, types, title, status, _ in lines:
+                if status.split(" ")[0] in fit.ENDING:
+                    out.append(
+                        f"\n**Warning:** {pool} ({types}) serves on {title}, {status}: plan the move to the forward line "
+                        "(`neuronkit validate` names it)."
+                    )
         out += ["", "#### Storage", ""]
         if v.storage:
             out.append(

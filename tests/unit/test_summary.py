@@ -268,7 +268,7 @@ def test_each_pool_lists_its_neuron_release_and_pinned_ami(markdown: str) -> Non
     assert "2.28.1" in batch and "floating" not in batch
     chat = next(line for line in markdown.splitlines() if line.startswith("| chat | launch template | prod-inference | inf2"))
     assert "| 2.28.1 | vllm-serving | 2.26.10.0 |" in chat
-    assert "**Warning:**" not in markdown  # no pool of the examples boots a floating AMI
+    assert "boots a floating AMI" not in markdown  # no pool of the examples boots a floating AMI
 
 
 def test_trainium_settings_show_lnc_and_the_capacity_block(markdown: str) -> None:
@@ -358,3 +358,59 @@ def config_of(name: str):  # type: ignore[no-untyped-def]
     from neuronkit.config import load_environment
 
     return load_environment(ROOT / "tests" / "fixtures" / "user_environments" / f"{name}.yaml")
+
+
+# --------------------------------------------------------------------------------------------
+# which serving line each Neuron pool is on, and what ends when (issue 50)
+# --------------------------------------------------------------------------------------------
+def test_summary_and_validate_name_each_serving_pools_line(
+    project_markdown: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from neuronkit.catalog import fit
+    from neuronkit.config import neuron_warnings
+    from tests.project import sources
+
+    checked, ending = 0, 0
+    for name, env in project_environments().items():
+        section = _section(project_markdown, name)
+        for i, f in enumerate(env.inference):
+            if f.workload != "vllm-serving":
+                continue
+            for t in f.neuron_types:
+                line = fit.line_of(t)
+                assert line is not None, t
+                (row,) = [r for r in section.splitlines() if r.startswith(f"| {f.name} | ") and f"| {line.title} |" in r]
+                assert t in row and line.short()[len(line.title) + 2 : -1] in row and line.ends in row
+                checked += 1
+                warnings = [w for w in neuron_warnings(env) if w.startswith(f"inference[{i}].neuron_types[")]
+                if line.ending:
+                    ending += 1
+                    assert line.last_release and any(line.last_release in w and line.ends in w for w in warnings)
+                    assert f"**Warning:** {f.name} (" in section
+                else:
+                    assert not any(t in w for w in warnings)
+        lines = config_lines(env)
+        if lines:
+            (text,) = [t for fn, t in sources().items() if fn == f"{name}.yaml"]
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(text)
+            assert main(["validate", "--file", str(path)]) == 0
+            out = capsys.readouterr().out
+            assert all(f"{fleet} on {line}" in out for fleet, line in lines.items())
+    assert checked and ending  # the examples serve on Inf2 (in maintenance): the warning is exercised
+
+
+def config_lines(env):  # type: ignore[no-untyped-def]
+    from neuronkit.config import serving_lines
+
+    return serving_lines(env)
+
+
+def test_the_forward_line_has_no_warning_and_the_maintenance_line_names_its_last_release() -> None:
+    from neuronkit.catalog import fit, serving
+
+    engines = serving.facts()["engines"]
+    assert fit.line_warning("trn2.48xlarge") is None and fit.line_of("trn2.48xlarge").name == "vllm-neuron"  # type: ignore[union-attr]
+    warning = fit.line_warning("inf2.48xlarge")
+    assert warning is not None and f"last release {engines['nxdi-vllm']['last_release']}" in warning
+    assert "plan the move to vLLM Neuron plugin" in warning and "[maint-nxdi-2.31]" in warning

@@ -19,6 +19,7 @@ from neuronkit.config.eks import (
     eks_pool_problems,
     eks_section_problems,
     eks_top_level_problems,
+    eks_unsupported_type_problems,
 )
 from neuronkit.config.inference import InferenceFleet, _inference_problems, serving_image_problems, serving_warnings
 from neuronkit.config.monitoring import Budget, Monitoring, _day_night_problems, idle_reservation_problems
@@ -77,6 +78,13 @@ class Environment(Strict):
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         problems += pilot_problems(self.pilot, self.training, self.inference)
         problems += address_problems(self.network, self.training, self.inference, self.eks if self.platform == "eks" else None)
+        if self.platform == "eks":
+            # A type EKS cannot boot (Trn3) is one line: what else its key says (an unknown type) is left out.
+            refused = eks_unsupported_type_problems(list(enumerate(self.training)), list(enumerate(self.inference)))
+            keys = {k for k, _ in refused}
+            problems = [
+                p for p in problems if p[0] not in keys and not any(p[0].startswith(k.split(".")[0] + ".capacity") for k in keys)
+            ] + refused
         _raise_all(problems)
         return self
 

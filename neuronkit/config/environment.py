@@ -79,12 +79,7 @@ class Environment(Strict):
         problems += pilot_problems(self.pilot, self.training, self.inference)
         problems += address_problems(self.network, self.training, self.inference, self.eks if self.platform == "eks" else None)
         if self.platform == "eks":
-            # A type EKS cannot boot (Trn3) is one line: what else its key says (an unknown type) is left out.
-            refused = eks_unsupported_type_problems(list(enumerate(self.training)), list(enumerate(self.inference)))
-            keys = {k for k, _ in refused}
-            problems = [
-                p for p in problems if p[0] not in keys and not any(p[0].startswith(k.split(".")[0] + ".capacity") for k in keys)
-            ] + refused
+            problems = _eks_refusals_first(problems, self)
         _raise_all(problems)
         return self
 
@@ -102,6 +97,16 @@ class Environment(Strict):
         if lustre.az_id:
             return lustre.az_id
         return self.training[0].az_id if self.training else self.network.az_ids[0]
+
+
+def _eks_refusals_first(problems: list[tuple[str, str]], env: Environment) -> list[tuple[str, str]]:
+    """A pool type EKS cannot boot (Trn3) is one line: what else its key (an unknown type) or its pool's capacity
+    says is left out."""
+    refused = eks_unsupported_type_problems(list(enumerate(env.training)), list(enumerate(env.inference)))
+    keys = {k for k, _ in refused}
+    pools = {k.split(".")[0] + ".capacity" for k in keys}
+    kept = [p for p in problems if p[0] not in keys and not any(p[0].startswith(q) for q in pools)]
+    return kept + refused
 
 
 def _platform_problems(env: Environment) -> list[tuple[str, str]]:

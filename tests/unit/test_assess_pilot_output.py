@@ -5,6 +5,7 @@ on the Name-tagged 70B fixture group."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -86,3 +87,35 @@ def test_a_serving_winner_without_a_known_model_is_one_line() -> None:
     a.proposals.append(assess.Proposal(w, "inf2.24xlarge", "", "2.28.1", 30000.0, 20000.0, "list-price", "supported"))
     with pytest.raises(ValueError, match=r"g6e\.12xlarge us-west-2: the model it serves is unknown.*--model GROUP=MODEL"):
         assess.pilot_environment(a)
+
+
+def test_the_pilots_gpu_side_is_checked_at_its_profile_as_validate_checks_the_fleet() -> None:
+    """The GPU twin (the fleet's first fallback type) with a profile TP the 70B model does not fit at: the pilot and
+    the fleet check refuse it with the fit rule's own words; at the rule's TP both accept it."""
+    from neuronkit.config import ConfigError, parse_environment
+
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "environments" / "pilot.yaml").read_text())
+    fleet = data["inference"][0]
+    fleet["model"].update(id=MODEL, parameters_billion=70.6, s3_prefix="models/llama-3.1-70b/")
+    fleet["neuron_types"], fleet["fallback_types"] = ["inf2.48xlarge"], ["g6e.12xlarge"]
+    fleet["profiles"] = {"inf2.48xlarge": {"tensor_parallel": 8}, "g6e.12xlarge": {"tensor_parallel": 2}}
+    with pytest.raises(ConfigError) as err:
+        parse_environment(copy.deepcopy(data), "examples/environments/pilot.yaml")
+    spec = fit.spec_for(MODEL)
+    gpu, neuron = fit.check(spec, "g6e.12xlarge", 2), fit.check(spec, "inf2.48xlarge", 8)
+    assert not gpu.fits and not neuron.fits  # 65.8 GiB of weights a GPU of 45 GiB; 16.4 GiB a core of 16 GiB
+    lines = err.value.problems
+    (fleet_line,) = [p for p in lines if "inference[0].fallback_types[0]" in p]
+    (pilot_line,) = [p for p in lines if "pilot.serving.gpu_type" in p]
+    (neuron_line,) = [p for p in lines if "inference[0].neuron_types[0]" in p]
+    assert gpu.summary() in fleet_line and gpu.summary() in pilot_line and neuron.summary() in neuron_line
+    # the rule's answers (assess's too): TP 4 on g6e.12xlarge, trn1.32xlarge at TP 32
+    fleet["neuron_types"] = ["trn1.32xlarge"]
+    fleet["profiles"] = {"trn1.32xlarge": {"tensor_parallel": 32}, "g6e.12xlarge": {"tensor_parallel": 4}}
+    assert fit.best(spec, "g6e.12xlarge")[0].tp == 4  # type: ignore[union-attr]
+    problems = []
+    try:
+        parse_environment(copy.deepcopy(data), "examples/environments/pilot.yaml")
+    except ConfigError as e:
+        problems = e.problems
+    assert not [p for p in problems if "pilot.serving" in p or "fallback_types" in p or "neuron_types" in p], problems

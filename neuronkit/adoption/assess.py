@@ -789,7 +789,8 @@ def _serving_pilot(a: Assessment, best: Proposal, name: str) -> str:
     if best.model is None:
         raise ValueError(
             f"{w.name}: the model it serves is unknown, so the fit rule has no answer to pilot; name it with "
-            "--model GROUP=MODEL or a model tag"
+            "--model GROUP=MODEL on a billing export (--from PATH or --sample; the account inventory reads no model), "
+            "or a model or Name tag the export carries"
         )
     region = best.neuron_region or w.region
     neuron, gpu = catalog.get(best.neuron_type), catalog.get(w.instance_type)

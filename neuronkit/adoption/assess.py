@@ -64,6 +64,10 @@ class Proposal:
     neuron_monthly: float | None
     spend_basis: str  # "cost-explorer" | "list-price"
     architecture_support: str  # "supported" | "unknown: ..." | "not in the Neuron model lists"
+    model: str | None = None  # the catalog model a serving workload serves (fit.known_model)
+    tensor_parallel: int | None = None  # the fit rule's TP on neuron_type (fit.best)
+    lnc: int | None = None
+    neuron_region: str | None = None  # where neuron_type is offered when the workload's region does not offer it
 
     @property
     def saving(self) -> float | None:
@@ -693,14 +697,27 @@ def best_training(a: Assessment) -> Proposal | None:
 
 
 def pilot_environment(a: Assessment, name: str = "pilot") -> str:
-    """A starter environment file that pilots the best training candidate (docs/adoption.md). A pilot runs a
-    training job on both sides through AWS Batch; inference candidates are piloted with a fleet instead."""
-    best = best_training(a)
+    """A starter environment file that pilots the workload with the largest saving (Assessment.best, training or
+    inference; docs/adoption.md): a training workload runs a job on both sides through AWS Batch, a serving workload
+    runs its model on a Neuron fleet and the GPU twin at the TP and LNC the fit rule (catalog/fit.py) gave assess."""
+    best = a.best()
     if best is None:
         raise ValueError(
-            "no training workload saves money on a Neuron type with a supporting release: no pilot to write "
-            "(inference candidates are piloted with an inference fleet, docs/adoption.md)"
+            "no workload saves money on a Neuron type with a supporting release: no pilot to write (an unpriced "
+            "Trainium2 proposal: pass --capacity-blocks FILE)"
         )
+    if best.workload.kind == "inference":
+        return _serving_pilot(a, best, name)
+    return _training_pilot(a, best, name)
+
+
+def _pilot_budget(region: str, types: Sequence[str], hours: float) -> int:
+    table = pricing.load_prices()
+    hourly = sum(table.hourly(t, region) or 0.0 for t in types)
+    return int(-(-hourly * hours // 1000) * 1000) or 1000
+
+
+def _training_pilot(a: Assessment, best: Proposal, name: str) -> str:
     w = best.workload
     assert best.neuron_type is not None
     neuron, gpu = catalog.get(best.neuron_type), catalog.get(w.instance_type)
@@ -710,9 +727,7 @@ def pilot_environment(a: Assessment, name: str = "pilot") -> str:
     others = [z for z in gpu.az_ids(w.region) if z != both[0]] or [z for z in neuron.az_ids(w.region) if z != both[0]]
     az_ids = [both[0], *others[:1]]
     facts = adoption_facts()["pilot"]
-    table = pricing.load_prices()
-    hourly = sum(table.hourly(t, w.region) or 0.0 for t in (best.neuron_type, w.instance_type))
-    budget = int(-(-hourly * float(facts["budget_hours"]) // 1000) * 1000) or 1000
+    budget = _pilot_budget(w.region, (best.neuron_type, w.instance_type), float(facts["budget_hours"]))
     cluster = "candidate"
     doc = {
         "name": name,
@@ -748,6 +763,100 @@ def pilot_environment(a: Assessment, name: str = "pilot") -> str:
         f"{best.neuron_type}\n# (Neuron SDK {best.release}); at list prices it saves {_usd(best.saving)} a month "
         f"({_pct(best.saving_percent)}). Replace the commands with your\n# training entry point (it calls "
         "neuronkit.adoption.pilot_metrics.StepReporter each step) and the GPU image with the one it runs today.\n"
+        "# Then: neuronkit validate, cdk deploy -c file=THIS, neuronkit pilot start --file THIS (docs/adoption.md).\n"
+    )
+    return head + yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+def _serving_budget(region: str, best: Proposal) -> int:
+    """A week of both sides (adoption.yaml pilot.budget_hours): the GPU type's list price in ``region`` and the Neuron
+    type's hourly price assess used (On-Demand or a Capacity Block), rounded up to $1,000."""
+    table = pricing.load_prices()
+    w = best.workload
+    neuron = table.hourly(best.neuron_type or "", region)
+    if neuron is None and best.neuron_monthly is not None and w.instances:
+        neuron = best.neuron_monthly / w.instances / table.hours_per_month
+    hourly = (table.hourly(w.instance_type, region) or 0.0) + (neuron or 0.0)
+    return int(-(-hourly * float(adoption_facts()["pilot"]["budget_hours"]) // 1000) * 1000) or 1000
+
+
+def _serving_pilot(a: Assessment, best: Proposal, name: str) -> str:
+    """The serving pilot: one fleet on the proposed Neuron type (the fit rule's TP and LNC) with the workload's GPU type
+    as its first fallback (the GPU twin), in the workload's region or, when that does not offer the Neuron type, the
+    region assess priced it in."""
+    w = best.workload
+    assert best.neuron_type is not None
+    if best.model is None:
+        raise ValueError(
+            f"{w.name}: the model it serves is unknown, so the fit rule has no answer to pilot; name it with "
+            "--model GROUP=MODEL on a billing export (--from PATH or --sample; the account inventory reads no model), "
+            "or a model or Name tag the export carries"
+        )
+    region = best.neuron_region or w.region
+    neuron, gpu = catalog.get(best.neuron_type), catalog.get(w.instance_type)
+    both = [z for z in neuron.az_ids(region) if z in gpu.az_ids(region)]
+    if len(both) < 2:
+        raise ValueError(
+            f"fewer than two AZs of {region} offer both {best.neuron_type} and {w.instance_type} "
+            f"({', '.join(both) or 'none'}): a fleet spans two; pilot in another region"
+        )
+    spec = fit.spec_for(best.model)
+    answer = fit.check(spec, best.neuron_type, best.tensor_parallel, best.lnc)
+    if not answer.fits:  # the proposal came from the same rule: this is a bug, not a user error
+        raise ValueError(f"{w.name}: {answer.summary()}")
+    gpu_fit, tried = fit.best(spec, w.instance_type)
+    if gpu_fit is None:
+        raise ValueError(f"{w.name}: {best.model} fits {w.instance_type} at no TP ({fit.why_not(tried)}): no GPU twin to pilot")
+    facts = fit.models()[best.model]
+    fleet = "candidate"
+    slug = _slug(best.model.split("/")[-1])
+    model = {
+        "id": best.model,
+        "s3_prefix": f"models/{slug}/",
+        "parameters_billion": float(facts["parameters_billion"]),
+        "max_model_len": spec.max_model_len,
+        "max_num_seqs": spec.max_num_seqs,
+    }
+    doc: dict[str, Any] = {
+        "name": name,
+        "account": a.account,
+        "region": region,
+        "neuron_sdk": best.release,
+        "network": {"az_ids": both[:2]},
+        "inference": [
+            {
+                "name": fleet,
+                "neuron_types": [best.neuron_type],
+                "fallback_types": [w.instance_type],
+                "az_ids": both[:2],
+                "min_size": 1,
+                "max_size": 1,
+                "model": model,
+                "profiles": {
+                    best.neuron_type: {"tensor_parallel": answer.tp},
+                    w.instance_type: {"tensor_parallel": gpu_fit.tp},
+                },
+                **({"lnc": answer.lnc} if answer.lnc else {}),
+            }
+        ],
+        "pilot": {"name": slug, "serving": {"fleet": fleet, "nodes": 1}},
+        "budget": {"monthly_usd": _serving_budget(region, best)}
+        | ({} if pricing.load_prices().hourly(best.neuron_type, region) is not None else {"enforce": "off"}),
+    }
+    moved = f" (the Neuron type is not offered in {w.region}; both are in {region})" if region != w.region else ""
+    head = (
+        "# yaml-language-server: $schema=../schema/environment.schema.json\n"
+        f"# Written by `neuronkit assess` for account {a.account}: pilots {w.name} ({w.instance_type}, {w.region}) against "
+        f"{best.neuron_type}{moved}\n# (Neuron SDK {best.release}); at list prices it saves {_usd(best.saving)} a month "
+        f"({_pct(best.saving_percent)}).\n# The fit rule (catalog/fit.py), as in the report: {answer.summary()}\n"
+        f"# GPU twin: {gpu_fit.summary()}\n"
+        + (
+            f"# budget.enforce: off: {best.neuron_type} has no On-Demand price in {region} (Capacity Blocks), so the kit "
+            "cannot price the environment; the budget covers a week of both sides at the price assess used.\n"
+            if pricing.load_prices().hourly(best.neuron_type, region) is None
+            else ""
+        )
+        + f"# Copy the weights (Hugging Face format) to models/{slug}/ in the artifacts bucket.\n"
         "# Then: neuronkit validate, cdk deploy -c file=THIS, neuronkit pilot start --file THIS (docs/adoption.md).\n"
     )
     return head + yaml.safe_dump(doc, sort_keys=False, width=1000)

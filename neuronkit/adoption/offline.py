@@ -457,7 +457,9 @@ def to_assessment(a: BillingAssessment) -> assess.Assessment:
             assess.Proposal(
                 workload=w, neuron_type=m.neuron_type, why=m.why, release=m.release, gpu_monthly=p.gpu_list_monthly,
                 neuron_monthly=p.neuron_list_monthly, spend_basis="billing-export",
-                architecture_support=assess.architecture_support(w.kind, None),
+                architecture_support=assess.architecture_support(w.kind, None), model=p.model,
+                tensor_parallel=m.tensor_parallel, lnc=m.lnc,
+                neuron_region=m.price_region if m.price_region and m.price_region != w.region else None,
             )
         )  # fmt: skip
     return out

@@ -198,6 +198,33 @@ def software_facts() -> dict[str, Any]:
 
 
 @cache
+def named_types() -> dict[str, dict[str, Any]]:
+    """Types a source names whose hardware facts the catalog lacks (trainium.yaml ``named_types``): name -> family,
+    source."""
+    out: dict[str, dict[str, Any]] = trainium_facts().get("named_types") or {}
+    return out
+
+
+def family_of_type(instance_type: str) -> str | None:
+    """The family of a catalog type or of a named-only type (trainium.yaml ``named_types``), else None."""
+    known = instance_types().get(instance_type)
+    if known is not None:
+        return known.family
+    named = named_types().get(instance_type)
+    return str(named["family"]) if named else None
+
+
+def eks_unsupported(instance_type: str) -> str | None:
+    """Why platform: eks cannot run ``instance_type`` (its family's EKS node images, trainium.yaml
+    ``eks_unsupported_families``), with the source; None when nothing stands against it."""
+    family = family_of_type(instance_type)
+    entry = (trainium_facts().get("eks_unsupported_families") or {}).get(family or "")
+    if entry is None:
+        return None
+    reason = " ".join(str(entry["reason"]).split())
+    return f"{reason} [{entry['source']}]"
+
+
 def trainium_facts() -> dict[str, Any]:
     """Chips, LNC settings and UltraServers per Trainium family (trainium.yaml, a source per fact)."""
     data: dict[str, Any] = yaml.safe_load((_HERE / "trainium.yaml").read_text())

@@ -88,10 +88,42 @@ class Line:
     last_release: str | None
     architectures: tuple[str, ...]
     source: str
+    since: str | None = None  # the release from which the status holds (serving.yaml ``status_since``)
 
     def text(self) -> str:
         last = f", last release {self.last_release}" if self.last_release else ""
         return f"{self.title} ({self.status}{last}; {self.ends})"
+
+    def short(self) -> str:
+        """The line and its status, without what ends when (validate's ok line, the summary's table)."""
+        since = f" since Neuron {self.since}" if self.since else ""
+        last = f", last release {self.last_release}" if self.last_release else ""
+        return f"{self.title} ({self.status}{since}{last})"
+
+    @property
+    def ending(self) -> bool:
+        """In maintenance or at its end: a pool on it should plan its move (validate warns)."""
+        return self.status in ENDING
+
+
+# The statuses of a line a pool should move off (serving.yaml engines.*.status).
+ENDING = ("maintenance", "end-of-support", "ended")
+
+
+def line_warning(instance_type: str) -> str | None:
+    """One line for a Neuron type whose serving line is in maintenance or ended: the line, since when, its last
+    release, what ends when (serving.yaml ``engines``), and the forward line to plan for; None otherwise."""
+    line = line_of(instance_type)
+    if line is None or not line.ending:
+        return None
+    from neuronkit.catalog import serving
+
+    forward = [
+        (name, e) for name, e in serving.facts()["engines"].items()
+        if name != line.name and e["status"] not in ENDING and not e.get("last_release")
+    ]  # fmt: skip
+    move = f"; plan the move to {forward[0][1]['title']} on {'/'.join(forward[0][1]['families'])}" if forward else ""
+    return f"{instance_type} serves on {line.short()}: {line.ends} [{line.source}]{move}"
 
 
 def line_of(instance_type: str) -> Line | None:
@@ -108,7 +140,7 @@ def line_of(instance_type: str) -> Line | None:
     e = serving.facts()["engines"][name]
     return Line(
         name, e["title"], e["status"], " ".join(str(e["ends"]).split()), e.get("last_release"),
-        tuple(e.get("architectures", [])), e["source"],
+        tuple(e.get("architectures", [])), e["source"], e.get("status_since"),
     )  # fmt: skip
 
 

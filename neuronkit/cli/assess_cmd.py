@@ -11,6 +11,7 @@ export, AWS could not be asked).
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from neuronkit import config
 from neuronkit.account.preflight import PreflightAbort, abort_message, aws_session
 from neuronkit.cli import selection
 from neuronkit.cli.errors import CliError
+from neuronkit.config.base import NAME_RE
 
 FORMATS = ("text", "markdown", "json")
 
@@ -55,7 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=Path,
         metavar="PATH",
         default=None,
-        help="write a starter pilot environment file for the best training candidate to PATH (online or --from)",
+        help="write a starter pilot environment file for the workload with the largest saving (training or serving) to "
+        "PATH (online or --from)",
     )
     p.add_argument(
         "--capacity-blocks", type=Path, metavar="FILE", default=None,
@@ -169,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
         from neuronkit.adoption import assess
 
         try:
-            starter = assess.pilot_environment(result)
+            stem = args.pilot_output.stem
+            # validate requires name: to match the file name; a stem that is not a valid name keeps "pilot"
+            name = stem if re.fullmatch(NAME_RE, stem) else "pilot"
+            starter = assess.pilot_environment(result, name)
             if result.account == "000000000000":
                 starter = (
                     "# account: the export names no single usage account (line_item_usage_account_id); replace "

@@ -72,7 +72,13 @@ def validate(args: argparse.Namespace) -> int:
             if over:
                 problems += over
                 continue
-            print(f"{f}: ok: {env.name} in {env.region}: {pools}" + (f"; Neuron SDK: {neuron}" if neuron else "") + budget)
+            lines = "; ".join(f"{name} on {line}" for name, line in config.serving_lines(env).items())
+            print(
+                f"{f}: ok: {env.name} in {env.region}: {pools}"
+                + (f"; Neuron SDK: {neuron}" if neuron else "")
+                + (f"; serving lines: {lines}" if lines else "")
+                + budget
+            )
         except config.ConfigError as err:
             problems.extend(err.problems)
     for line in problems:
@@ -98,7 +104,10 @@ def _budget_gate(env: config.Environment, path: Path) -> tuple[list[str], str]:
     if found:
         return found, ""
     check = cost.budget_check(env)
-    return [], f"; budget {cost.usd(env.budget.monthly_usd)}: {check.levels()} (enforced at {check.enforce})"
+    return [], (
+        f"; budget {cost.usd(env.budget.monthly_usd)}: {check.levels()} (enforced at {check.enforce}; "
+        f"{check.includes(check.enforce)})"
+    )
 
 
 def _pinned_context() -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from neuronkit.config.base import (
     ConfigError,
     Strict,
 )
-from neuronkit.config.environment import Environment, json_schema, neuron_warnings, pool_releases
+from neuronkit.config.environment import Environment, json_schema, neuron_warnings, pool_releases, serving_lines
 from neuronkit.config.inference import HealthCheck, InferenceFleet, ScheduledCapacity, Serve
 from neuronkit.config.loader import environment_files, load_all, load_environment, parse_environment
 from neuronkit.config.monitoring import Alarms, Budget, DayNight, Monitoring
@@ -55,5 +55,5 @@ __all__ = [
     "CapacityBlock", "ConfigError", "DayNight", "Environment", "ExistingVpc", "GpuPool", "HealthCheck",
     "InferenceFleet", "Lustre", "Monitoring", "Network", "OnDemand", "Odcr", "Pilot", "ScheduledCapacity", "Serve",
     "Storage", "Strict", "TrainingCluster", "ami_family", "block_problems", "environment_files", "gpu_ami_family", "json_schema",
-    "load_all", "load_environment", "parse_environment", "neuron_warnings", "pool_releases", "PoolRelease", "Workload",
+    "load_all", "load_environment", "parse_environment", "neuron_warnings", "pool_releases", "serving_lines", "PoolRelease", "Workload",
 ]  # fmt: skip

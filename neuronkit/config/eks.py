@@ -332,6 +332,21 @@ _BLOCK_REFUSED = {
 }
 
 
+def eks_unsupported_type_problems(
+    training: list[tuple[int, TrainingCluster]], inference: list[tuple[int, InferenceFleet]]
+) -> list[tuple[str, str]]:
+    """A pool type of a family the EKS node images do not support (Trn3: catalog/trainium.yaml
+    ``eks_unsupported_families``): one line per key, whatever else the catalog knows or lacks of the type."""
+    out: list[tuple[str, str]] = []
+    keyed = [(f"training[{i}].instance_type", c.instance_type) for i, c in training]
+    keyed += [(f"inference[{i}].neuron_types[{j}]", t) for i, f in inference for j, t in enumerate(f.neuron_types)]
+    for key, t in keyed:
+        why = catalog.eks_unsupported(t)
+        if why:
+            out.append((key, f"{t}: {why}; platform: eks cannot run it, so use platform: asg or a Trn2 type (trn2.48xlarge)"))
+    return out
+
+
 def eks_pool_problems(
     training: list[tuple[int, TrainingCluster]], inference: list[tuple[int, InferenceFleet]]
 ) -> list[tuple[str, str]]:

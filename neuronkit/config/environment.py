@@ -19,6 +19,7 @@ from neuronkit.config.eks import (
     eks_pool_problems,
     eks_section_problems,
     eks_top_level_problems,
+    eks_unsupported_type_problems,
 )
 from neuronkit.config.inference import (
     InferenceFleet,
@@ -83,6 +84,8 @@ class Environment(Strict):
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         problems += pilot_problems(self.pilot, self.training, self.inference)
         problems += address_problems(self.network, self.training, self.inference, self.eks if self.platform == "eks" else None)
+        if self.platform == "eks":
+            problems = _eks_refusals_first(problems, self)
         _raise_all(problems)
         return self
 
@@ -100,6 +103,16 @@ class Environment(Strict):
         if lustre.az_id:
             return lustre.az_id
         return self.training[0].az_id if self.training else self.network.az_ids[0]
+
+
+def _eks_refusals_first(problems: list[tuple[str, str]], env: Environment) -> list[tuple[str, str]]:
+    """A pool type EKS cannot boot (Trn3) is one line: what else its key (an unknown type) or its pool's capacity
+    says is left out."""
+    refused = eks_unsupported_type_problems(list(enumerate(env.training)), list(enumerate(env.inference)))
+    keys = {k for k, _ in refused}
+    pools = {k.split(".")[0] + ".capacity" for k in keys}
+    kept = [p for p in problems if p[0] not in keys and not any(p[0].startswith(q) for q in pools)]
+    return kept + refused
 
 
 def _platform_problems(env: Environment) -> list[tuple[str, str]]:
@@ -308,6 +321,39 @@ def _tag_problems(tags: dict[str, str]) -> list[tuple[str, str]]:
     return out
 
 
+def serving_line_warnings(loc: str, f: InferenceFleet) -> list[str]:
+    """A Neuron type on a serving line in maintenance or ended (catalog/fit.py line_of, serving.yaml engines): the
+    line, its last release and what ends when, one line per line (both platforms)."""
+    if f.workload != "vllm-serving":
+        return []
+    from neuronkit.catalog import fit
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for j, t in enumerate(f.neuron_types):
+        line = fit.line_of(t)
+        warning = fit.line_warning(t)
+        if line is None or warning is None or line.name in seen:
+            continue
+        seen.add(line.name)
+        out.append(f"{loc}.neuron_types[{j}]: {warning}")
+    return out
+
+
+def serving_lines(env: Environment) -> dict[str, str]:
+    """Each serving Neuron pool's line(s) and status, by fleet name (validate's ok line)."""
+    from neuronkit.catalog import fit
+
+    out: dict[str, str] = {}
+    for f in env.inference:
+        if f.workload != "vllm-serving":
+            continue
+        lines = {ln.name: ln for ln in (fit.line_of(t) for t in f.neuron_types) if ln is not None}
+        if lines:
+            out[f.name] = ", ".join(ln.short() for ln in lines.values())
+    return out
+
+
 def neuron_warnings(env: Environment) -> list[str]:
     """Maintenance-mode combinations and floating AMIs: they pass validation, visibly (one line each)."""
     warnings = _neuron_problems(env.neuron_sdk, list(enumerate(env.training)), list(enumerate(env.inference)))[1]
@@ -326,6 +372,7 @@ def neuron_warnings(env: Environment) -> list[str]:
             warnings += serving_warnings(f"inference[{i}]", f)
         else:
             warnings += eks_serving_warnings(f"inference[{i}]", f)
+        warnings += serving_line_warnings(f"inference[{i}]", f)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
     warnings += [f"{key}: {line}" for key, line in block_only_warnings(env.region, list(env.training))]
     if env.platform == "eks":

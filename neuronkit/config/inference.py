@@ -206,7 +206,15 @@ def _inference_problems(
         names.setdefault(f.name, i)
         for j, t in enumerate(f.neuron_types):
             it = types.get(t)
-            if it is None or not it.is_neuron:
+            named = catalog.named_types().get(t)
+            if it is None and named is not None:
+                add(
+                    f"neuron_types[{j}]",
+                    f"{t} is a {named['family']} type [{named['source']}] whose chips, memory and EFA are not in the "
+                    "catalog (neuronkit/catalog/trainium.yaml named_types); run `neuronkit catalog refresh` with an "
+                    f"account that offers it, or use e.g. {neuron_ok}",
+                )
+            elif it is None or not it.is_neuron:
                 add(f"neuron_types[{j}]", f"'{t}' is not an Inferentia or Trainium type; use e.g. {neuron_ok}")
             else:
                 problem = _family_problem(f.neuron_ami, "neuron", t)

@@ -200,7 +200,13 @@ def _serving_problems(s: ServingPilot, fleets: list[InferenceFleet]) -> list[tup
             )
         )
     else:
-        problem = fit.fit_problem(_model(fleet), g)
+        # The fit rule (catalog/fit.py) at the GPU twin's own profile, as validate checks the fleet's types and
+        # assess proposed them: TP, context and batch from the fleet's profiles entry for the type.
+        o = fleet.profiles.get(g)
+        problem = fit.fit_problem(
+            _model(fleet), g, tp=o.tensor_parallel if o else None, max_model_len=o.max_model_len if o else None,
+            max_num_seqs=o.max_num_seqs if o else None,
+        )  # fmt: skip
         if problem:
             out.append(("pilot.serving.gpu_type", problem))
     if s.nodes > fleet.max_size:

@@ -237,7 +237,15 @@ def _check_cluster(loc: str, c: TrainingCluster, region: str | None, az_ids: lis
     types = catalog.instance_types()
     trainium = ", ".join(sorted(n for n, t in types.items() if t.accelerator == "trainium"))
     it = types.get(c.instance_type)
-    if it is None:
+    named = catalog.named_types().get(c.instance_type)
+    if it is None and named is not None:
+        add(
+            "instance_type",
+            f"{c.instance_type} is a {named['family']} type [{named['source']}] whose chips, memory and EFA are not in the "
+            f"catalog (neuronkit/catalog/trainium.yaml named_types); run `neuronkit catalog refresh` with an account "
+            f"that offers it, or use a Trainium type: {trainium}",
+        )
+    elif it is None:
         add("instance_type", f"'{c.instance_type}' is not a known instance type; use a Trainium type: {trainium}")
     elif it.accelerator != "trainium":
         kind = "an inference-only Inferentia type" if it.accelerator == "inferentia" else f"a {it.accelerator} type"

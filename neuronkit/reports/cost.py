@@ -38,6 +38,7 @@ class PoolCost:
     gpu_type: str | None = None
     gpu_hourly_price: float | None = None
     notes: tuple[str, ...] = ()
+    gpu_is_fallback: bool = False  # gpu_type is the pool's own GPU fallback (on EKS: its fallback node group's)
 
     @property
     def block(self) -> bool:
@@ -92,6 +93,9 @@ def price_pools(
     equivalents = pricing.equivalents() if equivalents is None else equivalents
     out: list[PoolCost] = []
     problems: list[str] = []
+    pools = list(pools)
+    # platform: eks: a fleet's GPU fallback is a node group of its own; its Metadata names the fleet (fallback_for).
+    eks_fallback = {(p.environment, p.fallback_for): p for p in pools if p.fallback_for}
     for pool in pools:
         primary = pool.primary_type
         price = table.hourly(primary, pool.region)
@@ -117,6 +121,14 @@ def price_pools(
         gpu_price: float | None = None
         equivalent = equivalents.get(primary)
         own = next((t for t in pool.fallback_types if _is_gpu(t)), None)
+        sibling = eks_fallback.get((pool.environment, pool.pool))
+        if own is None and sibling is not None:
+            own = next((t for t in sibling.instance_types if _is_gpu(t)), None)
+        whose = (
+            f"the first type of its GPU fallback node group {sibling.pool}"
+            if sibling is not None and own not in pool.fallback_types
+            else "its first GPU fallback_types entry"
+        )
         if pool.role == "training-gpu" or _is_gpu(primary):
             notes.append(f"{primary} is a GPU type: no GPU equivalent; counted at its own price in the GPU-equivalent total.")
         elif own is not None:
@@ -128,7 +140,7 @@ def price_pools(
                 if equivalent is not None and equivalent.gpu_type != own
                 else ""
             )
-            notes.append(f"GPU comparison: {own}, the pool's own GPU fallback (its first GPU fallback_types entry){instead}.")
+            notes.append(f"GPU comparison: {own}, the pool's own GPU fallback ({whose}){instead}.")
             if gpu_price is None:
                 notes.append(f"GPU comparison skipped: {table.missing_message(own, pool.region)}.")
         elif equivalent is None:
@@ -147,6 +159,7 @@ def price_pools(
                 gpu_type=gpu_type,
                 gpu_hourly_price=gpu_price,
                 notes=tuple(notes),
+                gpu_is_fallback=gpu_type is not None and gpu_type == own,
             )
         )
     if problems:
@@ -352,8 +365,9 @@ def cost_report(pools: Sequence[Pool], fmt: str = "text", table: PriceTable | No
                     "kit read or measured)"
                 )
             if c.gpu_type and c.gpu_hourly_price is not None:
-                own = c.gpu_type in p.fallback_types
-                line += f"; GPU {'fallback' if own else 'equivalent'} {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
+                line += (
+                    f"; GPU {'fallback' if c.gpu_is_fallback else 'equivalent'} {c.gpu_type} at {rate(c.gpu_hourly_price)}/hour"
+                )
             doc.para(line + ".")
             headers = ["capacity", "nodes", "$/hour", "$/month"]
             align = "lrrr"
@@ -492,12 +506,21 @@ def diff_report(
 # --------------------------------------------------------------------------------------------
 # what the environment costs besides its pools
 # --------------------------------------------------------------------------------------------
+# The kinds of fixed charge (what an environment costs besides its pools), as validate's budget line and the summary
+# name them: the summary (from cdk.out) names the same kinds it finds in the templates, so the totals reconcile.
+FIXED_KINDS = ("EKS control plane", "EKS system nodes", "NAT gateways", "interface endpoints", "load balancers", "FSx for Lustre")
+
+
 @dataclass(frozen=True)
 class FixedCost:
     environment: str
     item: str
     monthly: float
     basis: str  # how it was computed and where the price comes from
+    kind: str = ""  # one of FIXED_KINDS
+
+    def text(self) -> str:
+        return f"{self.item} {usd(self.monthly)}"
 
 
 def _service_prices() -> dict[str, Any]:
@@ -512,7 +535,7 @@ def eks_control_plane_cost(environment: str, hours: float) -> FixedCost:
     fees = catalog.eks_facts()["extended_support"]
     rate = float(fees["standard_usd_per_cluster_hour"])
     basis = f"1 cluster x ${rate}/hour in standard support (${fees['extended_usd_per_cluster_hour']}/hour in extended support)"
-    return FixedCost(environment, "EKS control plane", rate * hours, basis)
+    return FixedCost(environment, "EKS control plane", rate * hours, basis, "EKS control plane")
 
 
 def eks_system_nodes_cost(env: Any, hours: float) -> FixedCost:
@@ -523,9 +546,10 @@ def eks_system_nodes_cost(env: Any, hours: float) -> FixedCost:
     count, instance_type = int(nodes["desired_size"]), str(nodes["instance_type"])
     if instance_type != str(facts["instance_type"]):
         basis = f"{count} x {instance_type}: not priced (the catalog prices {facts['instance_type']} only)"
-        return FixedCost(env.name, "EKS system nodes", 0.0, basis)
+        return FixedCost(env.name, "EKS system nodes", 0.0, basis, "EKS system nodes")
     rate = float(facts["usd_per_hour"])
-    return FixedCost(env.name, "EKS system nodes", count * rate * hours, f"{count} x {instance_type} on-demand at ${rate}/hour")
+    basis = f"{count} x {instance_type} on-demand at ${rate}/hour"
+    return FixedCost(env.name, "EKS system nodes", count * rate * hours, basis, "EKS system nodes")
 
 
 def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
@@ -541,12 +565,12 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
         if net.nat_gateways:
             rate = sp["nat_gateway_hour"]["usd"]
             out.append(FixedCost(env.name, f"NAT gateways x{net.nat_gateways}", net.nat_gateways * rate * hours,
-                                 f"{net.nat_gateways} x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
+                                 f"{net.nat_gateways} x ${rate}/hour{where}; GB processed not included", "NAT gateways"))  # fmt: skip
         endpoints = len(net.interface_endpoints) * len(net.az_ids)
         if endpoints:
             rate = sp["interface_endpoint_az_hour"]["usd"]
             out.append(FixedCost(env.name, f"interface endpoints x{len(net.interface_endpoints)}", endpoints * rate * hours,
-                                 f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included"))  # fmt: skip
+                                 f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included", "interface endpoints"))  # fmt: skip
     if getattr(env, "platform", "asg") == "eks":
         out.append(eks_control_plane_cost(env.name, hours))
         out.append(eks_system_nodes_cost(env, hours))
@@ -555,7 +579,7 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
     for f in (f for f in env.inference if not eks or f.model is not None):
         rate = sp["load_balancer_hour"][f.load_balancer]["usd"]
         out.append(FixedCost(env.name, f"{f.load_balancer.upper()} of {f.name}", rate * hours,
-                             f"${rate}/hour{where}; LCUs/NLCUs not included"))  # fmt: skip
+                             f"${rate}/hour{where}; LCUs/NLCUs not included", "load balancers"))  # fmt: skip
     lustre = env.storage.lustre
     if lustre is not None:
         prices = sp["lustre_gb_month"][lustre.deployment_type]
@@ -564,7 +588,7 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
         rate = prices["usd"]
         # AWS bills provisioned capacity; its "GB-month" is the GiB the file system is created with.
         out.append(FixedCost(env.name, f"FSx for Lustre {lustre.deployment_type} {lustre.size_gib} GiB",
-                             lustre.size_gib * rate, f"{lustre.size_gib:,} GiB x ${rate}/GB-month{where}"))  # fmt: skip
+                             lustre.size_gib * rate, f"{lustre.size_gib:,} GiB x ${rate}/GB-month{where}", "FSx for Lustre"))  # fmt: skip
     return out
 
 
@@ -580,6 +604,14 @@ class BudgetCheck:
     monthly_usd: float | None
     enforce: str
     totals: dict[str, float]  # level -> pools at that level plus the fixed charges, a month
+    fixed: tuple[FixedCost, ...] = ()  # the fixed charges in the totals (NAT, load balancers, EKS control plane ...)
+
+    def includes(self, level: str) -> str:
+        """What the total at ``level`` is made of: pools plus each named fixed charge (the summary's total is the pools
+        alone, so the two reconcile by these charges)."""
+        charges = sum(f.monthly for f in self.fixed)
+        named = ", ".join(f.text() for f in self.fixed) or "none"
+        return f"{level} = pools {usd(self.totals[level] - charges)} + fixed charges {usd(charges)} ({named})"
 
     @property
     def over(self) -> bool:
@@ -626,7 +658,8 @@ def budget_check(env: Any, table: PriceTable | None = None) -> BudgetCheck:
 
     table = table or pricing.load_prices()
     costs = price_pools(pools_from_environment(env), table)
-    fixed = sum(f.monthly for f in fixed_costs(env, table))
+    charges = fixed_costs(env, table)
+    fixed = sum(f.monthly for f in charges)
     totals = {level: sum(c.monthly(level) for c in costs) + fixed for level in LEVELS}
     budget = env.budget
     return BudgetCheck(
@@ -634,6 +667,7 @@ def budget_check(env: Any, table: PriceTable | None = None) -> BudgetCheck:
         monthly_usd=None if budget is None else float(budget.monthly_usd),
         enforce="off" if budget is None else budget.enforce,
         totals=totals,
+        fixed=tuple(charges),
     )
 
 

@@ -10,7 +10,9 @@ the key ``neuronkit``::
                                "min_size": 0, "max_size": 16, "desired_size": 16, "capacity": "odcr"}}
 
 ``instance_types`` is in launch priority order (for inference fleets the Neuron types first, then the GPU
-fallback types). :func:`pools_from_cdk_out` reads that contract from ``cdk.out/*.template.json``;
+fallback types). On ``platform: eks`` a fleet's GPU fallback types are a node group of their own (``<fleet>-gpu``),
+whose Metadata says whose fallback it is: ``"fallback_for": "<fleet>"``; ``neuronkit cost`` compares the fleet with
+that group's first type, as it compares an Auto Scaling fleet with its first GPU ``fallback_types`` entry. :func:`pools_from_cdk_out` reads that contract from ``cdk.out/*.template.json``;
 :func:`pools_from_environment` derives the same pools from a validated environment without a synth.
 Both return :class:`Pool` values, so ``neuronkit cost`` and the synth summary work from either source.
 """
@@ -33,6 +35,8 @@ IMAGE_METADATA = "neuronkit:image"
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 # An EKS managed node group of the kit carries the same Metadata (neuronkit/constructs/eks/nodegroup.py).
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"
+# A training cluster with scheduler: batch is a Batch compute environment with the same Metadata (constructs/batch.py).
+BATCH_TYPE = "AWS::Batch::ComputeEnvironment"
 ROLES = ("training", "training-gpu", "inference")
 CAPACITY_TYPES = ("on-demand", "odcr", "capacity-block")
 
@@ -102,6 +106,8 @@ class Pool:
     block_hours: float | None = None
     # A fleet's compile groups (docs/serving.md): one node of each of these types runs while a rollout compiles new keys.
     compile_types: tuple[str, ...] = ()
+    # platform: eks: the fleet whose GPU fallback node group this pool is (Metadata ``fallback_for``), else None.
+    fallback_for: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -122,7 +128,8 @@ class Pool:
 # cdk.out
 # --------------------------------------------------------------------------------------------
 def pools_from_cdk_out(path: str | Path) -> list[Pool]:
-    """Read every Auto Scaling group's (and the kit's EKS node groups') ``neuronkit`` Metadata under ``path``.
+    """Read every Auto Scaling group's (and the kit's EKS node groups' and Batch compute environments') ``neuronkit``
+    Metadata under ``path``.
 
     Templates are found recursively (``cdk.out/assembly-*/`` holds the templates of CDK stages).
     Raises :class:`PoolError` when the folder holds no template, or when an Auto Scaling group lacks
@@ -146,12 +153,12 @@ def pools_from_cdk_out(path: str | Path) -> list[Pool]:
         stack = file.name.removesuffix(".template.json")
         resources = template.get("Resources", {}) if isinstance(template, dict) else {}
         for logical_id, resource in sorted(resources.items()):
-            if not isinstance(resource, dict) or resource.get("Type") not in (ASG_TYPE, NODEGROUP_TYPE):
+            if not isinstance(resource, dict) or resource.get("Type") not in (ASG_TYPE, NODEGROUP_TYPE, BATCH_TYPE):
                 continue
             where = f"{shown}: {logical_id}"
             meta = (resource.get("Metadata") or {}).get(METADATA_KEY)
-            if meta is None and resource.get("Type") == NODEGROUP_TYPE:
-                continue  # a node group another construct made (the kit's own always carry the Metadata)
+            if meta is None and resource.get("Type") in (NODEGROUP_TYPE, BATCH_TYPE):
+                continue  # a node group or compute environment another construct made (the kit's carry the Metadata)
             if meta is None and COMPILE_METADATA_KEY in (resource.get("Metadata") or {}):
                 continue
             if meta is None:
@@ -199,6 +206,10 @@ def _types(meta: dict[str, Any], key: str, *, required: bool) -> tuple[str, ...]
     return tuple(value)
 
 
+def _optional_str(meta: dict[str, Any], key: str) -> str | None:
+    return None if meta.get(key) is None else _str(meta, key)
+
+
 def _int(meta: dict[str, Any], key: str) -> int:
     value = meta.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -235,6 +246,7 @@ def _pool_from_metadata(meta: Any, stack: str) -> Pool:
         stack=stack,
         reserved=int(meta.get("reserved") or 0),
         compile_types=_types(meta, "compile_types", required=False),
+        fallback_for=_optional_str(meta, "fallback_for"),
         **_block_from_metadata(meta),
     )
 
@@ -291,13 +303,22 @@ def fallback_pool_name(cluster: str) -> str:
 
 
 def _on_demand(
-    env: Any, pool: str, role: str, neuron: tuple[str, ...], gpu: tuple[str, ...], low: int, high: int, desired: int
+    env: Any,
+    pool: str,
+    role: str,
+    neuron: tuple[str, ...],
+    gpu: tuple[str, ...],
+    low: int,
+    high: int,
+    desired: int,
+    fallback_for: str | None = None,
 ) -> Pool:
     """A pool of on-demand capacity beside a file's cluster or fleet (its GPU pool, its on-demand sibling, or on EKS
-    its fallback node group)."""
+    its fallback node group, ``fallback_for`` the fleet)."""
     return Pool(
         environment=env.name, region=env.region, pool=pool, role=role, instance_types=neuron + gpu, neuron_types=neuron,
         fallback_types=gpu, min_size=low, max_size=high, desired_size=desired, capacity="on-demand",
+        fallback_for=fallback_for,
     )  # fmt: skip
 
 
@@ -351,7 +372,7 @@ def pools_from_environment(env: Any) -> list[Pool]:
             # EKS: the fallback types are a node group of their own, empty at first and up to the fleet's max_size
             # (stacks/eks.py), so the fleet's maximum is both groups' together.
             high = f.max_size + (headroom_nodes("gpu") if served else 0)
-            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, high, 0))
+            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, high, 0, f.name))
             fallback = ()
         pools.append(
             Pool(

@@ -20,10 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from neuronkit import catalog
-from neuronkit.catalog import releases
+from neuronkit.catalog import fit, releases
 from neuronkit.kubernetes import report as kubernetes_report
 from neuronkit.rehearsal import NOT_A_RESOURCE, Assembly, RehearsalError, StackInfo, read_assembly
-from neuronkit.reports.pools import COMPILE_METADATA_KEY, IMAGE_METADATA, METADATA_KEY, Pool, PoolError, pools_from_cdk_out
+from neuronkit.reports.pools import (
+    BATCH_TYPE,
+    COMPILE_METADATA_KEY,
+    IMAGE_METADATA,
+    METADATA_KEY,
+    Pool,
+    PoolError,
+    pools_from_cdk_out,
+)
 
 ASG_TYPE = "AWS::AutoScaling::AutoScalingGroup"
 NODEGROUP_TYPE = "AWS::EKS::Nodegroup"  # platform: eks: the kit's node groups carry the same pool Metadata
@@ -411,14 +419,17 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
                 view.storage.append(_file_system(s, logical_id, resource))
             for logical_id, resource in _resources(s, *ALARM_TYPES):
                 view.alarms.append(_alarm(s, logical_id, resource))
-            for logical_id, resource in _resources(s, ASG_TYPE, NODEGROUP_TYPE):
+            for logical_id, resource in _resources(s, ASG_TYPE, NODEGROUP_TYPE, BATCH_TYPE):
                 meta = (resource.get("Metadata") or {}).get("neuronkit") or {}
                 stem = s.template_file.removesuffix(".template.json") or s.artifact_id
                 pool = by_key.get((stem, str(meta.get("pool")), str(meta.get("role"))))
                 if pool is None:
                     continue
                 props = resource.get("Properties") or {}
-                zones = props.get("Subnets") if resource.get("Type") == NODEGROUP_TYPE else props.get("VPCZoneIdentifier")
+                zones = {
+                    NODEGROUP_TYPE: props.get("Subnets"),
+                    BATCH_TYPE: (props.get("ComputeResources") or {}).get("Subnets"),
+                }.get(str(resource.get("Type")), props.get("VPCZoneIdentifier"))
                 nodes = [subnet_nodes[r] for r in _refs(zones, s, exports) if r in subnet_nodes]
                 if not nodes and isinstance(zones, list):  # subnets of an imported VPC: literal ids
                     for sid in (z for z in zones if isinstance(z, str)):
@@ -568,6 +579,61 @@ def _trainium_rows(view: EnvironmentView) -> list[list[str]]:
     return rows
 
 
+def _line_rows(view: EnvironmentView) -> list[list[str]]:
+    """Per serving Neuron pool, the line each of its types is on (catalog/fit.py line_of, serving.yaml engines)."""
+    rows = []
+    for p in view.pools:
+        if p.pool.role != "inference" or not p.pool.neuron_types:
+            continue
+        by_line: dict[str, tuple[fit.Line, list[str]]] = {}
+        for t in p.pool.neuron_types:
+            line = fit.line_of(t)
+            if line is not None:
+                by_line.setdefault(line.name, (line, []))[1].append(t)
+        for line, types in by_line.values():
+            status = line.short()[len(line.title) + 2 : -1]
+            rows.append([p.pool.pool, ", ".join(types), line.title, status, f"{line.ends} [{line.source}]"])
+    return rows
+
+
+def fixed_charges_in(view: EnvironmentView) -> list[tuple[str, str]]:
+    """The fixed charges this synth creates, as (kind, what) with the kinds of neuronkit.reports.cost.FIXED_KINDS: the
+    summary's total leaves them out and names them, validate's budget line and `neuronkit cost` add them."""
+    count: dict[str, int] = {}
+    lbs: list[str] = []
+    for stack in view.stacks:
+        count["EKS control plane"] = count.get("EKS control plane", 0) + len(_resources(stack, "AWS::EKS::Cluster"))
+        system = [r for _, r in _resources(stack, NODEGROUP_TYPE) if METADATA_KEY not in (r.get("Metadata") or {})]
+        count["EKS system nodes"] = count.get("EKS system nodes", 0) + len(system)
+        count["NAT gateways"] = count.get("NAT gateways", 0) + len(_resources(stack, "AWS::EC2::NatGateway"))
+        interface = [
+            r for _, r in _resources(stack, "AWS::EC2::VPCEndpoint")
+            if (r.get("Properties") or {}).get("VpcEndpointType") == "Interface"
+        ]  # fmt: skip
+        count["interface endpoints"] = count.get("interface endpoints", 0) + len(interface)
+        for _, r in _resources(stack, "AWS::ElasticLoadBalancingV2::LoadBalancer"):
+            lbs.append("NLB" if (r.get("Properties") or {}).get("Type") == "network" else "ALB")
+        lustre = [
+            r for _, r in _resources(stack, "AWS::FSx::FileSystem")
+            if (r.get("Properties") or {}).get("FileSystemType") == "LUSTRE"
+        ]  # fmt: skip
+        count["FSx for Lustre"] = count.get("FSx for Lustre", 0) + len(lustre)
+    out: list[tuple[str, str]] = []
+    if count.get("EKS control plane"):
+        out.append(("EKS control plane", "the EKS control plane"))
+    if count.get("EKS system nodes"):
+        out.append(("EKS system nodes", "the EKS system node group"))
+    if count.get("NAT gateways"):
+        out.append(("NAT gateways", f"NAT gateways x{count['NAT gateways']}"))
+    if count.get("interface endpoints"):
+        out.append(("interface endpoints", f"interface endpoints x{count['interface endpoints']}"))
+    if lbs:
+        out.append(("load balancers", ", ".join(f"{lbs.count(k)} {k}" for k in sorted(set(lbs)))))
+    if count.get("FSx for Lustre"):
+        out.append(("FSx for Lustre", f"FSx for Lustre x{count['FSx for Lustre']}"))
+    return out
+
+
 def _cost_section(view: EnvironmentView) -> list[str]:
     """The On-Demand estimate from neuronkit.reports.cost, or nothing when that module cannot price pools."""
     try:
@@ -620,7 +686,21 @@ def _cost_section(view: EnvironmentView) -> list[str]:
         ),
         "",
         f"A month is {hours:g} hours; `neuronkit cost --cdk-out DIR` shows the GPU comparison and the notes.",
+        "",
+        _fixed_note(view),
     ]
+
+
+def _fixed_note(view: EnvironmentView) -> str:
+    found = fixed_charges_in(view)
+    if not found:
+        return "The total is the pools alone; this synth creates no fixed charges the kit prices."
+    return (
+        "The total is the pools alone. It leaves out the fixed charges this synth creates: "
+        + "; ".join(what for _, what in found)
+        + ". `neuronkit validate` (its budget line) and `neuronkit cost --env NAME` add them at list prices "
+        "(catalog/service_prices.yaml), so their total is this one plus those charges."
+    )
 
 
 def mermaid(view: EnvironmentView) -> str:
@@ -746,6 +826,16 @@ def render(views: Sequence[EnvironmentView]) -> str:
             out.append(
                 _table(["fleet", "model", "type", "image (pinned)", "TP", "compiled artifacts", "listener"], serving, "lllllll")
             )
+        lines = _line_rows(v)
+        if lines:
+            out += ["", "#### Serving lines", ""]
+            out.append(_table(["pool", "Neuron types", "serving line", "status", "what ends when"], lines, "lllll"))
+            for pool, types, title, status, _ in lines:
+                if status.split(" ")[0] in fit.ENDING:
+                    out.append(
+                        f"\n**Warning:** {pool} ({types}) serves on {title}, {status}: plan the move to the forward line "
+                        "(`neuronkit validate` names it)."
+                    )
         out += ["", "#### Storage", ""]
         if v.storage:
             out.append(

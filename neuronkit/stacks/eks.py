@@ -412,6 +412,7 @@ class EksStack(NeuronkitStack):
                 name=eks_fallback_pool_name(f.name), instance_types=list(f.fallback_types), min_size=0,
                 max_size=f.max_size + (serving_manifests.headroom_nodes("gpu") if served else 0),
                 efa=False, max_pods=self._max_pods(config), root_volume_gib=_served_root_volume(f, f.fallback_types),
+                fallback_for=f.name,
             )  # fmt: skip
             self._group(config, fallback, list(f.az_ids), "inference")
 

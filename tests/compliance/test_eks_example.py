@@ -230,12 +230,24 @@ def test_reports_read_the_node_groups_as_the_files_pools(eks_synth: tuple[Path, 
     from neuronkit.reports.summary import summarize
 
     outdir, _ = eks_synth
-    fields = ("pool", "role", "instance_types", "min_size", "desired_size", "max_size", "capacity", "block_fee", "block_hours")
+    fields = (
+        "pool",
+        "role",
+        "instance_types",
+        "min_size",
+        "desired_size",
+        "max_size",
+        "capacity",
+        "block_fee",
+        "block_hours",
+        "fallback_for",
+    )
     synthesized = sorted(tuple(getattr(p, f) for f in fields) for p in pools_from_cdk_out(outdir))
     planned = sorted(tuple(getattr(p, f) for f in fields) for p in pools_from_environment(load_environment(FILE)))
     assert synthesized == planned
     assert [p[0] for p in synthesized] == ["chat", "chat-gpu", "chat-trn2", "pretrain", "pretrain-gpu"]
     assert ("pretrain", "training") == synthesized[3][:2] and synthesized[3][7] == 188160 and synthesized[3][8] == 336
+    assert synthesized[1][0] == "chat-gpu" and synthesized[1][9] == "chat"  # the fleet whose GPU fallback it is (cost)
     text = summarize(outdir)
     assert "5 compute pool(s)" in text and "| eks-eks | pretrain | training | trn2.48xlarge | 0/0/16 |" in text
 

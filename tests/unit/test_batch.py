@@ -111,10 +111,11 @@ def test_the_module_environment_is_valid() -> None:
 CASES = [
     (
         "container-image-missing-and-none-in-the-matrix",
-        {"training.0.container_image": None, "training.0.neuron_sdk": "2.31.1", "training.0.workload": "jax"},
+        # 2.33.0's JAX container is not in the sources the catalog read (2.28.1 to 2.32.0 are: dlc-readme-2.32.0)
+        {"training.0.container_image": None, "training.0.neuron_sdk": "2.33.0", "training.0.workload": "jax"},
         [
-            "training[0].container_image: the release matrix has no JAX container for Neuron 2.31.1; name one built for "
-            "2.31.1 or older (public.ecr.aws/neuron/...-sdk2.31.1-...)"
+            "training[0].container_image: the release matrix has no JAX container for Neuron 2.33.0; name one built for "
+            "2.33.0 or older (public.ecr.aws/neuron/...-sdk2.33.0-...)"
         ],
     ),
     (

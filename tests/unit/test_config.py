@@ -531,10 +531,15 @@ def test_a_file_system_that_follows_a_cluster_is_a_warning() -> None:
     from neuronkit.config import parse_environment
 
     data = copy.deepcopy(yaml.safe_load((Path(__file__).resolve().parents[2] / "environments" / "prod.yaml").read_text()))
-    assert parse_environment(copy.deepcopy(data), "environments/prod.yaml").warnings == []  # prod pins it
+
+    # prod's chat fleet serves on Inf2, whose line is in maintenance: that warning is the serving line's (test_summary)
+    def storage(warnings: list[str]) -> list[str]:
+        return [w for w in warnings if " serves on " not in w]
+
+    assert storage(parse_environment(copy.deepcopy(data), "environments/prod.yaml").warnings) == []  # prod pins it
     del data["storage"]["lustre"]["az_id"]
     env = parse_environment(data, "environments/prod.yaml")
-    assert env.warnings == [
+    assert storage(env.warnings) == [
         "storage.lustre.az_id: not set, so the file system follows training[0].az_id (use2-az1); moving that cluster "
         "would replace the file system and lose its data. Set storage.lustre.az_id: use2-az1 to pin it"
     ]

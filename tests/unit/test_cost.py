@@ -823,3 +823,51 @@ def test_without_a_sourced_fact_an_on_demand_trn2_pool_warns(tmp_path, capsys, m
     assert "on-demand trn2.48xlarge may get no capacity in us-east-2" in warning
     assert "no sourced fact that it is block-only" in warning
     assert "training[0].capacity: trn2.48xlarge is sold only" not in err
+
+
+# --------------------------------------------------------------------------------------------
+# platform: eks: the fleet's GPU fallback is a node group of its own, linked by Metadata fallback_for (issue 50)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "path", [REPO / "examples" / "environments" / "eks.yaml", FIXTURES / "user_environments" / "mlp.yaml"], ids=lambda p: p.name
+)
+def test_an_eks_fleet_is_compared_with_its_own_fallback_node_group(path: Path) -> None:
+    env = config.load_environment(path)
+    pools = pools_from_environment(env)
+    fleets = [f for f in env.inference if f.fallback_types]
+    assert fleets, f"{path.name} has a fleet with fallback_types"
+    for f in fleets:
+        (fleet,) = [p for p in pools if p.pool == f.name]
+        (gpu,) = [p for p in pools if p.fallback_for == f.name]
+        assert fleet.fallback_types == () and gpu.pool == f"{f.name}-gpu"  # the link the pools themselves no longer carry
+        (cost,) = [c for c in price_pools([fleet, gpu]) if c.pool is fleet]
+        equivalent = pricing.equivalents()[f.neuron_types[0]].gpu_type
+        assert cost.gpu_type == f.fallback_types[0] != equivalent and cost.gpu_is_fallback
+        assert cost.gpu_hourly_price == pytest.approx(TABLE.hourly(f.fallback_types[0], env.region))
+        report = cost_report([fleet, gpu], "markdown")
+        assert f"GPU fallback {f.fallback_types[0]} at" in report and f"{equivalent} $/month" not in report
+        assert f"the first type of its GPU fallback node group {f.name}-gpu" in report
+
+
+def test_the_fallback_link_survives_cdk_out(tmp_path: Path) -> None:
+    """The node group construct writes fallback_for into the pool Metadata and cdk.out's reader returns it."""
+    from neuronkit.constructs.eks import NeuronNodeGroup, NodeGroupSpec
+    from tests.templates import bare_stack, template
+    from tests.unit.test_eks import _cluster
+
+    stack = bare_stack()
+    cluster = _cluster(stack)
+    subnets = cluster.cluster.vpc.private_subnets
+    for name, types, link in (("chat", ["inf2.8xlarge"], None), ("chat-gpu", ["g6e.2xlarge"], "chat")):
+        NeuronNodeGroup(
+            stack, f"Group-{name}", environment="team", cluster=cluster, subnets=subnets, role="inference",
+            script="#!/bin/bash\necho check\n",
+            spec=NodeGroupSpec(name=name, instance_types=types, max_size=2, efa=False, fallback_for=link),
+        )  # fmt: skip
+    out = tmp_path / "cdk.out"
+    out.mkdir()
+    (out / "team.template.json").write_text(json.dumps(template(stack)))
+    pools = {p.pool: p for p in pools_from_cdk_out(out)}
+    assert pools["chat-gpu"].fallback_for == "chat" and pools["chat"].fallback_for is None
+    (chat,) = [c for c in price_pools(pools.values()) if c.pool.pool == "chat"]
+    assert chat.gpu_type == "g6e.2xlarge" and chat.gpu_is_fallback

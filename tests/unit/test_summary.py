@@ -190,7 +190,8 @@ def test_mermaid_is_structurally_valid(views: dict[str, EnvironmentView], env: s
 def test_mermaid_puts_the_pool_behind_a_subnet_of_its_az_id(views: dict[str, EnvironmentView], env: str) -> None:
     view = views[env]
     text = mermaid(view)
-    (pool,) = [p for p in view.pools if p.pool.role == "training"]  # the Trainium cluster
+    # the Trainium cluster (a scheduler: batch cluster is a pool too, its compute environment's)
+    (pool,) = [p for p in view.pools if p.pool.role == "training" and p.meta.get("scheduler") != "batch"]
     az_id = {"dev": "use1-az6", "prod": "use2-az1"}[env]  # the cluster's az_id in the file
     assert pool.az_id == az_id and pool.subnets
     az_block = text.split(f'["{az_id}"]', 1)[1].split("end", 1)[0]
@@ -271,7 +272,7 @@ def test_each_pool_lists_its_neuron_release_and_pinned_ami(markdown: str) -> Non
     assert "2.28.1" in batch and "floating" not in batch
     chat = next(line for line in markdown.splitlines() if line.startswith("| chat | launch template | prod-inference | inf2"))
     assert "| 2.28.1 | vllm-serving | 2.26.10.0 |" in chat
-    assert "**Warning:**" not in markdown  # no pool of the examples boots a floating AMI
+    assert "boots a floating AMI" not in markdown  # no pool of the examples boots a floating AMI
 
 
 def test_trainium_settings_show_lnc_and_the_capacity_block(markdown: str) -> None:
@@ -283,3 +284,137 @@ def test_trainium_settings_show_lnc_and_the_capacity_block(markdown: str) -> Non
     assert row[2:4] == ["–", "capacity-block"]
     assert row[4:6] == [cap.start.strftime("%Y-%m-%dT%H:%M:%SZ"), cap.end.strftime("%Y-%m-%dT%H:%M:%SZ")]
     assert row[7] == f"${cap.upfront_fee_usd:,.0f}"
+
+
+# --------------------------------------------------------------------------------------------
+# the summary's total and validate's reconcile by the named fixed charges (issue 50)
+# --------------------------------------------------------------------------------------------
+def _section(markdown: str, env: str) -> str:
+    start = markdown.index(f"\n### {env}: ")
+    end = markdown.find("\n### ", start + 1)
+    return markdown[start : end if end >= 0 else None]
+
+
+def _dollars(text: str) -> float:
+    return float(text.strip().strip("*$").replace(",", ""))
+
+
+def test_the_summary_total_and_validates_differ_by_the_named_fixed_charges(
+    project_markdown: str, views: dict[str, EnvironmentView], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from neuronkit.reports.summary import fixed_charges_in
+    from tests.project import sources
+
+    envs = project_environments()
+    assert envs and set(envs) <= set(views)
+    assert any(e.platform == "eks" for e in envs.values())  # the EKS control plane and system nodes are reconciled too
+    for name, env in envs.items():
+        section = _section(project_markdown, name)
+        (total,) = [line for line in section.splitlines() if line.startswith("| **total** |")]
+        summary_total = dict(zip(cost.LEVELS, (_dollars(c) for c in total.strip("|").split("|")[3:]), strict=True))
+        check = cost.budget_check(env)
+        assert check.fixed, f"{name} has fixed charges"
+        for level in cost.LEVELS:
+            assert check.totals[level] - summary_total[level] == pytest.approx(sum(f.monthly for f in check.fixed), abs=0.01)
+        # the summary names the kinds it leaves out, validate the charges it adds: the same kinds
+        assert {kind for kind, _ in fixed_charges_in(views[name])} == {f.kind for f in check.fixed}
+        assert "The total is the pools alone. It leaves out the fixed charges" in section
+        # validate's ok line names what its total includes, each charge with its amount
+        if env.budget is not None and env.budget.enforce != "off":
+            (text,) = [t for f, t in sources().items() if f == f"{name}.yaml"]
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(text)
+            assert main(["validate", "--file", str(path)]) == 0
+            out = capsys.readouterr().out
+            level = env.budget.enforce
+            pools = check.totals[level] - sum(f.monthly for f in check.fixed)
+            assert f"{level} = pools {cost.usd(pools)} + fixed charges" in out
+            assert all(f"{f.item} {cost.usd(f.monthly)}" in out for f in check.fixed)
+            assert cost.usd(pools) == cost.usd(summary_total[level])  # the summary's total is validate's pools
+
+
+def test_the_eks_fixed_charges_are_found_in_the_templates() -> None:
+    """On EKS the control plane and the system node group are fixed charges too (hand-made templates)."""
+    from neuronkit.rehearsal import StackInfo
+    from neuronkit.reports.summary import fixed_charges_in
+
+    resources = {
+        "Cluster": {"Type": "AWS::EKS::Cluster", "Properties": {}},
+        "System": {"Type": "AWS::EKS::Nodegroup", "Properties": {}},
+        "Chat": {"Type": "AWS::EKS::Nodegroup", "Metadata": {"neuronkit": {"pool": "chat"}}, "Properties": {}},
+        "Nat": {"Type": "AWS::EC2::NatGateway", "Properties": {}},
+        "Alb": {"Type": "AWS::ElasticLoadBalancingV2::LoadBalancer", "Properties": {"Type": "application"}},
+        "S3": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Gateway"}},
+    }
+    stack = StackInfo("mlp-eks", "mlp-eks", "aws://111111111111/us-west-2", "111111111111", "us-west-2", {"Resources": resources})
+    view = EnvironmentView("mlp", "111111111111", "us-west-2", stacks=[stack])
+    found = dict(fixed_charges_in(view))
+    assert found == {
+        "EKS control plane": "the EKS control plane", "EKS system nodes": "the EKS system node group",
+        "NAT gateways": "NAT gateways x1", "load balancers": "1 ALB",
+    }  # fmt: skip
+    env = project_environments().get("mlp") or config_of("mlp")
+    kinds = {f.kind for f in cost.fixed_costs(env)} - {"interface endpoints"}
+    assert kinds == set(found)
+
+
+def config_of(name: str):  # type: ignore[no-untyped-def]
+    from neuronkit.config import load_environment
+
+    return load_environment(ROOT / "tests" / "fixtures" / "user_environments" / f"{name}.yaml")
+
+
+# --------------------------------------------------------------------------------------------
+# which serving line each Neuron pool is on, and what ends when (issue 50)
+# --------------------------------------------------------------------------------------------
+def test_summary_and_validate_name_each_serving_pools_line(
+    project_markdown: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from neuronkit.catalog import fit
+    from neuronkit.config import neuron_warnings
+    from tests.project import sources
+
+    checked, ending = 0, 0
+    for name, env in project_environments().items():
+        section = _section(project_markdown, name)
+        for i, f in enumerate(env.inference):
+            if f.workload != "vllm-serving":
+                continue
+            for t in f.neuron_types:
+                line = fit.line_of(t)
+                assert line is not None, t
+                (row,) = [r for r in section.splitlines() if r.startswith(f"| {f.name} | ") and f"| {line.title} |" in r]
+                assert t in row and line.short()[len(line.title) + 2 : -1] in row and line.ends in row
+                checked += 1
+                warnings = [w for w in neuron_warnings(env) if w.startswith(f"inference[{i}].neuron_types[")]
+                if line.ending:
+                    ending += 1
+                    assert line.last_release and any(line.last_release in w and line.ends in w for w in warnings)
+                    assert f"**Warning:** {f.name} (" in section
+                else:
+                    assert not any(t in w for w in warnings)
+        lines = config_lines(env)
+        if lines:
+            (text,) = [t for fn, t in sources().items() if fn == f"{name}.yaml"]
+            path = tmp_path / f"{name}.yaml"
+            path.write_text(text)
+            assert main(["validate", "--file", str(path)]) == 0
+            out = capsys.readouterr().out
+            assert all(f"{fleet} on {line}" in out for fleet, line in lines.items())
+    assert checked and ending  # the examples serve on Inf2 (in maintenance): the warning is exercised
+
+
+def config_lines(env):  # type: ignore[no-untyped-def]
+    from neuronkit.config import serving_lines
+
+    return serving_lines(env)
+
+
+def test_the_forward_line_has_no_warning_and_the_maintenance_line_names_its_last_release() -> None:
+    from neuronkit.catalog import fit, serving
+
+    engines = serving.facts()["engines"]
+    assert fit.line_warning("trn2.48xlarge") is None and fit.line_of("trn2.48xlarge").name == "vllm-neuron"  # type: ignore[union-attr]
+    warning = fit.line_warning("inf2.48xlarge")
+    assert warning is not None and f"last release {engines['nxdi-vllm']['last_release']}" in warning
+    assert "plan the move to vLLM Neuron plugin" in warning and "[maint-nxdi-2.31]" in warning

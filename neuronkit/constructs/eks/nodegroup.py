@@ -78,6 +78,9 @@ class NodeGroupSpec:
     accelerator_taint: bool = True
     lnc: int | None = None  # the logical NeuronCore setting the boot script applies, said in the pool Metadata
     release_version: str | None = None  # the EKS AMI release; defaults to the catalog's pin (catalog/eks.yaml)
+    # The inference fleet whose GPU fallback this group is (its Neuron group's name), said in the pool Metadata as
+    # ``fallback_for`` so that `neuronkit cost` compares the fleet with it; defaults to None (no such link).
+    fallback_for: str | None = None
 
     def __post_init__(self) -> None:
         facts = [catalog.get(t) for t in self.instance_types]
@@ -394,6 +397,7 @@ class NeuronNodeGroup(Construct):
             capacity=spec.capacity.kind,
             **({"az_id": az_id} if az_id else {}),
             **({"lnc": spec.lnc} if spec.lnc else {}),
+            **({"fallback_for": spec.fallback_for} if spec.fallback_for else {}),
             **capacity_metadata(spec.capacity),
         )
 

@@ -189,3 +189,97 @@ def _manifest(resource: dict[str, Any]) -> list[dict[str, Any]]:
         return list(json.loads(raw))
     except ValueError:
         return []
+
+
+def _imported(stack: Any, *, options: bool = True) -> tuple[Any, Any]:
+    from aws_cdk import aws_ec2 as ec2
+    from aws_cdk import aws_eks_v2 as eks
+
+    from neuronkit.constructs.eks.cluster import kubectl_layer
+
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.30.0.0/16",
+        availability_zones=["us-east-2a", "us-east-2b"], private_subnet_ids=["subnet-0a1b2c3d4e5f67890", "subnet-0a1b2c3d4e5f67891"],
+    )  # fmt: skip
+    opts = eks.KubectlProviderOptions(kubectl_layer=kubectl_layer(stack, "Kubectl"), private_subnets=vpc.private_subnets)
+    cluster = eks.Cluster.from_cluster_attributes(
+        stack, "Imported", cluster_name="platform-prod", vpc=vpc, cluster_security_group_id="sg-0a1b2c3d4e5f60718",
+        cluster_endpoint="https://example.gr7.us-east-2.eks.amazonaws.com", cluster_certificate_authority_data="LS0tLS1CRUdJTi0=",
+        kubectl_provider_options=opts if options else None,
+    )  # fmt: skip
+    return cluster, opts
+
+
+def test_aws_cdk_2_275_builds_no_provider_from_the_import_options_so_the_construct_does() -> None:
+    from aws_cdk import Environment, Stack
+
+    from neuronkit.constructs import ExistingClusterSpec, ExistingEksCluster, NeuronNodeGroup, NodeGroupSpec
+    from neuronkit.constructs.eks import eks_boot_script
+
+    stack = Stack(App(), "Mine", env=Environment(account="111111111111", region="us-east-2"))
+    imported, opts = _imported(stack)
+    # The dependency's behaviour the workaround exists for (existing_cluster.with_kubectl_provider); when aws-cdk-lib
+    # builds the provider itself this fails and the workaround can go.
+    assert imported.kubectl_provider is None
+    mine = ExistingEksCluster(
+        stack, "Platform", cluster=imported, kubectl_provider_options=opts,
+        spec=ExistingClusterSpec(name="platform-prod", version="1.35", prefix="assist", system_nodes=None),
+    )  # fmt: skip
+    assert mine.cluster.kubectl_provider is not None and mine.system_nodegroup is None
+    NeuronNodeGroup(
+        stack, "Inf2", environment="assist", cluster=mine, subnets=imported.vpc.private_subnets,
+        spec=NodeGroupSpec(name="assist", instance_types=["inf2.xlarge"], max_size=2, efa=False),
+        script=eks_boot_script(environment="assist", pool="assist", instance_types=["inf2.xlarge"], efa=False),
+    )  # fmt: skip
+    mine.cluster.add_manifest("Hello", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "hello"}})
+    t = Template.from_stack(stack).to_json()
+    types = [r["Type"] for r in t["Resources"].values()]
+    assert "AWS::EKS::Cluster" not in types and types.count("AWS::EKS::AccessEntry") == 1
+    entry_id, entry = next((k, r) for k, r in t["Resources"].items() if r["Type"] == "AWS::EKS::AccessEntry")
+    assert entry["Properties"]["ClusterName"] == "platform-prod" and "KubectlProvider" in json.dumps(
+        entry["Properties"]["PrincipalArn"]
+    )
+    manifest = next(r for r in t["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource")
+    assert entry_id in manifest["DependsOn"]
+    group = next(r for r in t["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup")
+    assert group["Properties"]["ClusterName"] == "platform-prod" and group["Properties"]["NodegroupName"] == "assist-assist"
+
+
+def test_an_import_without_provider_options_is_refused_with_the_fix() -> None:
+    from aws_cdk import Environment, Stack
+
+    from neuronkit.constructs import ExistingClusterSpec, ExistingEksCluster
+
+    stack = Stack(App(), "Mine", env=Environment(account="111111111111", region="us-east-2"))
+    imported, _ = _imported(stack, options=False)
+    with pytest.raises(ValueError, match="kubectl_provider_options: required"):
+        ExistingEksCluster(stack, "Platform", cluster=imported, spec=ExistingClusterSpec(name="platform-prod", version="1.35"))
+    with pytest.raises(ValueError, match="access entries"):
+        ExistingClusterSpec(name="p", version="1.35", authentication_mode="CONFIG_MAP")  # type: ignore[arg-type]
+
+
+def test_cost_leaves_out_the_control_plane_of_a_cluster_the_kit_did_not_create() -> None:
+    from neuronkit.reports import cost
+
+    env = load_environment(FIXTURE)
+    names = [c.item for c in cost.fixed_costs(env)]
+    assert "EKS control plane" not in names and any("system" in n for n in names)
+
+
+def test_existing_components_are_not_installed_and_the_kit_still_applies_its_objects() -> None:
+    data = copy.deepcopy(DATA)
+    data["eks"]["components"] = {
+        "kueue": "existing", "jobset": "existing", "neuron": "existing", "load_balancer_controller": "existing",
+        "keda": "existing", "nvidia_device_plugin": "existing", "cluster_autoscaler": "existing",
+        "efa_device_plugin": "existing",
+    }  # fmt: skip
+    env = parse_environment(data, WHERE)
+    app = App()
+    build_environment(app, env)
+    stack = next(s for s in app.node.children if getattr(s, "stack_name", "") == "ownk8s-eks")
+    t = Template.from_stack(stack).to_json()
+    assert _of(t, "Custom::AWSCDK-EKS-HelmChart") == []  # every chart is the cluster's own
+    text = json.dumps(_of(t, "Custom::AWSCDK-EKS-KubernetesResource"))  # manifests with tokens are Fn::Join pieces
+    kinds = {k for k in ("TargetGroupBinding", "LocalQueue", "ResourceFlavor", "ScaledObject") if f'\\"kind\\":\\"{k}\\"' in text}
+    # The kit's own objects still go on: the fleet's TargetGroupBinding and ScaledObject, the pool's queue and flavor.
+    assert {"TargetGroupBinding", "LocalQueue", "ResourceFlavor", "ScaledObject"} <= kinds, kinds

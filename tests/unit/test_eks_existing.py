@@ -283,3 +283,18 @@ def test_existing_components_are_not_installed_and_the_kit_still_applies_its_obj
     kinds = {k for k in ("TargetGroupBinding", "LocalQueue", "ResourceFlavor", "ScaledObject") if f'\\"kind\\":\\"{k}\\"' in text}
     # The kit's own objects still go on: the fleet's TargetGroupBinding and ScaledObject, the pool's queue and flavor.
     assert {"TargetGroupBinding", "LocalQueue", "ResourceFlavor", "ScaledObject"} <= kinds, kinds
+
+
+def test_validate_prints_one_line_for_config_map_and_no_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = copy.deepcopy(DATA)
+    data["eks"]["existing"]["authentication_mode"] = "CONFIG_MAP"
+    path = tmp_path / "ownk8s.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["validate", "--file", str(path)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line for line in err if "authentication_mode" in line] == [
+        f"{path}: eks.existing.authentication_mode: CONFIG_MAP: the kit reaches the cluster through access entries and "
+        "never edits aws-auth; switch the cluster to API_AND_CONFIG_MAP (aws eks update-cluster-config --access-config "
+        "authenticationMode=API_AND_CONFIG_MAP)"
+    ]
+    assert not any("Traceback" in line for line in err)

@@ -190,9 +190,10 @@ def run_checks(env: Environment, session: boto3.session.Session, *, now: dt.date
         ("network", lambda: check_network(env, ec2)),
     ]
     if env.platform == "eks":
-        from neuronkit.kubernetes.preflight import check_eks_addons
+        from neuronkit.kubernetes.preflight import check_eks_addons, check_existing_cluster
 
         groups.append(("eks", lambda: check_eks_addons(env, client("eks"))))
+        groups.append(("eks cluster", lambda: check_existing_cluster(env, client("eks"))))
     for name, run in groups:
         checks.extend(_guard(name, env.region, run))
     return checks

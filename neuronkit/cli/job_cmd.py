@@ -217,6 +217,13 @@ def notes(spec: tj.JobSpec, pool: Any, now: dt.datetime) -> list[str]:
             out.append(
                 f"neuronkit: WARNING: pool {pool.name}'s Capacity Block ended {cap.end.isoformat()}: the pool has no nodes"
             )
+    queue = getattr(pool, "cluster_queue", None)
+    if queue is not None and not spec.hold:
+        out.append(
+            f"neuronkit: pool {pool.name} queues in LocalQueue {tj.local_queue_name(pool.name)} (namespace "
+            f"{tj.scheduling.TRAINING_NAMESPACE}), which points at your ClusterQueue {queue}: it admits the job once it "
+            "holds the pool's flavor (`neuronkit summary` prints the stanza)"
+        )
     image_release = releases.container_release(spec.profile.image)
     if image_release is not None and image_release != spec.release:
         out.append(

@@ -71,8 +71,91 @@ class EksSystemNodes(Strict):
         }
 
 
+ComponentMode = Literal["install", "existing", "off"]
+
+# The components the kit installs, named as the catalog names their charts and add-ons (neuronkit/catalog/eks.yaml).
+COMPONENTS: tuple[str, ...] = (
+    "neuron", "efa_device_plugin", "nvidia_device_plugin", "load_balancer_controller", "cluster_autoscaler", "keda",
+    "jobset", "kueue", "fsx_csi", "pod_identity_agent", "vpc_cni", "coredns", "kube_proxy",
+)  # fmt: skip
+# The cluster's own add-ons: on a cluster the kit did not create they are its owner's settings, never installed.
+CLUSTER_ADDONS = {
+    "vpc_cni": "vpc-cni",
+    "coredns": "coredns",
+    "kube_proxy": "kube-proxy",
+    "pod_identity_agent": "eks-pod-identity-agent",
+}
+
+
+class EksComponents(Strict):
+    """Per component: ``install`` (the kit installs its pinned version), ``existing`` (the cluster runs it already: the
+    kit installs nothing and relies on it; ``neuronkit preflight`` checks what it can) or ``off`` (not installed and not
+    relied on; refused where the file needs it). Unset: ``install`` on a cluster the kit creates; on ``eks.existing``
+    the cluster's own add-ons (vpc_cni, coredns, kube_proxy, pod_identity_agent) default to ``existing``."""
+
+    neuron: ComponentMode | None = Field(
+        default=None, description="The Neuron Helm chart (device plugin or DRA driver, eks.neuron)."
+    )
+    efa_device_plugin: ComponentMode | None = Field(
+        default=None, description="The EFA device plugin chart (vpc.amazonaws.com/efa)."
+    )
+    nvidia_device_plugin: ComponentMode | None = Field(
+        default=None, description="The NVIDIA device plugin chart (nvidia.com/gpu)."
+    )
+    load_balancer_controller: ComponentMode | None = Field(
+        default=None, description="The AWS Load Balancer Controller chart (the serving fleets' TargetGroupBinding v1beta1)."
+    )
+    cluster_autoscaler: ComponentMode | None = Field(
+        default=None, description="Cluster Autoscaler on the fleets' node groups; off keeps sizes."
+    )
+    keda: ComponentMode | None = Field(default=None, description="The KEDA operator (the fleets' ScaledObjects).")
+    jobset: ComponentMode | None = Field(default=None, description="The JobSet controller (JobSet v1alpha2).")
+    kueue: ComponentMode | None = Field(default=None, description="Kueue (v1beta2 API) admitting the training jobs.")
+    fsx_csi: ComponentMode | None = Field(default=None, description="The FSx for Lustre CSI driver add-on.")
+    pod_identity_agent: ComponentMode | None = Field(default=None, description="The EKS Pod Identity Agent add-on.")
+    vpc_cni: ComponentMode | None = Field(default=None, description="The VPC CNI add-on and its configuration.")
+    coredns: ComponentMode | None = Field(default=None, description="The CoreDNS add-on and its configuration.")
+    kube_proxy: ComponentMode | None = Field(default=None, description="The kube-proxy add-on.")
+
+
+class EksExisting(Strict):
+    """A cluster the kit did not create: what synthesis needs offline (``aws eks describe-cluster --name NAME``:
+    cluster.endpoint, cluster.certificateAuthority.data, cluster.kubernetesNetworkConfig.serviceIpv4Cidr,
+    cluster.resourcesVpcConfig.clusterSecurityGroupId, cluster.version, cluster.accessConfig.authenticationMode)."""
+
+    cluster_name: Annotated[str, Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")] = Field(description="The cluster's name.")
+    endpoint: Annotated[str, Field(pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?/?$")] = Field(
+        description="The API server endpoint (cluster.endpoint)."
+    )
+    certificate_authority: Annotated[str, Field(pattern=r"^[A-Za-z0-9+/=\s]{20,}$")] = Field(
+        description="The base64 certificate authority data (cluster.certificateAuthority.data)."
+    )
+    service_cidr: Annotated[str, Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")] = Field(
+        description="The Kubernetes service CIDR (cluster.kubernetesNetworkConfig.serviceIpv4Cidr)."
+    )
+    cluster_security_group_id: Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")] = Field(
+        description="The cluster security group EKS created (cluster.resourcesVpcConfig.clusterSecurityGroupId); the "
+        "kit's node interfaces carry it."
+    )
+    kubernetes_version: str = Field(description="The control plane's minor version (cluster.version), e.g. 1.35.")
+    authentication_mode: Literal["API", "API_AND_CONFIG_MAP", "CONFIG_MAP"] = Field(
+        description="cluster.accessConfig.authenticationMode: API or API_AND_CONFIG_MAP (the kit adds access entries; "
+        "it never edits aws-auth, so CONFIG_MAP is refused)."
+    )
+
+
 class Eks(Strict):
     """The cluster: Kubernetes version, who may reach it, and how its API endpoint is exposed."""
+
+    existing: EksExisting | None = Field(
+        default=None,
+        description="A cluster you already run: the kit adds its node groups, charts, serving and training to it and "
+        "creates no cluster (docs/eks.md, 'Your own cluster'); network.existing is required with it.",
+    )
+    components: EksComponents = Field(
+        default_factory=EksComponents,
+        description="Per component install | existing | off (docs/eks.md, 'Components you already have').",
+    )
 
     kubernetes_version: str | None = Field(
         default=None,
@@ -126,9 +209,9 @@ class Eks(Strict):
         default_factory=EksNeuron,
         description="The Neuron Helm chart's device plugin or DRA driver, and node recovery (docs/eks.md).",
     )
-    node_autoscaler: bool = Field(
-        default=True,
-        description="Cluster Autoscaler (pinned per Kubernetes minor in the catalog) adds and removes nodes of the "
+    node_autoscaler: bool | None = Field(
+        default=None,
+        description="Deprecated: eks.components.cluster_autoscaler (install | off). Cluster Autoscaler (pinned per Kubernetes minor in the catalog) adds and removes nodes of the "
         "inference fleets' node groups between min_size and max_size as serving pods need them (training node groups "
         "keep their sizes); false keeps every group at its desired size. It cannot drive eks.neuron.dra (validate "
         "refuses both together when there are fleets).",
@@ -141,7 +224,35 @@ class Eks(Strict):
 
     @property
     def version(self) -> str:
+        if self.existing is not None:
+            return self.existing.kubernetes_version
         return self.kubernetes_version or str(catalog.eks_facts()["kubernetes"]["version"])
+
+    @property
+    def cluster_name(self) -> str | None:
+        """The existing cluster's name, or None when the kit creates the cluster (named after the environment)."""
+        return self.existing.cluster_name if self.existing is not None else None
+
+    def component(self, name: str) -> ComponentMode:
+        """install | existing | off for one component, with the defaults and the old ``node_autoscaler`` spelling."""
+        if name not in COMPONENTS:
+            raise KeyError(name)
+        mode: ComponentMode | None = getattr(self.components, name)
+        if mode is not None:
+            return mode
+        if name == "cluster_autoscaler" and self.node_autoscaler is not None:
+            return "install" if self.node_autoscaler else "off"
+        if self.existing is not None and name in CLUSTER_ADDONS:
+            return "existing"
+        return "install"
+
+    def installs(self, name: str) -> bool:
+        return self.component(name) == "install"
+
+    @property
+    def autoscales(self) -> bool:
+        """Cluster Autoscaler drives the fleets' node groups (installed by the kit or already there)."""
+        return self.component("cluster_autoscaler") != "off"
 
 
 def known_versions() -> list[str]:
@@ -159,6 +270,8 @@ def eks_section_problems(platform: str, eks: Eks | None) -> list[tuple[str, str]
         return [("eks", "only used with platform: eks; remove it or set platform: eks")] if eks is not None else []
     if eks is None:
         return [("eks", "required with platform: eks: at least eks.admins (an IAM role ARN that administers the cluster)")]
+    if eks.existing is not None:
+        return existing_cluster_problems(eks)
     out: list[tuple[str, str]] = []
     known = known_versions()
     if eks.kubernetes_version is not None and eks.kubernetes_version not in known:
@@ -188,6 +301,98 @@ def eks_section_problems(platform: str, eks: Eks | None) -> list[tuple[str, str]
             )
         )
     return out
+
+
+def existing_cluster_problems(eks: Eks) -> list[tuple[str, str]]:
+    """eks.existing: a cluster reachable through access entries, at a version the catalog has node images for, and no
+    key that would change the cluster's own settings (its access, endpoint, version, core add-ons)."""
+    import ipaddress
+
+    ex = eks.existing
+    assert ex is not None
+    out: list[tuple[str, str]] = []
+    if ex.authentication_mode == "CONFIG_MAP":
+        out.append(
+            (
+                "eks.existing.authentication_mode",
+                "CONFIG_MAP: the kit reaches the cluster through access entries and never edits aws-auth; switch the "
+                "cluster to API_AND_CONFIG_MAP (aws eks update-cluster-config --access-config authenticationMode=API_AND_CONFIG_MAP)",
+            )
+        )
+    known = known_versions()
+    if ex.kubernetes_version not in known:
+        out.append(
+            (
+                "eks.existing.kubernetes_version",
+                f"'{ex.kubernetes_version}': the catalog has node images, charts and a kubectl layer for {', '.join(known)} "
+                "only; upgrade the cluster to one of them",
+            )
+        )
+    try:
+        ipaddress.ip_network(ex.service_cidr)
+    except ValueError:
+        out.append(
+            ("eks.existing.service_cidr", f"'{ex.service_cidr}' is not a CIDR block; copy serviceIpv4Cidr, e.g. 172.20.0.0/16")
+        )
+    refused = {
+        "kubernetes_version": "the version is the cluster's: give it as eks.existing.kubernetes_version",
+        "admins": "access to your cluster is yours to grant: the kit adds access entries only for its kubectl handler "
+        "(and EKS for its node roles)",
+        "viewers": "access to your cluster is yours to grant",
+        "job_submitters": "grant job submitters access yourself and put them in the Kubernetes group "
+        "'neuronkit:job-submitters' (docs/eks.md, 'Your own cluster')",
+        "endpoint": "the endpoint is the cluster's setting",
+        "public_access_cidrs": "the endpoint is the cluster's setting",
+    }
+    for key in sorted(eks.model_fields_set & refused.keys()):
+        out.append((f"eks.{key}", f"not used with eks.existing: {refused[key]}; remove it"))
+    for name in sorted(CLUSTER_ADDONS):
+        if eks.components.model_fields_set and getattr(eks.components, name) == "install":
+            out.append(
+                (
+                    f"eks.components.{name}",
+                    f"install would change your cluster's own {CLUSTER_ADDONS[name]} add-on; use existing",
+                )
+            )
+    return out
+
+
+def component_problems(
+    eks: Eks, *, neuron: bool, efa: bool, gpu: bool, served: bool, fleets: bool, training: bool, lustre: bool
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """eks.components: ``off`` only where the file does not need the component; both spellings of the autoscaler are
+    refused together; the old ``node_autoscaler`` spelling is a warning (it goes after one release)."""
+    out: list[tuple[str, str]] = []
+    warnings: list[str] = []
+    if eks.node_autoscaler is not None:
+        if eks.components.cluster_autoscaler is not None:
+            out.append(
+                ("eks.node_autoscaler", "replaced by eks.components.cluster_autoscaler, which the file sets too; remove it")
+            )
+        else:
+            new = "install" if eks.node_autoscaler else "off"
+            warnings.append(
+                f"eks.node_autoscaler: deprecated; write eks.components.cluster_autoscaler: {new} (the old spelling "
+                "is accepted for one more release)"
+            )
+    needs = {
+        "neuron": (neuron, "the Neuron node groups' devices"),
+        "efa_device_plugin": (efa, "the EFA node groups' interfaces"),
+        "nvidia_device_plugin": (gpu, "the GPU node groups' devices"),
+        "load_balancer_controller": (served, "the serving fleets' TargetGroupBindings"),
+        "keda": (fleets and served, "the serving fleets' ScaledObjects"),
+        "jobset": (training, "the training jobs (JobSet)"),
+        "kueue": (training, "the training queues (Kueue)"),
+        "fsx_csi": (lustre, "the Lustre volume"),
+        "pod_identity_agent": (True, "the kit's pod roles (pod identity)"),
+        "vpc_cni": (True, "pod networking"),
+        "coredns": (True, "cluster DNS"),
+        "kube_proxy": (True, "Services"),
+    }
+    for name, (needed, what) in needs.items():
+        if needed and getattr(eks.components, name) == "off":
+            out.append((f"eks.components.{name}", f"off, but {what} need it; use install or existing"))
+    return out, warnings
 
 
 def system_nodes_problems(nodes: EksSystemNodes) -> list[tuple[str, str]]:
@@ -231,24 +436,24 @@ def eks_neuron_problems(eks: Eks | None, neuron_releases: list[str]) -> list[tup
 
 
 def eks_autoscaling_problems(
-    kubernetes_version: str, *, dra: bool, node_autoscaler: bool = True, fleets: bool = True
+    kubernetes_version: str, *, dra: bool, node_autoscaler: bool = True, fleets: bool = True, installs: bool = True
 ) -> list[tuple[str, str]]:
     """The node autoscaler (installed for inference fleets): a catalog pin of the cluster's minor, and no Neuron DRA it
-    cannot drive."""
+    cannot drive. ``installs`` false (eks.components.cluster_autoscaler: existing): no pin needed."""
     if not node_autoscaler or not fleets:
         return []
     from neuronkit.kubernetes import autoscaler
 
     out = [
-        ("eks.kubernetes_version", f"{why}; use a version the catalog pins, or set eks.node_autoscaler: false")
-        for why in autoscaler.version_problems(kubernetes_version)
+        ("eks.kubernetes_version", f"{why}; use a version the catalog pins, or set eks.components.cluster_autoscaler: off")
+        for why in (autoscaler.version_problems(kubernetes_version) if installs else [])
     ]
     if dra and not autoscaler.drives_dra():
         out.append(
             (
                 "eks.neuron.dra",
                 "Cluster Autoscaler cannot add nodes for pods that claim Neuron devices through DRA (it models an empty "
-                "node group from tags, without ResourceSlices); set eks.node_autoscaler: false or remove eks.neuron.dra",
+                "node group from tags, without ResourceSlices); set eks.components.cluster_autoscaler: off or remove eks.neuron.dra",
             )
         )
     return out

@@ -118,6 +118,12 @@ def _eks_refusals_first(problems: list[tuple[str, str]], env: Environment) -> li
 def _platform_problems(env: Environment) -> list[tuple[str, str]]:
     """platform: eks: the eks section, and every pool or top-level key EKS does not honour (one line each)."""
     problems = eks_section_problems(env.platform, env.eks)
+    if env.platform != "eks":
+        problems += [
+            (f"training[{i}].cluster_queue", "a Kueue ClusterQueue exists on platform: eks only; remove it")
+            for i, c in enumerate(env.training)
+            if c.cluster_queue is not None
+        ]
     if env.platform == "eks":
         problems += eks_pool_problems(list(enumerate(env.training)), list(enumerate(env.inference)))
         problems += eks_top_level_problems(set(env.model_fields_set))
@@ -127,10 +133,42 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
         problems += eks_neuron_problems(env.eks, versions)
         if env.eks is not None:
             problems += eks_autoscaling_problems(
-                env.eks.version, dra=env.eks.neuron.dra, node_autoscaler=env.eks.node_autoscaler, fleets=bool(env.inference)
-            )
+                env.eks.version, dra=env.eks.neuron.dra, node_autoscaler=env.eks.autoscales, fleets=bool(env.inference),
+                installs=env.eks.installs("cluster_autoscaler"),
+            )  # fmt: skip
+            problems += _component_problems(env)[0]
+            if env.eks.existing is not None and env.network.existing is None:
+                problems.append(
+                    (
+                        "network.existing",
+                        f"required with eks.existing: the VPC of cluster {env.eks.existing.cluster_name} (vpc_id and a "
+                        "private subnet per AZ ID of network.az_ids)",
+                    )
+                )
         problems += eks_node_image_problems(env.eks, versions)[0]
     return problems
+
+
+def _component_problems(env: Environment) -> tuple[list[tuple[str, str]], list[str]]:
+    from neuronkit import catalog as _catalog
+    from neuronkit.config.eks import component_problems
+    from neuronkit.config.inference import model_spec
+
+    assert env.eks is not None
+    neuron_types = [c.instance_type for c in env.training] + [t for f in env.inference for t in f.neuron_types]
+    gpu = any(c.gpu_pool is not None for c in env.training) or any(f.fallback_types for f in env.inference)
+    efa = False
+    for c in env.training:
+        try:
+            efa = efa or _catalog.get(c.instance_type).efa_supported
+            efa = efa or (c.gpu_pool is not None and _catalog.get(c.gpu_pool.instance_type).efa_supported)
+        except (KeyError, AttributeError):
+            continue
+    served = any(model_spec(f) is not None for f in env.inference)
+    return component_problems(
+        env.eks, neuron=bool(neuron_types), efa=efa, gpu=gpu, served=served, fleets=bool(env.inference),
+        training=bool(env.training), lustre=env.storage.lustre is not None,
+    )  # fmt: skip
 
 
 def address_problems(
@@ -378,6 +416,8 @@ def neuron_warnings(env: Environment) -> list[str]:
     if env.platform == "eks":
         versions = sorted({r.release.version for r in pool_releases(env).values() if r.release is not None})
         warnings += eks_node_image_problems(env.eks, versions)[1]
+        if env.eks is not None:
+            warnings += _component_problems(env)[1]
     lustre = env.storage.lustre
     if lustre is not None and not lustre.az_id and env.training:
         az = env.lustre_az_id

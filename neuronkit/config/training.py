@@ -210,6 +210,12 @@ class TrainingCluster(Strict):
         description="Logical NeuronCore setting (Trn2/Trn3: 1 or 2; defaults to the catalog's, 2), passed to the "
         "runtime as NEURON_LOGICAL_NC_CONFIG.",
     )
+    cluster_queue: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?$")] | None = Field(
+        default=None,
+        description="platform: eks: an existing Kueue ClusterQueue (its cohort, fair sharing and quotas) the pool's "
+        "jobs queue in: the kit creates the LocalQueue and a ResourceFlavor for the pool's node group pointing at it, "
+        "not a ClusterQueue of its own, and `neuronkit summary` prints the stanza to add to it (docs/training-on-eks.md).",
+    )
 
 
 class GpuPool(Strict):

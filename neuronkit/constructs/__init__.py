@@ -24,6 +24,8 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "neuronkit.constructs.day_night": ("DayNightSchedule", "ShiftCapacity"),
     "neuronkit.constructs.eks": (
         "ClusterSpec",
+        "ExistingClusterSpec",
+        "ExistingEksCluster",
         "LustreVolume",
         "NeuronEksCluster",
         "NeuronNodeGroup",
@@ -65,6 +67,8 @@ if TYPE_CHECKING:
     from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
     from neuronkit.constructs.eks import (
         ClusterSpec,
+        ExistingClusterSpec,
+        ExistingEksCluster,
         LustreVolume,
         NeuronEksCluster,
         NeuronNodeGroup,

@@ -18,12 +18,100 @@ if TYPE_CHECKING:
 
 
 def pinned_addons(env: Environment) -> dict[str, str]:
-    """Add-on name -> pinned version, for what the kit installs on this environment's cluster."""
+    """Add-on name -> pinned version, for what the kit installs on this environment's cluster (eks.components:
+    an ``existing`` or ``off`` add-on is not the kit's to install)."""
+    from neuronkit.config.eks import CLUSTER_ADDONS
+
     facts = catalog.eks_facts()
-    pins = {name: str(v["version"]) for name, v in facts["addons"].items() if name != "source"}
-    if env.storage.lustre is not None:
+    skipped = {addon for name, addon in CLUSTER_ADDONS.items() if env.eks is not None and not env.eks.installs(name)}
+    pins = {name: str(v["version"]) for name, v in facts["addons"].items() if name != "source" and name not in skipped}
+    if env.storage.lustre is not None and (env.eks is None or env.eks.installs("fsx_csi")):
         pins["aws-fsx-csi-driver"] = str(facts["storage_addons"]["aws-fsx-csi-driver"]["version"])
     return pins
+
+
+# eks.components that are EKS add-ons (read with eks:ListAddons); the rest are Helm charts the kit cannot see without
+# the Kubernetes API.
+_ADDON_COMPONENTS = {
+    "vpc_cni": "vpc-cni", "coredns": "coredns", "kube_proxy": "kube-proxy", "pod_identity_agent": "eks-pod-identity-agent",
+    "fsx_csi": "aws-fsx-csi-driver",
+}  # fmt: skip
+
+
+def check_existing_cluster(env: Environment, eks: Any) -> list[Check]:
+    """eks.existing, read-only (eks:DescribeCluster, eks:ListAddons): the cluster is there, at the file's version, in an
+    authentication mode that takes access entries, with the endpoint, certificate authority and cluster security group
+    the file gives; each ``existing`` component that is an EKS add-on is installed. What needs the Kubernetes API (the
+    controllers and CRD versions of ``existing`` charts, a Kueue configuration) is a WARN line saying it was not checked."""
+    if env.eks is None or env.eks.existing is None:
+        return []
+    ex = env.eks.existing
+    name = f"EKS cluster {ex.cluster_name}"
+    try:
+        cluster = eks.describe_cluster(name=ex.cluster_name)["cluster"]
+    except Exception as err:  # noqa: BLE001 - a missing cluster is a finding, not a crash
+        if "ResourceNotFound" not in type(err).__name__ and "ResourceNotFound" not in str(err):
+            raise
+        return [Check("FAIL", name, f"not found in {env.region}", "fix eks.existing.cluster_name or the file's region")]
+    out: list[Check] = []
+    version = str(cluster.get("version"))
+    if version == ex.kubernetes_version:
+        out.append(Check("PASS", f"{name} version", f"Kubernetes {version}"))
+    else:
+        out.append(Check("FAIL", f"{name} version", f"the cluster runs {version}, the file says {ex.kubernetes_version}",
+                         f"set eks.existing.kubernetes_version: \"{version}\""))  # fmt: skip
+    mode = (cluster.get("accessConfig") or {}).get("authenticationMode")
+    if mode in ("API", "API_AND_CONFIG_MAP"):
+        out.append(Check("PASS", f"{name} authentication mode", f"{mode}: takes access entries"))
+    elif mode is None:
+        out.append(Check("WARN", f"{name} authentication mode", "DescribeCluster carried no accessConfig: not checked"))
+    else:
+        out.append(Check("FAIL", f"{name} authentication mode", f"{mode}: access entries are refused",
+                         "aws eks update-cluster-config --access-config authenticationMode=API_AND_CONFIG_MAP"))  # fmt: skip
+    given = {
+        "endpoint": (cluster.get("endpoint"), ex.endpoint),
+        "certificate_authority": ((cluster.get("certificateAuthority") or {}).get("data"), ex.certificate_authority),
+        "cluster_security_group_id": ((cluster.get("resourcesVpcConfig") or {}).get("clusterSecurityGroupId"),
+                                      ex.cluster_security_group_id),
+    }  # fmt: skip
+    for key, (actual, wanted) in given.items():
+        if actual is None:
+            out.append(Check("WARN", f"{name} {key}", "DescribeCluster did not return it: not checked"))
+        elif str(actual).strip() == str(wanted).strip().rstrip("/") or str(actual).strip() == str(wanted).strip():
+            out.append(Check("PASS", f"{name} {key}", "matches eks.existing"))
+        else:
+            out.append(Check("FAIL", f"{name} {key}", "differs from the cluster's",
+                             f"copy it from aws eks describe-cluster --name {ex.cluster_name} into eks.existing.{key}"))  # fmt: skip
+    existing = [c for c in _ADDON_COMPONENTS if env.eks.component(c) == "existing"]
+    if existing:
+        try:
+            installed = set(eks.list_addons(clusterName=ex.cluster_name).get("addons") or [])
+        except Exception as err:  # noqa: BLE001 - one WARN line: the add-ons stay unchecked, the rest still runs
+            code = getattr(err, "response", {}).get("Error", {}).get("Code") or type(err).__name__
+            names = ", ".join(_ADDON_COMPONENTS[c] for c in existing)
+            out.append(Check("WARN", f"{name} add-ons", f"eks:ListAddons failed ({code}): {names} not checked"))
+            existing = []
+            installed = set()
+        for component in existing:
+            addon = _ADDON_COMPONENTS[component]
+            if addon in installed:
+                out.append(Check("PASS", f"{name} add-on {addon}", "installed (eks.components." + component + ": existing)"))
+            else:
+                out.append(Check("WARN", f"{name} add-on {addon}", "not an EKS add-on of the cluster; it may run "
+                                 "self-managed, which the kit could not check", f"or set eks.components.{component}: install"))  # fmt: skip
+    charts = [c for c in ("neuron", "efa_device_plugin", "nvidia_device_plugin", "load_balancer_controller",
+                          "cluster_autoscaler", "keda", "jobset", "kueue") if env.eks.component(c) == "existing"]  # fmt: skip
+    if charts:
+        out.append(
+            Check(
+                "WARN",
+                f"{name} components not checked",
+                f"{', '.join(charts)}: their controllers and API versions (TargetGroupBinding v1beta1, JobSet v1alpha2, "
+                "Kueue v1beta2) and Kueue's configuration need the Kubernetes API, which preflight does not read yet",
+                "check them with kubectl (docs/eks.md, 'Components you already have')",
+            )
+        )
+    return out
 
 
 def check_eks_addons(env: Environment, eks: Any) -> list[Check]:
@@ -50,4 +138,4 @@ def check_eks_addons(env: Environment, eks: Any) -> list[Check]:
     return out
 
 
-__all__ = ["check_eks_addons", "pinned_addons"]
+__all__ = ["check_eks_addons", "check_existing_cluster", "pinned_addons"]

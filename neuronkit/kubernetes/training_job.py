@@ -662,8 +662,12 @@ def cluster_queue_name(environment: str, pool: str) -> str:
     return f"{environment}-{pool}"
 
 
-def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_nodes: int) -> list[dict[str, Any]]:
+def kueue_manifests(
+    *, environment: str, pool: str, instance_type: str, max_nodes: int, cluster_queue: str | None = None
+) -> list[dict[str, Any]]:
     """ResourceFlavor (the pool's node label and taint), ClusterQueue sized to the pool, LocalQueue in the namespace.
+    With ``cluster_queue`` (a ClusterQueue the user runs, training[].cluster_queue): no ClusterQueue of the kit's, the
+    LocalQueue points at the user's, which needs the stanza of :func:`cluster_queue_stanza`.
 
     The quota is exactly the pool: ``max_nodes`` times what one pod asks for. A kit job is one pod set of one pod per
     node (the checks run in the pods' init containers), so Kueue admits a job only when all its nodes are free and
@@ -671,10 +675,11 @@ def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_node
     waitForPodsReady, only keeps its quota once they are all ready).
     """
     api = facts()["kueue"]["api_version"]
-    flavor = f"{environment}-{pool}"
+    flavor = flavor_name(environment, pool)
     per_node = per_node_quota(instance_type)
     resources = [{"name": k, "nominalQuota": _times(v, max_nodes)} for k, v in sorted(per_node.items())]
-    return [
+    queue = cluster_queue or cluster_queue_name(environment, pool)
+    docs = [
         {
             "apiVersion": api,
             "kind": "ResourceFlavor",
@@ -699,9 +704,31 @@ def kueue_manifests(*, environment: str, pool: str, instance_type: str, max_node
             "apiVersion": api,
             "kind": "LocalQueue",
             "metadata": {"name": local_queue_name(pool), "namespace": scheduling.TRAINING_NAMESPACE},
-            "spec": {"clusterQueue": cluster_queue_name(environment, pool)},
+            "spec": {"clusterQueue": queue},
         },
     ]
+    return [d for d in docs if cluster_queue is None or d["kind"] != "ClusterQueue"]
+
+
+def flavor_name(environment: str, pool: str) -> str:
+    return f"{environment}-{pool}"
+
+
+def cluster_queue_stanza(
+    *, environment: str, pool: str, instance_type: str, max_nodes: int, cluster_queue: str
+) -> dict[str, Any]:
+    """What the user adds to their ClusterQueue ``cluster_queue`` for a pool: a resource group covering the pool's
+    resources with the pool's flavor at the pool's size (``spec.resourceGroups[]``), and the namespace the kit's
+    LocalQueue lives in (their ``namespaceSelector`` must admit it)."""
+    per_node = per_node_quota(instance_type)
+    resources = [{"name": k, "nominalQuota": _times(v, max_nodes)} for k, v in sorted(per_node.items())]
+    return {
+        "clusterQueue": cluster_queue,
+        "namespace": scheduling.TRAINING_NAMESPACE,
+        "resourceGroups": [
+            {"coveredResources": sorted(per_node), "flavors": [{"name": flavor_name(environment, pool), "resources": resources}]}
+        ],
+    }
 
 
 def _times(quantity: str, n: int) -> str:

@@ -572,7 +572,9 @@ def fixed_costs(env: Any, table: PriceTable | None = None) -> list[FixedCost]:
             out.append(FixedCost(env.name, f"interface endpoints x{len(net.interface_endpoints)}", endpoints * rate * hours,
                                  f"{len(net.interface_endpoints)} endpoints x {len(net.az_ids)} AZs x ${rate}/hour{where}; GB processed not included", "interface endpoints"))  # fmt: skip
     if getattr(env, "platform", "asg") == "eks":
-        out.append(eks_control_plane_cost(env.name, hours))
+        # eks.existing: the control plane is the cluster owner's, already paid whatever the kit adds.
+        if getattr(getattr(env, "eks", None), "existing", None) is None:
+            out.append(eks_control_plane_cost(env.name, hours))
         out.append(eks_system_nodes_cost(env, hours))
     eks = getattr(env, "platform", "asg") == "eks"
     # On EKS a fleet has its ALB when it serves a model (docs/eks.md, "Serving"); without one it is a node group only.

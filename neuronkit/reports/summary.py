@@ -390,6 +390,7 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
     exports = _exports(assembly)
     views: dict[str, EnvironmentView] = {}
     subnet_nodes: dict[tuple[str, str], str] = {}
+    existing_az: dict[str, str] = {}  # subnet id -> AZ ID of an existing VPC (network stack's record)
     for name, stacks in assembly.environments().items():
         view = EnvironmentView(name=name, account=stacks[0].account, region=stacks[0].region, stacks=stacks)
         views[name] = view
@@ -397,6 +398,8 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
             for logical_id, vpc in _resources(s, "AWS::EC2::VPC"):
                 cidr = (vpc.get("Properties") or {}).get("CidrBlock", "")
                 view.vpcs.append((_node(name, "vpc", logical_id), f"{s.name}: VPC {cidr}".strip()))
+            for _, parameter in _resources(s, "AWS::SSM::Parameter"):
+                existing_az.update(_existing_subnets(parameter))
             for logical_id, subnet in _resources(s, "AWS::EC2::Subnet"):
                 props = subnet.get("Properties") or {}
                 az = props.get("AvailabilityZoneId") or props.get("AvailabilityZone") or "AZ not set"
@@ -434,7 +437,8 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
                 if not nodes and isinstance(zones, list):  # subnets of an imported VPC: literal ids
                     for sid in (z for z in zones if isinstance(z, str)):
                         node = _node(name, "subnet", sid)
-                        view.subnets.append(Subnet(node=node, label=sid, az_id=str(meta.get("az_id") or "AZ not set")))
+                        az_id = existing_az.get(sid) or meta.get("az_id") or "AZ not set"
+                        view.subnets.append(Subnet(node=node, label=sid, az_id=str(az_id)))
                         nodes.append(node)
                 az = meta.get("az_id")
                 view.pools.append(
@@ -448,6 +452,21 @@ def environments(cdk_out: str | Path) -> list[EnvironmentView]:
                     )
                 )
     return list(views.values())
+
+
+def _existing_subnets(parameter: dict[str, Any]) -> dict[str, str]:
+    """The network stack of an existing VPC records its subnets by AZ ID (``/neuronkit/ENV/network``, JSON)."""
+    import json
+
+    props = parameter.get("Properties") or {}
+    name, value = props.get("Name"), props.get("Value")
+    if not (isinstance(name, str) and name.startswith("/neuronkit/") and name.endswith("/network") and isinstance(value, str)):
+        return {}
+    try:
+        subnets = json.loads(value).get("subnet_ids") or {}
+    except (ValueError, AttributeError):
+        return {}
+    return {str(sid): str(az) for az, sid in subnets.items()}
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from aws_cdk import Tags
+from aws_cdk import Tags, aws_eks_v2
 from constructs import Construct
 
 from neuronkit import catalog
@@ -15,6 +15,7 @@ from neuronkit.catalog import eks_images
 from neuronkit.config import Environment, pool_releases
 from neuronkit.config import InferenceFleet as FleetConfig
 from neuronkit.config import TrainingCluster as ClusterConfig
+from neuronkit.config.eks import CLUSTER_ADDONS
 from neuronkit.constructs.budget import CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.eks import (
@@ -37,6 +38,8 @@ from neuronkit.constructs.eks import (
     WorkloadsSpec,
     eks_boot_script,
 )  # fmt: skip
+from neuronkit.constructs.eks.cluster import kubectl_layer
+from neuronkit.constructs.eks.existing_cluster import ExistingClusterSpec, ExistingEksCluster
 from neuronkit.constructs.eks.node_group_size import AutoscaledSize, AutoscaledSizeSpec
 from neuronkit.constructs.eks.training_jobs import TrainingJobs, TrainingJobsSpec, TrainingPool
 from neuronkit.constructs.monitoring import EnvironmentMonitoring, WatchedPool
@@ -65,19 +68,9 @@ class EksStack(NeuronkitStack):
         eks = config.eks
         assert eks is not None, "platform: eks needs the eks section (validation requires it)"
         self._subnets = dict(zip(config.network.az_ids, network.network.vpc.private_subnets, strict=True))
-        self.cluster = NeuronEksCluster(
-            self,
-            "Cluster",
-            spec=ClusterSpec(
-                name=config.name, version=eks.version, admins=eks.admins, viewers=eks.viewers, endpoint=eks.endpoint,
-                job_submitters=eks.job_submitters,
-                public_access_cidrs=eks.public_access_cidrs, max_pods_per_node=eks.max_pods_per_node,
-                system_nodes=SystemNodesSpec(**eks.system_nodes.resolved()),  # type: ignore[arg-type]
-            ),
-            vpc=network.network.vpc,
-            subnets=list(self._subnets.values()),
-            tags=environment_tags(config),
-        )  # fmt: skip
+        self.cluster: NeuronEksCluster | ExistingEksCluster = (
+            self._existing(config, network) if eks.existing is not None else self._own(config, network)
+        )
         self._access: StorageAccess = storage.storage.access()
         self._releases = pool_releases(config)
         self.node_groups: dict[str, NeuronNodeGroup] = {}
@@ -92,6 +85,55 @@ class EksStack(NeuronkitStack):
         self.autoscaling = self._autoscaling(config)
         self.monitoring = self._monitoring(config, storage)
         self.spill = self._fleet_scaling(config)  # after monitoring: its alarms go to the topic, its graph on the dashboard
+
+    def _own(self, config: Environment, network: NetworkStack) -> NeuronEksCluster:
+        """The kit's own cluster, with the core add-ons eks.components installs (all by default)."""
+        eks = config.eks
+        assert eks is not None
+        addons = {k: str(v["version"]) for k, v in catalog.eks_facts()["addons"].items() if k != "source"}
+        skipped = {addon for name, addon in CLUSTER_ADDONS.items() if not eks.installs(name)}
+        return NeuronEksCluster(
+            self,
+            "Cluster",
+            spec=ClusterSpec(
+                name=config.name, version=eks.version, admins=eks.admins, viewers=eks.viewers, endpoint=eks.endpoint,
+                job_submitters=eks.job_submitters,
+                public_access_cidrs=eks.public_access_cidrs, max_pods_per_node=eks.max_pods_per_node,
+                system_nodes=SystemNodesSpec(**eks.system_nodes.resolved()),  # type: ignore[arg-type]
+                addon_versions={k: v for k, v in addons.items() if k not in skipped},
+            ),
+            vpc=network.network.vpc,
+            subnets=list(self._subnets.values()),
+            tags=environment_tags(config),
+        )  # fmt: skip
+
+    def _existing(self, config: Environment, network: NetworkStack) -> ExistingEksCluster:
+        """eks.existing: the cluster imported with aws_eks_v2 ``Cluster.from_cluster_attributes`` and kubectl provider
+        options (the pinned layer, the private subnets), an access entry for the kit's kubectl handler, and the kit's
+        system node group; no AWS::EKS::Cluster, and none of the cluster's own add-ons (docs/eks.md, "Your own cluster")."""
+        eks = config.eks
+        assert eks is not None and eks.existing is not None
+        ex = eks.existing
+        subnets = list(self._subnets.values())
+        options = aws_eks_v2.KubectlProviderOptions(kubectl_layer=kubectl_layer(self, "KubectlLayer"), private_subnets=subnets)
+        imported = aws_eks_v2.Cluster.from_cluster_attributes(
+            self, "ImportedCluster", cluster_name=ex.cluster_name, cluster_endpoint=ex.endpoint,
+            cluster_certificate_authority_data=ex.certificate_authority, cluster_security_group_id=ex.cluster_security_group_id,
+            vpc=network.network.vpc, kubectl_provider_options=options,
+        )  # fmt: skip
+        return ExistingEksCluster(
+            self,
+            "Cluster",
+            cluster=imported,
+            spec=ExistingClusterSpec(
+                name=ex.cluster_name, version=ex.kubernetes_version, authentication_mode=ex.authentication_mode,  # type: ignore[arg-type]
+                service_cidr=ex.service_cidr, prefix=config.name,
+                system_nodes=SystemNodesSpec(**eks.system_nodes.resolved()),  # type: ignore[arg-type]
+            ),
+            kubectl_provider_options=options,
+            subnets=subnets,
+            tags=environment_tags(config),
+        )  # fmt: skip
 
     def _monitoring(self, config: Environment, storage: StorageStack) -> EnvironmentMonitoring:
         """The dashboard and alarms of the Auto Scaling path, over the node groups' Auto Scaling groups (named by EKS,
@@ -148,12 +190,15 @@ class EksStack(NeuronkitStack):
                 neuron_releases=releases,
                 options=NeuronChartOptions(dra=neuron.dra, node_recovery=neuron.node_recovery, taints=neuron_taints),
                 # No EFA plugin where no node group carries EFA.
-                efa=any(g.uses_efa for g in groups),
+                efa=any(g.uses_efa for g in groups) and config.eks.installs("efa_device_plugin"),
                 efa_taints=efa_taints,
                 lustre=volume,
                 # The NVIDIA device plugin only where GPU node groups exist, on those groups only.
                 gpu_pools=[g.name for g in groups if g.image == "gpu"],
                 gpu_taints=_distinct(t for g in groups if g.image == "gpu" for t in g.all_taints),
+                neuron=config.eks.installs("neuron"),
+                nvidia=config.eks.installs("nvidia_device_plugin"),
+                fsx_csi=config.eks.installs("fsx_csi"),
             ),
         )
         return workloads
@@ -174,6 +219,7 @@ class EksStack(NeuronkitStack):
                     block_end=block.end if block else None,
                     lead_minutes=lead_minutes("eks-node-group", block.checkpoint_budget_minutes,
                                               kit_drain_minutes=block.drain_minutes) if block else None,
+                    cluster_queue=c.cluster_queue,
                 )
             )  # fmt: skip
         if not pools:
@@ -187,7 +233,13 @@ class EksStack(NeuronkitStack):
             self,
             "TrainingJobs",
             cluster=self.cluster,
-            spec=TrainingJobsSpec(environment=config.name, pools=pools, lustre=volume),
+            spec=TrainingJobsSpec(
+                environment=config.name,
+                pools=pools,
+                lustre=volume,
+                install_jobset=self._installs(config, "jobset"),
+                install_kueue=self._installs(config, "kueue"),
+            ),
             storage=access,
         )
         if self.workloads.lustre_manifest is not None:
@@ -208,8 +260,9 @@ class EksStack(NeuronkitStack):
         if not fleets:
             return out
         self.load_balancer_controller = LoadBalancerController(
-            self, "LoadBalancerController", cluster=self.cluster, environment=config.name
-        )
+            self, "LoadBalancerController", cluster=self.cluster, environment=config.name,
+            install=self._installs(config, "load_balancer_controller"),
+        )  # fmt: skip
         for f in fleets:
             spec = serving_spec(config, f, f.name)
             assert spec is not None
@@ -251,15 +304,22 @@ class EksStack(NeuronkitStack):
         )
 
     @staticmethod
+    def _installs(config: Environment, component: str) -> bool:
+        assert config.eks is not None
+        return config.eks.installs(component)
+
+    @staticmethod
     def _keda_scales(config: Environment) -> bool:
         """Served fleets scale on their target group's requests through KEDA (installed with any inference fleet)."""
-        return bool(config.inference)
+        assert config.eks is not None
+        return bool(config.inference) and config.eks.component("keda") != "off"
 
     def _fleet_scaling(self, config: Environment) -> dict[str, GpuSpill]:
         """Per served fleet: KEDA scales the Neuron Deployment on the ALB's requests, and (with fallback types) the GPU
         spill controller gives the GPU Deployment the Neuron shortfall (docs/eks.md, "Scaling on demand and GPU spill")."""
         spills: dict[str, GpuSpill] = {}
-        if self.autoscaling is None or self.autoscaling.keda_chart is None:
+        assert config.eks is not None
+        if self.autoscaling is None or config.eks.component("keda") == "off":
             return spills
         for f in config.inference:
             served = self.serving.get(f.name)
@@ -268,7 +328,8 @@ class EksStack(NeuronkitStack):
             FleetScaling(
                 self, f"Scaling-{f.name}", cluster=self.cluster.cluster, fleet=f.name, target_group=served.target_group,
                 load_balancer=served.load_balancer, requests_per_replica_per_minute=f.requests_per_target,
-                min_replicas=f.min_size, max_replicas=f.max_size, after=[self.autoscaling.keda_chart, served.manifest],
+                min_replicas=f.min_size, max_replicas=f.max_size,
+                after=[c for c in (self.autoscaling.keda_chart, served.manifest) if c is not None],
             )  # fmt: skip
             gpu = self.node_groups.get(eks_fallback_pool_name(f.name))
             if gpu is None or served.gpu_deployment is None:
@@ -291,7 +352,7 @@ class EksStack(NeuronkitStack):
         return spills
 
     def _autoscaling(self, config: Environment) -> ClusterAutoscaling | None:
-        """With inference fleets: Cluster Autoscaler (eks.node_autoscaler) on the fleets' node groups only, whose empty
+        """With inference fleets: Cluster Autoscaler (eks.components.cluster_autoscaler) on the fleets' node groups only, whose empty
         Neuron groups tell it the devices a node would offer, and the KEDA operator (per fleet: ScaledObject and GPU
         spill, docs/eks.md "Scaling on demand"). Training node groups keep their sizes."""
         assert config.eks is not None
@@ -300,7 +361,7 @@ class EksStack(NeuronkitStack):
         if not serving:
             return None
         groups: list[ScaledGroup] = []
-        if config.eks.node_autoscaler:
+        if config.eks.autoscales:  # installed by the kit, or the cluster's own (eks.components.cluster_autoscaler)
             for group in serving:
                 node_spec = group.spec
                 devices = catalog.get(node_spec.instance_types[0]).neuron_devices if node_spec.image == "neuron" else 0
@@ -322,7 +383,12 @@ class EksStack(NeuronkitStack):
                 # Asked after the cluster exists (the name above is a plain string): a new group is then "not found"
                 # (the initial size), never a call into a cluster still being created (review of issue 47).
                 size.resource.node.add_dependency(self.cluster.cluster)
-        scaling = AutoscalingSpec(environment=config.name, node_autoscaler=config.eks.node_autoscaler, groups=groups)
+        scaling = AutoscalingSpec(
+            environment=config.name,
+            node_autoscaler=config.eks.installs("cluster_autoscaler"),
+            groups=groups,
+            keda=config.eks.installs("keda"),
+        )
         return ClusterAutoscaling(self, "Autoscaling", cluster=self.cluster, spec=scaling)
 
     def _script(

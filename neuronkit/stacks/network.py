@@ -48,3 +48,23 @@ class NetworkStack(NeuronkitStack):
             existing_subnet_ids=net.existing.subnet_ids if net.existing else None,
             batch_task_default_group=batch_on_efa(config),
         )
+        if net.existing is not None:
+            self._record_existing(config)
+
+    def _record_existing(self, config: Environment) -> None:
+        """An existing VPC: the stack creates none of its network, and a CloudFormation template needs one resource.
+        It records what the environment deploys into (the VPC and the subnet of each AZ ID) in an SSM parameter, which
+        `aws ssm get-parameter` shows and deleting the stack removes; nothing of the VPC is changed."""
+        import json
+
+        from aws_cdk import aws_ssm as ssm
+
+        existing = config.network.existing
+        assert existing is not None
+        ssm.StringParameter(
+            self,
+            "ExistingVpc",
+            parameter_name=f"/neuronkit/{config.name}/network",
+            string_value=json.dumps({"vpc_id": existing.vpc_id, "subnet_ids": dict(existing.subnet_ids)}, sort_keys=True),
+            description=f"neuronkit {config.name}: the existing VPC and subnets the environment deploys into",
+        )

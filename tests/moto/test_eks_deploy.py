@@ -5,6 +5,7 @@ must be covered by an assertion test, as in test_deploy.py."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import warnings
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ def deployed(
         session = boto3.Session(region_name=env.region)
         session.client("ssm").put_parameter(Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         cfn = session.client("cloudformation")
+        if env.eks is not None and env.eks.existing is not None:
+            _users_cluster(session, env)  # eks.existing: the user's cluster is there before the kit's stacks
         names = [f"{env.name}-{part}" for part in ("network", "storage", "eks")]
         assert all(n in synth.templates for n in names), sorted(synth.templates)
         skipped: set[str] = set()
@@ -58,6 +61,35 @@ def deployed(
                 cfn.create_stack(StackName=name, TemplateBody=template, Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"])
         skipped = {str(w.message).split()[3] for w in caught if str(w.message).startswith("Tried to parse ")}
         yield request.param, session, skipped
+
+
+def _users_cluster(session: Any, env: Any) -> None:
+    """A cluster created outside the kit, as a user's would be: its VPC, subnets (one per AZ ID), cluster security group
+    and role, under the ids the file names (moto draws EC2 ids at random: they are pinned here), then the cluster."""
+    from unittest import mock
+
+    from moto.ec2.models import security_groups, subnets, vpcs
+
+    ex, net = env.eks.existing, env.network.existing
+    ec2 = session.client("ec2")
+    with mock.patch.object(vpcs, "random_vpc_id", return_value=net.vpc_id):
+        vpc = ec2.create_vpc(CidrBlock=env.network.cidr)["Vpc"]["VpcId"]
+    block = ipaddress.ip_network(env.network.cidr)
+    made = []
+    for (az_id, subnet_id), cidr in zip(net.subnet_ids.items(), block.subnets(new_prefix=20), strict=False):
+        with mock.patch.object(subnets, "random_subnet_id", return_value=subnet_id):
+            made.append(ec2.create_subnet(VpcId=vpc, CidrBlock=str(cidr), AvailabilityZoneId=az_id)["Subnet"]["SubnetId"])
+    with mock.patch.object(security_groups, "random_security_group_id", return_value=ex.cluster_security_group_id):
+        ec2.create_security_group(GroupName=f"eks-cluster-sg-{ex.cluster_name}", Description="EKS cluster", VpcId=vpc)
+    role = session.client("iam").create_role(RoleName="platform-cluster", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    session.client("eks").create_cluster(
+        name=ex.cluster_name, version=ex.kubernetes_version, roleArn=role,
+        resourcesVpcConfig={"subnetIds": made, "endpointPrivateAccess": True},
+    )  # fmt: skip
+
+
+def cluster_name(env: Any) -> str:
+    return str(env.eks.existing.cluster_name) if env.eks is not None and env.eks.existing is not None else str(env.name)
 
 
 def test_stacks_reach_create_complete_and_skipped_types_are_covered(deployed: tuple[str, Any, set[str]]) -> None:
@@ -73,7 +105,7 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
     name, session, _ = deployed
     env = ENVIRONMENTS[name]
     eks = session.client("eks")
-    cluster = eks.describe_cluster(name=env.name)["cluster"]
+    cluster = eks.describe_cluster(name=cluster_name(env))["cluster"]
     assert cluster["version"] == (env.eks.version if env.eks else None)
     assert cluster["resourcesVpcConfig"]["endpointPrivateAccess"] is True
     expected: dict[str, tuple[list[str], int, int, int]] = {}
@@ -114,8 +146,8 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
             int(system["max_size"]),
         )
     groups = {
-        g: eks.describe_nodegroup(clusterName=env.name, nodegroupName=g)["nodegroup"]
-        for g in eks.list_nodegroups(clusterName=env.name)["nodegroups"]
+        g: eks.describe_nodegroup(clusterName=cluster_name(env), nodegroupName=g)["nodegroup"]
+        for g in eks.list_nodegroups(clusterName=cluster_name(env))["nodegroups"]
     }
     assert sorted(groups) == sorted(expected)
     ec2 = session.client("ec2")

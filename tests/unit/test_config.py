@@ -371,7 +371,7 @@ CASES: list[tuple[str, dict[str, Any], list[str]]] = [
         {"training.0.max_nodes": 4},
         [
             "training[0].max_nodes: unknown key 'max_nodes' under training[0]; allowed keys: name, instance_type, az_id, "
-            "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool, ultraserver, lnc"
+            "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool, ultraserver, lnc, cluster_queue"
         ],
     ),
     (
@@ -425,7 +425,7 @@ def test_cross_checks_of_valid_clusters_run_when_another_cluster_is_broken(in_tm
     data = edited({"training.0.max_nodes": 4, "training.1.capacity.az_id": "use1-az4"})
     assert problems_of(data) == [
         f"{FILE}: training[0].max_nodes: unknown key 'max_nodes' under training[0]; allowed keys: name, instance_type, az_id, "
-        "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool, ultraserver, lnc",
+        "min_size, max_size, desired_size, ami, capacity, root_volume_gib, compile_cache, scale_in_protection, idle_scale_down, scheduler, container_image, neuron_sdk, workload, gpu_pool, ultraserver, lnc, cluster_queue",
         f"{FILE}: training[1].capacity.az_id: the Capacity Block is in use1-az4, not the cluster's use1-az6; make them match",
     ]
 

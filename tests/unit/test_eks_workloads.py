@@ -127,7 +127,7 @@ def _example(**neuron: Any) -> dict[str, Any]:
 
 def test_validate_refuses_dra_beside_the_device_plugin_one_line() -> None:
     data = _example(dra=True, device_plugin=True)
-    data["eks"]["node_autoscaler"] = False  # only the device plugin's line, not the autoscaler's
+    data["eks"]["components"] = {"cluster_autoscaler": "off"}  # only the device plugin's line, not the autoscaler's
     with pytest.raises(ConfigError) as err:
         parse_environment(data, "eks.yaml")
     lines = [p for p in err.value.problems if "eks.neuron.dra" in p]
@@ -136,7 +136,9 @@ def test_validate_refuses_dra_beside_the_device_plugin_one_line() -> None:
 
 def test_validate_accepts_dra_on_the_example_cluster() -> None:
     data = _example(dra=True)
-    data["eks"]["node_autoscaler"] = False  # Cluster Autoscaler cannot drive DRA claims (test_eks_autoscaling.py)
+    data["eks"]["components"] = {
+        "cluster_autoscaler": "off"
+    }  # Cluster Autoscaler cannot drive DRA claims (test_eks_autoscaling.py)
     env = parse_environment(data, "eks.yaml")
     assert env.eks is not None and env.eks.neuron.dra and not env.eks.neuron.uses_device_plugin
 
@@ -145,7 +147,7 @@ def test_validate_refuses_dra_with_the_node_autoscaler_one_line() -> None:
     with pytest.raises(ConfigError) as err:
         parse_environment(_example(dra=True), "eks.yaml")
     lines = [p for p in err.value.problems if "eks.neuron.dra" in p]
-    assert len(lines) == 1 and "Cluster Autoscaler" in lines[0] and "eks.node_autoscaler: false" in lines[0]
+    assert len(lines) == 1 and "Cluster Autoscaler" in lines[0] and "eks.components.cluster_autoscaler: off" in lines[0]
 
 
 def _workloads(**spec: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from constructs import Construct, IConstruct
 
 from neuronkit.constructs import pseudo
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
-from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
 from neuronkit.kubernetes import autoscaler, keda
 
@@ -64,7 +64,7 @@ class ClusterAutoscaling(Construct):
     pinned version) feeds the reports.
     """
 
-    def __init__(self, scope: Construct, id: str, *, cluster: NeuronEksCluster, spec: AutoscalingSpec) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: EksClusterLike, spec: AutoscalingSpec) -> None:
         super().__init__(scope, id)
         self.spec = spec
         self._cluster = cluster

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from aws_cdk import Annotations, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -84,6 +84,29 @@ class ClusterSpec:
             raise ValueError("admins: name at least one IAM principal ARN (the stack's creator gets no cluster access)")
         if self.endpoint == "public-and-private" and not self.public_access_cidrs:
             raise ValueError("public_access_cidrs: required with endpoint public-and-private (never 0.0.0.0/0)")
+
+
+# Either cluster the kit's constructs add to: the one it creates or one it imports (existing_cluster.py). Both expose
+# ``cluster`` (aws_eks_v2.ICluster with a kubectl provider), ``spec.name``, ``spec.version``, ``cluster_security_group_id``,
+# ``system_nodegroup`` (or None), ``addons`` and ``access_entries``.
+class _SpecLike(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+
+
+class EksClusterLike(Protocol):
+    @property
+    def cluster(self) -> eks.ICluster: ...
+    @property
+    def spec(self) -> _SpecLike: ...
+    @property
+    def cluster_security_group_id(self) -> str: ...
+    @property
+    def system_nodegroup(self) -> eks.Nodegroup | None: ...
+    @property
+    def addons(self) -> Mapping[str, eks.Addon]: ...
 
 
 def kubectl_layer(scope: Construct, id: str) -> Any:
@@ -209,55 +232,8 @@ class NeuronEksCluster(Construct):
             cfn.add_property_override("KubernetesGroups", [training_job.SUBMITTERS_GROUP])
 
     def _system_nodes(self, subnets: Sequence[ec2.ISubnet]) -> None:
-        """The system node group: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1 (pods cannot
-        take the node role), an encrypted gp3 root volume, every subnet of the cluster (two AZs or more)."""
-        from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
-
-        facts = catalog.eks_facts()["system_nodes"]
-        nodes = self.spec.system_nodes
-        self.system_role = iam.Role(
-            self,
-            "SystemNodeRole",
-            assumed_by=values.service_principal("ec2.amazonaws.com"),
-            description=f"{self.spec.name} EKS system nodes (add-ons and controllers)",
-            managed_policies=[values.aws_managed_policy(n) for n in EKS_NODE_POLICIES],
-        )
-        acknowledge_each(
-            self.system_role,
-            {
-                f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r
-                for name, r in EKS_NODE_POLICIES.items()
-            },
-        )
-        template = ec2.CfnLaunchTemplate(
-            self,
-            "SystemLaunchTemplate",
-            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                # IMDSv2, hop limit 1 (pods cannot take the node role); no instance tags in IMDS.
-                metadata_options=metadata_options(hop_limit=1),
-                block_device_mappings=[root_volume("/dev/xvda", nodes.root_volume_gib)],
-                ebs_optimized=True,
-                tag_specifications=tag_specifications(self._tags),
-            ),
-        )
-        self.system_nodegroup = eks.Nodegroup(
-            self,
-            "SystemNodes",
-            cluster=self.cluster,
-            nodegroup_name=f"{self.spec.name}-{scheduling.SYSTEM_POOL}",
-            ami_type=eks.NodegroupAmiType[str(facts["ami_type"]).upper()],
-            # One release version for every AL2023 variant of a Kubernetes version: the pools' (catalog node_images).
-            release_version=str(catalog.eks_facts()["node_images"]["neuron"]["release_version"]),
-            instance_types=[ec2.InstanceType(nodes.instance_type)],
-            launch_template_spec=eks.LaunchTemplateSpec(id=template.ref, version=template.attr_latest_version_number),
-            subnets=ec2.SubnetSelection(subnets=list(subnets)),
-            min_size=nodes.min_size,
-            desired_size=nodes.desired_size,
-            max_size=nodes.max_size,
-            capacity_type=eks.CapacityType.ON_DEMAND,
-            enable_node_auto_repair=True,
-            node_role=self.system_role,
-            labels=scheduling.system_node_selector(),
+        self.system_role, self.system_nodegroup = system_node_group(
+            self, cluster=self.cluster, name=self.spec.name, nodes=self.spec.system_nodes, subnets=subnets, tags=self._tags
         )
 
     def _addons(self) -> None:
@@ -284,37 +260,100 @@ class NeuronEksCluster(Construct):
 
     def _acknowledge(self) -> None:
         """cdk-nag findings on what aws_eks_v2 creates itself (the cluster role, the kubectl handler), with reasons."""
-        managed = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
-        reasons = {
-            managed + "AmazonEKSClusterPolicy]": "the AWS-managed policy EKS documents for the cluster role",
-            managed + "service-role/AWSLambdaBasicExecutionRole]": "aws_eks_v2's kubectl handler and its provider log "
-            "through the AWS-managed Lambda execution policy",
-            managed + "service-role/AWSLambdaVPCAccessExecutionRole]": "the kubectl handler runs in the private subnets "
-            "(private endpoint) and needs the AWS-managed VPC access policy for its interfaces",
-            managed + "AmazonEC2ContainerRegistryReadOnly]": "aws_eks_v2's kubectl handler pulls Helm charts from ECR",
-            "AwsSolutions-L1": "the kubectl handler's runtime is chosen by aws-cdk-lib (pinned in requirements.txt)",
-        }
-        handler: Any = None
-        for path in (("KubectlProvider", "Handler"), ("KubectlProvider", "Provider", "framework-onEvent")):
-            node: Any = self.cluster
-            for part in path:
-                node = node.node.try_find_child(part) if node is not None else None
-            drop_implied_role_dependency(node)
-            handler = handler or node
-        if handler is not None:
-            # The finding names the handler by its logical id, which depends on where the user put the cluster: computed
-            # from the construct (cdk-nag prints <LogicalId.Arn>), never written as a literal.
-            reasons[f"AwsSolutions-IAM5[Resource::{handler.function_arn}:*]"] = (
-                "aws_eks_v2's provider framework invokes any version of the kubectl handler"
-            )
-        acknowledge_each(self, reasons)
-        # The ECR Public pull policy of the handler is named through a condition (Fn::If) in the finding's id.
-        for finding in _ecr_public_findings(self.cluster):
-            acknowledge(self, finding, "aws_eks_v2's kubectl handler may pull Helm charts from ECR Public")
+        acknowledge_kubectl_provider(self, self.cluster.node.try_find_child("KubectlProvider"))
         Annotations.of(self.cluster).acknowledge_warning(
             "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
             "no load balancers on these subnets yet: the serving part tags them for the load balancer controller",
         )
+
+
+def system_node_group(
+    scope: Construct,
+    *,
+    cluster: eks.ICluster,
+    name: str,
+    nodes: SystemNodesSpec,
+    subnets: Sequence[ec2.ISubnet],
+    tags: Mapping[str, str],
+) -> tuple[iam.Role, eks.Nodegroup]:
+    """The system node group ``NAME-system``: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1
+    (pods cannot take the node role), an encrypted gp3 root volume, every subnet given (two AZs or more)."""
+    from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
+
+    facts = catalog.eks_facts()["system_nodes"]
+    role = iam.Role(
+        scope,
+        "SystemNodeRole",
+        assumed_by=values.service_principal("ec2.amazonaws.com"),
+        description=f"{name} EKS system nodes (add-ons and controllers)",
+        managed_policies=[values.aws_managed_policy(n) for n in EKS_NODE_POLICIES],
+    )
+    acknowledge_each(
+        role,
+        {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{n}]": r for n, r in EKS_NODE_POLICIES.items()},
+    )
+    template = ec2.CfnLaunchTemplate(
+        scope,
+        "SystemLaunchTemplate",
+        launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+            # IMDSv2, hop limit 1 (pods cannot take the node role); no instance tags in IMDS.
+            metadata_options=metadata_options(hop_limit=1),
+            block_device_mappings=[root_volume("/dev/xvda", nodes.root_volume_gib)],
+            ebs_optimized=True,
+            tag_specifications=tag_specifications(tags),
+        ),
+    )
+    nodegroup = eks.Nodegroup(
+        scope,
+        "SystemNodes",
+        cluster=cluster,
+        nodegroup_name=f"{name}-{scheduling.SYSTEM_POOL}",
+        ami_type=eks.NodegroupAmiType[str(facts["ami_type"]).upper()],
+        # One release version for every AL2023 variant of a Kubernetes version: the pools' (catalog node_images).
+        release_version=str(catalog.eks_facts()["node_images"]["neuron"]["release_version"]),
+        instance_types=[ec2.InstanceType(nodes.instance_type)],
+        launch_template_spec=eks.LaunchTemplateSpec(id=template.ref, version=template.attr_latest_version_number),
+        subnets=ec2.SubnetSelection(subnets=list(subnets)),
+        min_size=nodes.min_size,
+        desired_size=nodes.desired_size,
+        max_size=nodes.max_size,
+        capacity_type=eks.CapacityType.ON_DEMAND,
+        enable_node_auto_repair=True,
+        node_role=role,
+        labels=scheduling.system_node_selector(),
+    )
+    return role, nodegroup
+
+
+def acknowledge_kubectl_provider(scope: Construct, provider: Construct | None) -> None:
+    """cdk-nag findings on aws_eks_v2's kubectl provider (``provider``: its KubectlProvider construct) and the cluster
+    role, with reasons; each finding that names the handler is computed from the construct, never written as a literal."""
+    managed = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/"
+    reasons = {
+        managed + "AmazonEKSClusterPolicy]": "the AWS-managed policy EKS documents for the cluster role",
+        managed + "service-role/AWSLambdaBasicExecutionRole]": "aws_eks_v2's kubectl handler and its provider log "
+        "through the AWS-managed Lambda execution policy",
+        managed + "service-role/AWSLambdaVPCAccessExecutionRole]": "the kubectl handler runs in the private subnets "
+        "(private endpoint) and needs the AWS-managed VPC access policy for its interfaces",
+        managed + "AmazonEC2ContainerRegistryReadOnly]": "aws_eks_v2's kubectl handler pulls Helm charts from ECR",
+        "AwsSolutions-L1": "the kubectl handler's runtime is chosen by aws-cdk-lib (pinned in requirements.txt)",
+    }
+    handler: Any = None
+    for path in (("Handler",), ("Provider", "framework-onEvent")):
+        node: Any = provider
+        for part in path:
+            node = node.node.try_find_child(part) if node is not None else None
+        drop_implied_role_dependency(node)
+        handler = handler or node
+    if handler is not None:
+        # cdk-nag prints <LogicalId.Arn>, which depends on where the user put the cluster.
+        reasons[f"AwsSolutions-IAM5[Resource::{handler.function_arn}:*]"] = (
+            "aws_eks_v2's provider framework invokes any version of the kubectl handler"
+        )
+    acknowledge_each(scope, reasons)
+    # The ECR Public pull policy of the handler is named through a condition (Fn::If) in the finding's id.
+    for finding in _ecr_public_findings(scope):
+        acknowledge(scope, finding, "aws_eks_v2's kubectl handler may pull Helm charts from ECR Public")
 
 
 def addon_placement() -> dict[str, dict[str, Any]]:
@@ -330,11 +369,11 @@ def addon_placement() -> dict[str, dict[str, Any]]:
     return out
 
 
-def _ecr_public_findings(cluster: eks.Cluster) -> list[str]:
+def _ecr_public_findings(scope: Construct) -> list[str]:
     """The cdk-nag rule id of the kubectl handler's ECR Public policy, whose ARN is a condition (Fn::If)."""
     import json
 
-    stack = Stack.of(cluster)
+    stack = Stack.of(scope)
     condition = next(
         (c for c in stack.node.find_all() if type(c).__name__ == "CfnCondition" and "HasEcrPublic" in c.node.id), None
     )

@@ -18,7 +18,7 @@ from constructs import Construct
 from neuronkit import catalog, clock, userdata
 from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
-from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.launch_template import (
     TOKEN_MARGIN_BYTES,
     USER_DATA_LIMIT_BYTES,
@@ -225,7 +225,7 @@ class NeuronNodeGroup(Construct):
         id: str,
         *,
         environment: str,
-        cluster: NeuronEksCluster,
+        cluster: EksClusterLike,
         spec: NodeGroupSpec,
         subnets: Sequence[ec2.ISubnet],
         script: str | Callable[[Mapping[str, str | int] | None], str],
@@ -271,7 +271,7 @@ class NeuronNodeGroup(Construct):
             raise ValueError(block_over_message(cap))
         return phase
 
-    def _groups(self, cluster: NeuronEksCluster, extra: Sequence[str]) -> None:
+    def _groups(self, cluster: EksClusterLike, extra: Sequence[str]) -> None:
         self.security_group: ec2.ISecurityGroup | None = None
         groups = [cluster.cluster_security_group_id, *extra]
         if self.spec.uses_efa:
@@ -332,7 +332,7 @@ class NeuronNodeGroup(Construct):
             ),
         )
 
-    def _nodegroup(self, cluster: NeuronEksCluster, subnets: Sequence[ec2.ISubnet]) -> None:
+    def _nodegroup(self, cluster: EksClusterLike, subnets: Sequence[ec2.ISubnet]) -> None:
         spec = self.spec
         image = catalog.eks_facts()["node_images"][spec.image]
         is_block = spec.capacity.kind == "capacity-block"
@@ -401,7 +401,7 @@ class NeuronNodeGroup(Construct):
             **capacity_metadata(spec.capacity),
         )
 
-    def _auto_scaling_group(self, cluster: NeuronEksCluster) -> None:
+    def _auto_scaling_group(self, cluster: EksClusterLike) -> None:
         """The name of the Auto Scaling group EKS creates for the node group (DescribeNodegroup at deploy time): the
         Capacity Block schedule and the environment's dashboard and alarms name it."""
         lookup = cr.AwsCustomResource(
@@ -459,7 +459,7 @@ class NeuronNodeGroup(Construct):
             "the node group's own Auto Scaling group; the * is the group id EKS generates",
         )
 
-    def _block_schedule(self, cluster: NeuronEksCluster) -> None:
+    def _block_schedule(self, cluster: EksClusterLike) -> None:
         """Scale-up at the block's start and to zero before EC2 reclaims the nodes, on the node group's Auto
         Scaling group (Amazon EKS User Guide, "Create a managed node group with Capacity Blocks for ML"). A block
         already running gets no start action: Auto Scaling refuses a scheduled action in the past, and the node

@@ -27,7 +27,7 @@ from constructs import Construct
 from neuronkit.catalog import serving
 from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
-from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
 from neuronkit.constructs.load_balancing import application_load_balancer, client_ingress
 from neuronkit.constructs.serving_specs import HealthCheckSpec, ServingSpec, TlsSpec
@@ -41,10 +41,20 @@ class LoadBalancerController(Construct):
     the controller's documented policy, and the serving namespace manifest (``namespace``), labelled so that the
     controller injects target-health readiness gates into serving pods."""
 
-    def __init__(self, scope: Construct, id: str, *, cluster: NeuronEksCluster, environment: str) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: EksClusterLike, environment: str, install: bool = True) -> None:
+        """``install`` false: the cluster runs the controller already (TargetGroupBinding elbv2.k8s.aws/v1beta1); only
+        the serving namespace is applied (``chart`` is None)."""
         super().__init__(scope, id)
         facts = lbc.chart_facts()
         self.version = str(facts["version"])
+        self.namespace = eks.KubernetesManifest(
+            self, "Namespace", cluster=cluster.cluster, manifest=[manifests.namespace()], removal_policy=RemovalPolicy.DESTROY
+        )
+        self.chart: eks.HelmChart | None = None
+        if install:
+            self._install(cluster, environment, facts)
+
+    def _install(self, cluster: EksClusterLike, environment: str, facts: Mapping[str, Any]) -> None:
         self.role = pod_role(self, "Role", f"{environment}: AWS Load Balancer Controller {facts['app_version']}")
         document = lbc.iam_policy_document()
         policy = iam.Policy(self, "Policy", document=iam.PolicyDocument.from_json(document["policy"]), roles=[self.role])
@@ -70,9 +80,6 @@ class LoadBalancerController(Construct):
         )
         self.chart.node.add_dependency(association)
         self.chart.node.add_dependency(policy)
-        self.namespace = eks.KubernetesManifest(
-            self, "Namespace", cluster=cluster.cluster, manifest=[manifests.namespace()], removal_policy=RemovalPolicy.DESTROY
-        )
 
 
 def _policy_reasons(policy: Mapping[str, Any]) -> dict[str, str]:
@@ -140,7 +147,7 @@ class EksServingFleet(Construct):
         id: str,
         *,
         environment: str,
-        cluster: NeuronEksCluster,
+        cluster: EksClusterLike,
         controller: LoadBalancerController,
         spec: EksServingSpec,
         vpc: ec2.IVpc,
@@ -180,7 +187,7 @@ class EksServingFleet(Construct):
             for t in types
         }  # fmt: skip
 
-    def _security_groups(self, vpc: ec2.IVpc, cluster: NeuronEksCluster, cidr: str | None) -> None:
+    def _security_groups(self, vpc: ec2.IVpc, cluster: EksClusterLike, cidr: str | None) -> None:
         """Clients -> the balancer -> pods on the serving port. Pods take node addresses (VPC CNI), so the rule goes on
         the cluster security group, which every node's primary interface carries."""
         port = self.spec.port
@@ -280,7 +287,7 @@ class EksServingFleet(Construct):
             return serving.pull_through_uri(image, self._registry, self._registry_prefix)
         return f"{self._registry}/{self._registry_prefix + '/' if self._registry_prefix else ''}{image.split('/', 1)[1]}"
 
-    def _pod_role(self, cluster: NeuronEksCluster) -> None:
+    def _pod_role(self, cluster: EksClusterLike) -> None:
         """The serving and compile pods' role: list and read the model's prefix, read and write its compiled-artifact
         cache (the compile Job publishes there). Nothing else of the bucket; the nodes get none of it."""
         s = self.spec.serving
@@ -334,7 +341,7 @@ class EksServingFleet(Construct):
         }  # fmt: skip
         return {"LogicalId": stack.resolve(cfn.logical_id), **{k: stack.resolve(v) for k, v in props.items()}}
 
-    def _manifests(self, cluster: NeuronEksCluster, controller: LoadBalancerController) -> None:
+    def _manifests(self, cluster: EksClusterLike, controller: LoadBalancerController) -> None:
         spec = self.spec
         self.workloads = [self._workload(spec.neuron_type, spec.neuron_pool, spec.replicas)]
         if spec.gpu_type and spec.gpu_pool:
@@ -357,15 +364,16 @@ class EksServingFleet(Construct):
             self, f"Binding-{self.binding}", cluster=cluster.cluster, manifest=bound, removal_policy=RemovalPolicy.DESTROY
         )
         # The controller (its webhook and the TargetGroupBinding CRD) and the labelled namespace come first, and the
-        # pods' role before the pods; the binding after the Service it names.
+        # pods' role before the pods; the binding after the Service it names. An existing controller has no chart here.
         for m in (self.manifest, self.binding_manifest):
-            m.node.add_dependency(controller.chart)
+            if controller.chart is not None:
+                m.node.add_dependency(controller.chart)
             m.node.add_dependency(controller.namespace)
         self.manifest.node.add_dependency(self.pod_identity)
         self.binding_manifest.node.add_dependency(self.manifest)
         self._seeded(cluster)
 
-    def _seeded(self, cluster: NeuronEksCluster) -> None:
+    def _seeded(self, cluster: EksClusterLike) -> None:
         """A Deployment whose replicas a controller owns from the start (the GPU one): created once at its initial
         replicas by a manifest that never changes (``kubectl create``; CloudFormation never updates it), its template
         kept by a JSON patch (``kubectl patch``, re-run whenever the template changes), after the fleet's manifest (the

@@ -9,18 +9,19 @@ Both controllers run on the system node group (``scheduling.system_node_selector
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import CfnOutput, Duration, RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit.catalog import releases
-from neuronkit.constructs.eks.cluster import NeuronEksCluster
+from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.workloads import LustreVolume, pod_identity, pod_role
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes import lustre, pod_security, scheduling
@@ -38,6 +39,7 @@ class TrainingPool:
     release: str
     block_end: dt.datetime | None = None
     lead_minutes: int | None = None
+    cluster_queue: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_nodes < 1:
@@ -54,6 +56,8 @@ class TrainingJobsSpec:
     environment: str
     pools: Sequence[TrainingPool]
     lustre: LustreVolume | None = None
+    install_jobset: bool = True
+    install_kueue: bool = True
 
     def __post_init__(self) -> None:
         if not self.pools:
@@ -114,7 +118,7 @@ class TrainingJobs(Construct):
     ``chart_versions`` for the reports."""
 
     def __init__(
-        self, scope: Construct, id: str, *, cluster: NeuronEksCluster, spec: TrainingJobsSpec, storage: StorageAccess
+        self, scope: Construct, id: str, *, cluster: EksClusterLike, spec: TrainingJobsSpec, storage: StorageAccess
     ) -> None:
         super().__init__(scope, id)
         self.spec = spec
@@ -149,9 +153,12 @@ class TrainingJobs(Construct):
         )
 
     def _controllers(self) -> None:
-        self.jobset_chart = self._chart("JobSet", "jobset", jobset_values())
-        self.kueue_chart = self._chart("Kueue", "kueue", kueue_values())
-        self.kueue_chart.node.add_dependency(self.jobset_chart)  # Kueue's JobSet integration needs the CRD
+        """JobSet and Kueue unless the cluster runs them already (eks.components: existing; the kit then relies on
+        JobSet v1alpha2 and Kueue v1beta2 being served)."""
+        self.jobset_chart = self._chart("JobSet", "jobset", jobset_values()) if self.spec.install_jobset else None
+        self.kueue_chart = self._chart("Kueue", "kueue", kueue_values()) if self.spec.install_kueue else None
+        if self.kueue_chart is not None and self.jobset_chart is not None:
+            self.kueue_chart.node.add_dependency(self.jobset_chart)  # Kueue's JobSet integration needs the CRD
 
     def _manifest(self, id: str, docs: list[dict[str, Any]]) -> eks.KubernetesManifest:
         return eks.KubernetesManifest(
@@ -172,12 +179,34 @@ class TrainingJobs(Construct):
             d
             for p in self.spec.pools
             for d in tj.kueue_manifests(
-                environment=self.spec.environment, pool=p.name, instance_type=p.instance_type, max_nodes=p.max_nodes
+                environment=self.spec.environment,
+                pool=p.name,
+                instance_type=p.instance_type,
+                max_nodes=p.max_nodes,
+                cluster_queue=p.cluster_queue,
             )
         ]
         self.queue_documents = docs
         self.queues = self._manifest("Queues", docs)
-        self.queues.node.add_dependency(self.kueue_chart, self.namespace)
+        self.queues.node.add_dependency(self.namespace)
+        if self.kueue_chart is not None:
+            self.queues.node.add_dependency(self.kueue_chart)
+        # What each pool naming a ClusterQueue needs added to it (printed by `neuronkit summary`, docs/training-on-eks.md).
+        self.cluster_queue_stanzas = {
+            p.name: tj.cluster_queue_stanza(
+                environment=self.spec.environment, pool=p.name, instance_type=p.instance_type, max_nodes=p.max_nodes,
+                cluster_queue=p.cluster_queue,
+            )
+            for p in self.spec.pools
+            if p.cluster_queue is not None
+        }  # fmt: skip
+        for pool, stanza in self.cluster_queue_stanzas.items():
+            # `cdk deploy` prints it: the resource group to add to the user's ClusterQueue (and the namespace its
+            # namespaceSelector must admit).
+            CfnOutput(
+                self, f"ClusterQueueStanza-{pool}", value=json.dumps(stanza, sort_keys=True),
+                description=f"pool {pool}: add this resource group to ClusterQueue {stanza['clusterQueue']}",
+            )  # fmt: skip
 
     def _pools(self) -> None:
         docs: list[dict[str, Any]] = []

@@ -23,7 +23,7 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
-from neuronkit.constructs.eks.cluster import NeuronEksCluster, addon_placement
+from neuronkit.constructs.eks.cluster import EksClusterLike, addon_placement
 from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart, scheduling
 
 
@@ -56,6 +56,9 @@ class WorkloadsSpec:
     lustre: LustreVolume | None = None
     gpu_pools: Sequence[str] = ()
     gpu_taints: Sequence[neuron_chart.Taint] = (scheduling.GPU_TAINT,)
+    neuron: bool = True
+    nvidia: bool = True
+    fsx_csi: bool = True
 
 
 def pod_role(scope: Construct, id: str, description: str) -> iam.Role:
@@ -86,19 +89,22 @@ class NeuronWorkloads(Construct):
     manifest (``lustre_manifest``); the roles ``npd_role`` and ``fsx_role``; ``chart_versions`` (chart or add-on
     name -> pinned version) for the reports."""
 
-    def __init__(self, scope: Construct, id: str, *, cluster: NeuronEksCluster, spec: WorkloadsSpec) -> None:
+    def __init__(self, scope: Construct, id: str, *, cluster: EksClusterLike, spec: WorkloadsSpec) -> None:
         super().__init__(scope, id)
         self.spec = spec
         self._cluster = cluster
         self.chart_versions: dict[str, str] = {}
-        self._neuron()
+        self.neuron_chart: eks.HelmChart | None = None
+        if spec.neuron:  # false: the cluster runs the Neuron chart already (eks.components.neuron: existing)
+            self._neuron()
         self.efa_chart = self._efa() if spec.efa else None
         # EKS AL2023 NVIDIA images ship no device plugin: without it no GPU node advertises nvidia.com/gpu.
-        self.nvidia_chart = self._nvidia() if spec.gpu_pools else None
+        self.nvidia_chart = self._nvidia() if spec.gpu_pools and spec.nvidia else None
         self.fsx_addon: eks.Addon | None = None
         self.lustre_manifest: eks.KubernetesManifest | None = None
         if spec.lustre is not None:
-            self._fsx()
+            if spec.fsx_csi:
+                self._fsx()
             self._volume(spec.lustre)
 
     def _neuron(self) -> None:
@@ -231,7 +237,8 @@ class NeuronWorkloads(Construct):
         # Its controller runs on the system node group and authenticates through the Pod Identity agent ("The Amazon
         # FSx CSI Driver EKS add-on requires the EKS Pod Identity Agent for authentication"): created after both, so
         # it does not sit DEGRADED while no node can run it.
-        self.fsx_addon.node.add_dependency(self._cluster.system_nodegroup)
+        if self._cluster.system_nodegroup is not None:
+            self.fsx_addon.node.add_dependency(self._cluster.system_nodegroup)
         agent = self._cluster.addons.get("eks-pod-identity-agent")
         if agent is not None:
             self.fsx_addon.node.add_dependency(agent)

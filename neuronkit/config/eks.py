@@ -7,9 +7,9 @@ validation refuses it here with a one-line reason; docs/eks.md lists both.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from neuronkit import catalog
 from neuronkit.config.base import Strict
@@ -91,7 +91,15 @@ class EksComponents(Strict):
     """Per component: ``install`` (the kit installs its pinned version), ``existing`` (the cluster runs it already: the
     kit installs nothing and relies on it; ``neuronkit preflight`` checks what it can) or ``off`` (not installed and not
     relied on; refused where the file needs it). Unset: ``install`` on a cluster the kit creates; on ``eks.existing``
-    the cluster's own add-ons (vpc_cni, coredns, kube_proxy, pod_identity_agent) default to ``existing``."""
+    the cluster's own add-ons (vpc_cni, coredns, kube_proxy, pod_identity_agent) default to ``existing``. YAML 1.1 reads
+    an unquoted ``off`` as false: false is taken as ``off`` (review of issue 51)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unquoted_off(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {k: ("off" if v is False else v) for k, v in data.items()}
+        return data
 
     neuron: ComponentMode | None = Field(
         default=None, description="The Neuron Helm chart (device plugin or DRA driver, eks.neuron)."
@@ -508,11 +516,15 @@ def eks_node_image_problems(
         else:
             newest = rows[-1]
             why = f"the newest, {newest.release_version}: {table.fit(newest, r.version).reason}"  # type: ignore[attr-defined]
+        served = [v for v in matrix.versions() if table.for_release(eks.version, v) is not None]  # type: ignore[attr-defined]
+        instead = f" ({', '.join(served)} have one)" if served else ""
         problems.append(
             (
                 "neuron_sdk",
-                f"no EKS node image of Kubernetes {eks.version} in the catalog suits Neuron {r.version}: {why}; pin "
-                "another neuron_sdk, or an image with eks.node_release_version and eks.node_release_source",
+                f"no EKS node image of Kubernetes {eks.version} in the catalog suits Neuron {r.version} (a pool's "
+                f"neuron_sdk, or the kit's default when the file sets none): {why}; set neuron_sdk (per file or per "
+                f"pool) to a release with an image{instead}, or pin an image with eks.node_release_version and "
+                "eks.node_release_source",
             )
         )
     return problems, []

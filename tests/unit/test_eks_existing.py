@@ -298,3 +298,12 @@ def test_validate_prints_one_line_for_config_map_and_no_traceback(tmp_path: Path
         "authenticationMode=API_AND_CONFIG_MAP)"
     ]
     assert not any("Traceback" in line for line in err)
+
+
+def test_an_unquoted_off_is_off_not_a_refusal() -> None:
+    """YAML 1.1 reads `keda: off` as false: the file means off (review of issue 51, finding 8)."""
+    data = yaml.safe_load(FIXTURE.read_text().replace("  components:\n", "  components:\n    keda: off\n", 1))
+    assert data["eks"]["components"]["keda"] is False
+    # Read as off: this file's fleets need KEDA, so it is the refusal of off, not of a boolean.
+    (problem,) = _problems(data)
+    assert "eks.components.keda: off, but" in problem and "False" not in problem

@@ -212,8 +212,12 @@ def test_inference_fleet_and_its_rebalancer_deploy_through_the_cli(deployed: Dep
     fleet = ENVIRONMENTS[env].inference[0]
     name = f"{env}-{fleet.name}"
     if ENVIRONMENTS[env].platform == "eks":  # a node group of the fleet's Neuron types (no server nor rebalancer yet)
+        from neuronkit.kubernetes.serving import headroom_nodes
+
         group = _node_group(deployed, env, fleet.name)
-        assert group["instanceTypes"] == fleet.neuron_types and group["scalingConfig"]["maxSize"] == fleet.max_size
+        # A served fleet's node group keeps room for a compile Job and a surge pod above its maximum (issue 49).
+        most = fleet.max_size + (headroom_nodes("neuron") if fleet.model is not None else 0)
+        assert group["instanceTypes"] == fleet.neuron_types and group["scalingConfig"]["maxSize"] == most
         return
     (group,) = deployed.client("autoscaling", env).describe_auto_scaling_groups(AutoScalingGroupNames=[name])["AutoScalingGroups"]
     overrides = group["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]

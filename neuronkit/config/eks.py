@@ -400,6 +400,16 @@ def component_problems(
     for name, (needed, what) in needs.items():
         if needed and getattr(eks.components, name) == "off":
             out.append((f"eks.components.{name}", f"off, but {what} need it; use install or existing"))
+    if eks.existing is not None:
+        # On a cluster the kit did not create, a chart left at install may already run there: the kit's Helm release
+        # (helm upgrade --install) would take the same-named release over and `helm uninstall` it with the stack
+        # (review of issue 51). Say so once per component the file did not decide.
+        undecided = [n for n in needs if n not in CLUSTER_ADDONS and getattr(eks.components, n) is None and needs[n][0]]
+        if undecided:
+            warnings.append(
+                f"eks.components: {', '.join(undecided)} default to install on your existing cluster; if the cluster runs "
+                "one already, set it to existing, or the kit's Helm release takes it over and removes it with the stack"
+            )
     return out, warnings
 
 

@@ -717,14 +717,27 @@ def flavor_name(environment: str, pool: str) -> str:
 def cluster_queue_stanza(
     *, environment: str, pool: str, instance_type: str, max_nodes: int, cluster_queue: str
 ) -> dict[str, Any]:
-    """What the user adds to their ClusterQueue ``cluster_queue`` for a pool: a resource group covering the pool's
-    resources with the pool's flavor at the pool's size (``spec.resourceGroups[]``), and the namespace the kit's
-    LocalQueue lives in (their ``namespaceSelector`` must admit it)."""
+    """What the user adds to their ClusterQueue ``cluster_queue`` for a pool: the pool's flavor at the pool's size, and
+    the namespace the kit's LocalQueue lives in (their ``namespaceSelector`` must admit it).
+
+    Kueue lets each resource sit in one resource group of a ClusterQueue only ("Each resource and each flavor can only
+    form part of one resource group", kueue apis/kueue clusterqueue_types.go, ResourceGroups): a queue that already
+    covers cpu and memory refuses a second group that covers them too (review of issue 51). So ``resourceGroups`` is
+    the group for a queue with no group of these resources yet, and ``howTo`` says how to merge it into the group that
+    already covers cpu and memory instead: add the flavor there, add the Neuron (and EFA) resources to that group's
+    ``coveredResources`` and give the group's other flavors a quota of 0 for them (every flavor lists every covered
+    resource, in the group's order)."""
     per_node = per_node_quota(instance_type)
     resources = [{"name": k, "nominalQuota": _times(v, max_nodes)} for k, v in sorted(per_node.items())]
+    accelerator = sorted(k for k in per_node if k not in ("cpu", "memory"))
     return {
         "clusterQueue": cluster_queue,
         "namespace": scheduling.TRAINING_NAMESPACE,
+        "howTo": (
+            f"if {cluster_queue} has a resource group covering cpu and memory, add this flavor to that group's flavors, "
+            f"add {', '.join(accelerator)} to its coveredResources, and give its other flavors a nominalQuota of 0 for "
+            "them; otherwise add resourceGroups[0] as a new group (Kueue allows each resource in one group only)"
+        ),
         "resourceGroups": [
             {"coveredResources": sorted(per_node), "flavors": [{"name": flavor_name(environment, pool), "resources": resources}]}
         ],

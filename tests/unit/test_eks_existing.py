@@ -307,3 +307,11 @@ def test_an_unquoted_off_is_off_not_a_refusal() -> None:
     # Read as off: this file's fleets need KEDA, so it is the refusal of off, not of a boolean.
     (problem,) = _problems(data)
     assert "eks.components.keda: off, but" in problem and "False" not in problem
+
+
+def test_components_left_at_install_on_an_existing_cluster_are_named_once() -> None:
+    """helm upgrade --install would take a same-named release over and uninstall it with the stack: validate names the
+    components the file left at install on a cluster the kit did not create (review of issue 51, finding 1)."""
+    env = parse_environment(copy.deepcopy(DATA), WHERE)
+    lines = [w for w in neuron_warnings(env) if w.startswith("eks.components: ")]
+    assert len(lines) == 1 and "load_balancer_controller" in lines[0] and "kueue" not in lines[0], lines

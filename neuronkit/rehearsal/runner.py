@@ -181,7 +181,10 @@ class Rehearsal:
         self._exit.enter_context(safety.without_env("MOTO_ACCOUNT_ID"))
         # The mock needs none of moto's bundled public images: the rehearsal registers every image the stacks boot
         # (pinned or stand-in). Loading them costs 20-25 s at a region's first describe_images, against 2.6 s without.
-        self._exit.enter_context(safety.with_env("MOTO_EC2_LOAD_DEFAULT_AMIS", "false"))
+        # moto's reset rebuilds its cached backends with the settings of that moment: the setting is put back (below)
+        # before the closing reset, so that later users of moto in this process get the bundled images again.
+        restore_amis = safety.set_env("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+        self._exit.callback(restore_amis)  # on a failure before the server is up
         moto_workarounds.apply()
         server = ThreadedMotoServer(ip_address=safety.BIND_ADDRESS, port=0, verbose=False)
         server.start()
@@ -191,6 +194,7 @@ class Rehearsal:
         self.endpoint = safety.assert_local_endpoint(f"http://{safety.ENDPOINT_HOST}:{port}")
         self._reset_moto()
         self._exit.callback(self._reset_moto)
+        self._exit.callback(restore_amis)  # runs first on close: the closing reset then loads the bundled images
         self.progress(f"moto server on {self.endpoint} (bound to {safety.BIND_ADDRESS}); work folder {self.work_dir}")
         self.app_dir = self._private_app()
         self.assembly = self._assembly()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -107,18 +107,18 @@ def cli_environment(
     return env
 
 
-@contextlib.contextmanager
-def with_env(name: str, value: str) -> Iterator[None]:
-    """Set ``name`` in this process's environment for the block, then restore what was there."""
+def set_env(name: str, value: str) -> Callable[[], None]:
+    """Set ``name`` in this process's environment; returns an idempotent function that puts back what was there."""
     saved = os.environ.get(name)
     os.environ[name] = value
-    try:
-        yield
-    finally:
+
+    def restore() -> None:
         if saved is None:
             os.environ.pop(name, None)
         else:
             os.environ[name] = saved
+
+    return restore
 
 
 @contextlib.contextmanager

@@ -29,6 +29,14 @@ def test_a_failed_rehearsal_leaves_the_project_byte_for_byte(monkeypatch: pytest
     with pytest.raises(RehearsalError, match="made to fail"):
         rehearse(ROOT, env_file=PILOT)
     assert tree_state() == before
+    # Nor in this process: the rehearsal ran without moto's bundled images and put the setting back before its closing
+    # reset, so a later mock of this process has them again (tests/moto/test_batch_deploy.py reads one).
+    import boto3
+    from moto import mock_aws
+
+    assert "MOTO_EC2_LOAD_DEFAULT_AMIS" not in __import__("os").environ
+    with mock_aws():
+        assert boto3.client("ec2", region_name="us-east-1").describe_images(Owners=["amazon"])["Images"]
 
 
 def test_an_unpinned_example_rehearses_with_stand_ins_named_per_lookup(capsys: pytest.CaptureFixture[str]) -> None:

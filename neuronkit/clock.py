@@ -26,13 +26,16 @@ def utc_now() -> dt.datetime:
     """``NEURONKIT_NOW`` when set (an ISO 8601 time), else the system clock, in UTC."""
     pinned = os.environ.get(ENV_VAR)
     if pinned:
-        try:
-            return parse(pinned)
-        except ValueError:
-            raise ValueError(
-                f"environment variable {ENV_VAR}: {pinned!r} is not an ISO 8601 time; use e.g. 2027-01-05T00:00:00Z"
-            ) from None
+        return _pinned(pinned, f"environment variable {ENV_VAR}")
     return dt.datetime.now(dt.UTC)
+
+
+def _pinned(value: str, where: str) -> dt.datetime:
+    """``value`` parsed, or one line naming ``where`` it came from and the format."""
+    try:
+        return parse(value)
+    except ValueError:
+        raise ValueError(f"{where}: {value!r} is not an ISO 8601 time; use e.g. 2027-01-05T00:00:00Z") from None
 
 
 def parse(value: str | dt.datetime) -> dt.datetime:
@@ -46,10 +49,5 @@ def now(scope: IConstruct | None = None) -> dt.datetime:
     if scope is not None:
         value = scope.node.try_get_context(CONTEXT_KEY)
         if value:
-            try:
-                return parse(value)
-            except ValueError:
-                raise ValueError(
-                    f"context {CONTEXT_KEY}: {value!r} is not an ISO 8601 time; use e.g. 2027-01-05T00:00:00Z"
-                ) from None
+            return _pinned(value, f"context {CONTEXT_KEY}")
     return utc_now()

@@ -53,6 +53,9 @@ class Command:
     hidden: tuple[str, ...] = ()  # suppressed options that are not old spellings, each with its reason in a comment
 
 
+# The options `job render` and `job check` share (neuronkit/cli/job_cmd.py adds them to both).
+_JOB_OPTIONS = ("`--nodes N`", "`--image IMAGE`", "`--image-release-window`", "`--name NAME`", "`--min-busbw-gbps GBPS`")
+
 COMMANDS: tuple[Command, ...] = (
     Command("validate", arguments="`[FILE ...]`", environments=ENV_ALL, options=("`--now TIME`",)),
     Command("schema", format="`--format json|markdown`"),
@@ -127,11 +130,7 @@ COMMANDS: tuple[Command, ...] = (
         environments=ENV_ONE,
         output="`-o/--output FILE`",
         options=(
-            "`--nodes N`",
-            "`--image IMAGE`",
-            "`--image-release-window`",
-            "`--name NAME`",
-            "`--min-busbw-gbps GBPS`",
+            *_JOB_OPTIONS,
             "`--deadline TIME`",
             "`--hold`",
             "`--command ARGS`",
@@ -143,11 +142,7 @@ COMMANDS: tuple[Command, ...] = (
         environments=ENV_ONE,
         output="`-o/--output FILE`",
         options=(
-            "`--nodes N`",
-            "`--image IMAGE`",
-            "`--image-release-window`",
-            "`--name NAME`",
-            "`--min-busbw-gbps GBPS`",
+            *_JOB_OPTIONS,
             "`--calibrate`",
             "`--cordon`",
         ),

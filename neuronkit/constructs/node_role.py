@@ -48,3 +48,20 @@ def node_role(
         },
     )
     return role
+
+
+def eks_node_role(scope: Construct, id: str, *, description: str) -> iam.Role:
+    """The role of an EKS node group's instances: the AWS-managed policies of ``EKS_NODE_POLICIES``, each acknowledged
+    for cdk-nag with its reason (the cluster's system nodes and every kit node group)."""
+    role = iam.Role(
+        scope,
+        id,
+        assumed_by=values.service_principal("ec2.amazonaws.com"),
+        description=description,
+        managed_policies=[values.aws_managed_policy(n) for n in EKS_NODE_POLICIES],
+    )
+    acknowledge_each(
+        role,
+        {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{n}]": r for n, r in EKS_NODE_POLICIES.items()},
+    )
+    return role

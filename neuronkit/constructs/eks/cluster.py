@@ -15,9 +15,8 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.constructs import values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
-from neuronkit.constructs.node_role import EKS_NODE_POLICIES
+from neuronkit.constructs.node_role import eks_node_role
 from neuronkit.constructs.python_function import drop_implied_role_dependency
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes.neuron_chart import merge, set_path
@@ -281,17 +280,7 @@ def system_node_group(
     from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
 
     facts = catalog.eks_facts()["system_nodes"]
-    role = iam.Role(
-        scope,
-        "SystemNodeRole",
-        assumed_by=values.service_principal("ec2.amazonaws.com"),
-        description=f"{name} EKS system nodes (add-ons and controllers)",
-        managed_policies=[values.aws_managed_policy(n) for n in EKS_NODE_POLICIES],
-    )
-    acknowledge_each(
-        role,
-        {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{n}]": r for n, r in EKS_NODE_POLICIES.items()},
-    )
+    role = eks_node_role(scope, "SystemNodeRole", description=f"{name} EKS system nodes (add-ons and controllers)")
     template = ec2.CfnLaunchTemplate(
         scope,
         "SystemLaunchTemplate",

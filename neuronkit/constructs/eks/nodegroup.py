@@ -16,8 +16,7 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from neuronkit import catalog, clock, userdata
-from neuronkit.constructs import values
-from neuronkit.constructs.compliance import acknowledge, acknowledge_each
+from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.launch_template import (
     TOKEN_MARGIN_BYTES,
@@ -28,7 +27,7 @@ from neuronkit.constructs.launch_template import (
     root_volume,
     tag_specifications,
 )
-from neuronkit.constructs.node_role import EKS_NODE_POLICIES as NODE_POLICIES
+from neuronkit.constructs.node_role import eks_node_role
 from neuronkit.constructs.observability import NodeObservability, ObservabilitySpec
 from neuronkit.constructs.python_function import drop_implied_role_dependency
 from neuronkit.constructs.security import EfaSecurityGroup
@@ -289,17 +288,7 @@ class NeuronNodeGroup(Construct):
             self.placement_group = ec2.CfnPlacementGroup(self, "PlacementGroup", strategy="cluster")
 
     def _role(self) -> None:
-        self.role = iam.Role(
-            self,
-            "NodeRole",
-            assumed_by=values.service_principal("ec2.amazonaws.com"),
-            description=f"{self.group_name} EKS nodes",
-            managed_policies=[values.aws_managed_policy(n) for n in NODE_POLICIES],
-        )
-        acknowledge_each(
-            self.role,
-            {f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]": r for name, r in NODE_POLICIES.items()},
-        )
+        self.role = eks_node_role(self, "NodeRole", description=f"{self.group_name} EKS nodes")
 
     def _launch_template(self, script: str) -> None:
         spec = self.spec

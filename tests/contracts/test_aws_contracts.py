@@ -882,3 +882,44 @@ def test_every_function_in_a_vpc_may_manage_its_network_interfaces(synth: Synth)
         )  # fmt: skip
         assert "AWSLambdaVPCAccessExecutionRole" in managed or "ec2:CreateNetworkInterface" in inline, (stack, lid)
     assert found, "no function in a VPC in the project (the EKS kubectl handler and the GPU spill controller are)"
+
+
+def test_no_node_can_replace_its_pools_ssh_key(synth: Synth) -> None:
+    """AWS Systems Manager User Guide, "Preventing access to Parameter Store API operations"
+    (https://docs.aws.amazon.com/systems-manager/latest/userguide/parameter-store-policy-conditions.html): "However, the
+    "Deny" statement prevents Entities from changing values of existing parameters because the Overwrite option is
+    explicitly denied for the PutParameter operation." A training pool's nodes may create the pool's SSH key once
+    (kit/neuronkit-ssh-trust), never overwrite the key their peers trust: every grant of ssm:PutParameter on it comes
+    with that Deny on the same parameter. moto does not evaluate IAM conditions."""
+    found = 0
+    for stack, lid, policy in _resources(synth, "AWS::IAM::Policy"):
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        for grant in (s for s in statements if s.get("Sid") == "PoolSshKey"):
+            found += 1
+            assert "ssm:PutParameter" in grant["Action"], (stack, lid)
+            denies = [
+                s
+                for s in statements
+                if s.get("Effect") == "Deny"
+                and s.get("Action") == "ssm:PutParameter"
+                and s.get("Resource") == grant["Resource"]
+                and s.get("Condition") == {"StringEquals": {"ssm:Overwrite": "true"}}
+            ]
+            assert len(denies) == 1, (stack, lid)
+    assert found, "no training pool grants its SSH key: this test would check nothing"
+
+
+def test_served_eks_target_groups_route_to_the_least_busy_target(synth: Synth) -> None:
+    """Elastic Load Balancing, Application Load Balancers, "Target group attributes": "load_balancing.algorithm.type -
+    The load balancing algorithm determines how the load balancer selects targets when routing requests. The value is
+    round_robin, least_outstanding_requests, or weighted_random." Neuron and GPU targets of one fleet serve at different
+    speeds: round robin would queue on the slower ones (issue 49), so every EKS serving target group sets
+    least_outstanding_requests, a value the attribute takes."""
+    found = 0
+    for stack, lid, group in _resources(synth, "AWS::ElasticLoadBalancingV2::TargetGroup"):
+        if not stack.endswith("-eks"):
+            continue
+        found += 1
+        attributes = {a["Key"]: a["Value"] for a in group["Properties"].get("TargetGroupAttributes", [])}
+        assert attributes.get("load_balancing.algorithm.type") == "least_outstanding_requests", (stack, lid)
+    assert found, "no served fleet on EKS in the project (tests/fixtures/user_environments/team.yaml serves one)"

@@ -146,13 +146,13 @@ EXPECT: dict[str, list[tuple[str, str, str, str]]] = {
         (MANIFEST, "Servingchat", IN, "kubectl apply"),
     ],  # fmt: skip
     "eks/node_image": [(NODEGROUP, "eks-chat ", IN, "replaced (ReleaseVersion)")],
-    # The control plane first, then the pools' node images. The system node group keeps the catalog's 1.35 image
-    # whatever eks.kubernetes_version says (NeuronEksCluster._system_nodes): on a 1.34 base it already ran 1.35 nodes
-    # (left, docs/eks.md "Day two").
+    # The control plane first, then every node group's image, the system group's included (it boots an image of the
+    # cluster's own minor: system_node_group).
     "eks/kubernetes_minor": [
         ("AWS::EKS::Cluster", "Cluster", IN, "control plane upgrades in place first"),
         (NODEGROUP, "eks-chat ", IN, "replaced (ReleaseVersion)"),
         (NODEGROUP, "eks-pretrain ", IN, "replaced (ReleaseVersion)"),
+        (NODEGROUP, "eks-system", IN, "replaced (ReleaseVersion)"),
     ],  # fmt: skip
     "eks/health_path": [(MANIFEST, "Servingchat", IN, "kubectl apply"), (TG, "PodTargets", IN, "")],
     "eks/port": [(TG, "PodTargets", REP, "health checks"), (MANIFEST, "Binding", ADD, ""), (MANIFEST, "Binding", REM, "")],

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from neuronkit import catalog
+from neuronkit.catalog import eks_images
 from neuronkit.config.base import ConfigError
 from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import NeuronNodeGroup, NodeGroupSpec, SystemNodesSpec
@@ -412,3 +413,13 @@ def test_trn1_2xlarge_asks_for_what_its_node_leaves_not_a_fraction() -> None:
 
     assert scheduling.allocatable("trn1.2xlarge") == (7910, 30219)
     assert scheduling.node_share("trn1.2xlarge") == {"cpu": "7", "memory": "28Gi"}
+
+
+@pytest.mark.parametrize("version", sorted({i.kubernetes for i in eks_images.images("neuron")}))
+def test_the_system_nodes_boot_an_image_of_the_clusters_own_kubernetes_minor(version: str) -> None:
+    """A literal pin booted 1.35 system nodes on a 1.34 control plane (found by the day-two table, issue 47)."""
+    stack = bare_stack()
+    _cluster(stack, version=version)
+    (system,) = [g for g in _by_name(template(stack)).values() if g["Labels"] == scheduling.system_node_selector()]
+    assert system["ReleaseVersion"].startswith(version + "."), system["ReleaseVersion"]
+    assert system["ReleaseVersion"] == eks_images.pinned("neuron", version).release_version

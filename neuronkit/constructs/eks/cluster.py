@@ -15,6 +15,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from neuronkit import catalog
+from neuronkit.catalog import eks_images
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.node_role import eks_node_role
 from neuronkit.constructs.python_function import drop_implied_role_dependency
@@ -232,7 +233,13 @@ class NeuronEksCluster(Construct):
 
     def _system_nodes(self, subnets: Sequence[ec2.ISubnet]) -> None:
         self.system_role, self.system_nodegroup = system_node_group(
-            self, cluster=self.cluster, name=self.spec.name, nodes=self.spec.system_nodes, subnets=subnets, tags=self._tags
+            self,
+            cluster=self.cluster,
+            name=self.spec.name,
+            version=self.spec.version,
+            nodes=self.spec.system_nodes,
+            subnets=subnets,
+            tags=self._tags,
         )
 
     def _addons(self) -> None:
@@ -271,12 +278,14 @@ def system_node_group(
     *,
     cluster: eks.ICluster,
     name: str,
+    version: str,
     nodes: SystemNodesSpec,
     subnets: Sequence[ec2.ISubnet],
     tags: Mapping[str, str],
 ) -> tuple[iam.Role, eks.Nodegroup]:
-    """The system node group ``NAME-system``: on-demand, the catalog's AL2023 standard image, IMDSv2 with hop limit 1
-    (pods cannot take the node role), an encrypted gp3 root volume, every subnet given (two AZs or more)."""
+    """The system node group ``NAME-system``: on-demand, the catalog's AL2023 standard image of the cluster's Kubernetes
+    minor ``version``, IMDSv2 with hop limit 1 (pods cannot take the node role), an encrypted gp3 root volume, every
+    subnet given (two AZs or more)."""
     from neuronkit.constructs.launch_template import metadata_options, root_volume, tag_specifications
 
     facts = catalog.eks_facts()["system_nodes"]
@@ -298,8 +307,10 @@ def system_node_group(
         cluster=cluster,
         nodegroup_name=f"{name}-{scheduling.SYSTEM_POOL}",
         ami_type=eks.NodegroupAmiType[str(facts["ami_type"]).upper()],
-        # One release version for every AL2023 variant of a Kubernetes version: the pools' (catalog node_images).
-        release_version=str(catalog.eks_facts()["node_images"]["neuron"]["release_version"]),
+        # One release version for every AL2023 variant of a Kubernetes version: the pools' pin when it is of the
+        # cluster's minor, else that minor's newest row (catalog node_images, eks_images.pinned). A literal pin here
+        # booted 1.35 system nodes on a 1.34 control plane (found by the day-two table).
+        release_version=eks_images.pinned("neuron", version).release_version,
         instance_types=[ec2.InstanceType(nodes.instance_type)],
         launch_template_spec=eks.LaunchTemplateSpec(id=template.ref, version=template.attr_latest_version_number),
         subnets=ec2.SubnetSelection(subnets=list(subnets)),

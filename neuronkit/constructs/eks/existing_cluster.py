@@ -160,7 +160,13 @@ class ExistingEksCluster(Construct):
                 raise ValueError("subnets: the system node group needs subnets in at least two Availability Zones")
             tags_ = {**(tags or {}), "neuronkit:pool": scheduling.SYSTEM_POOL}
             self.system_role, self.system_nodegroup = system_node_group(
-                self, cluster=self.cluster, name=spec.node_group_prefix, nodes=spec.system_nodes, subnets=chosen, tags=tags_
+                self,
+                cluster=self.cluster,
+                name=spec.node_group_prefix,
+                version=spec.version,
+                nodes=spec.system_nodes,
+                subnets=chosen,
+                tags=tags_,
             )
         if self.kubectl_provider is not None:
             acknowledge_kubectl_provider(self, self.kubectl_provider)

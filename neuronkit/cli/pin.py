@@ -114,6 +114,9 @@ def _pin_clusters(project: Any, paths: list[Any], *, refresh: bool) -> int:
             status = 1
             continue
         values[lookup.context_key] = found.attributes
+        absent = [a for a in cluster_pins.ATTRIBUTES if a not in found.attributes]
+        if absent:
+            print(f"{shown}: DescribeCluster returned no {', '.join(absent)} for {lookup.cluster_name}; give them in the file")
         print(
             f"{shown}: cluster {lookup.cluster_name}: Kubernetes {found.attributes.get('kubernetes_version')}, "
             f"{found.attributes.get('authentication_mode')}, {found.attributes.get('endpoint')} in {lookup.account}/{lookup.region}"

@@ -194,6 +194,9 @@ def run_checks(env: Environment, session: boto3.session.Session, *, now: dt.date
 
         groups.append(("eks", lambda: check_eks_addons(env, client("eks"))))
         groups.append(("eks cluster", lambda: check_existing_cluster(env, client("eks"))))
+        from neuronkit.kubernetes.cluster_api import check_cluster_api
+
+        groups.append(("eks kubernetes api", lambda: check_cluster_api(env, session)))
     for name, run in groups:
         checks.extend(_guard(name, env.region, run))
     return checks

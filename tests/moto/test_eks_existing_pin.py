@@ -123,7 +123,9 @@ def test_the_files_value_wins_and_validate_names_a_pin_that_disagrees(project: P
     assert load_environment(path).eks.version == "1.34"  # type: ignore[union-attr]
     assert main(["validate", "--env", "ownk8s"]) == 1
     (line,) = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("warning: ")]
-    assert line.startswith("environments/ownk8s.yaml: eks.existing.kubernetes_version: the file says '1.34', cdk.context.json pins '1.35'")
+    assert line.startswith(
+        "environments/ownk8s.yaml: eks.existing.kubernetes_version: the file says '1.34', cdk.context.json pins '1.35'"
+    )
     assert "remove the key from the file" in line
 
 

@@ -35,9 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "(DescribeCluster) when the file leaves its attributes out.",
     )
     selection.add(p)
-    p.add_argument(
-        "--refresh", action="store_true", help="look up pinned images and clusters again too (the newest image wins)"
-    )
+    p.add_argument("--refresh", action="store_true", help="look up pinned images and clusters again too (the newest image wins)")
     p.set_defaults(func=run)
 
 

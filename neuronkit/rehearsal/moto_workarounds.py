@@ -982,6 +982,6 @@ def seed_users_cluster(client: Callable[[str], Any], account: str, region: str, 
         kubernetesNetworkConfig={"serviceIpv4Cidr": ex.service_cidr},
     )  # fmt: skip
     cluster = eks_backends[account][region].clusters[ex.cluster_name]
-    cluster.access_config = {"authenticationMode": ex.authentication_mode}
+    cluster.access_config = {"authenticationMode": ex.authentication_mode}  # type: ignore[attr-defined]
     cluster.resources_vpc_config["clusterSecurityGroupId"] = ex.cluster_security_group_id
     return str(ex.cluster_name)

@@ -66,7 +66,7 @@ def _create_cluster(eks: Any, version: str = FULL["kubernetes_version"]) -> dict
     from moto.eks.models import eks_backends
 
     seeded = eks_backends[DATA["account"]][DATA["region"]].clusters[FULL["cluster_name"]]
-    seeded.access_config = {"authenticationMode": FULL["authentication_mode"]}
+    seeded.access_config = {"authenticationMode": FULL["authentication_mode"]}  # type: ignore[attr-defined]
     seeded.resources_vpc_config["clusterSecurityGroupId"] = "sg-0123456789abcdef0"
     cluster: dict[str, Any] = eks.describe_cluster(name=FULL["cluster_name"])["cluster"]
     return cluster

@@ -48,9 +48,8 @@ def test_the_report_says_what_the_mock_held_and_what_it_does_not_model(rehearsed
     _, report = rehearsed
     (held,) = report.seeded
     assert f"the mock holds EKS cluster {CLUSTER}, created outside the kit" in held
-    assert any(
-        line.startswith(f"cluster {CLUSTER}: Kubernetes {ENV.eks.version}, created outside the kit") for line in report.eks
-    )  # type: ignore[union-attr]
+    version = ENV.eks.version  # type: ignore[union-attr]
+    assert any(line.startswith(f"cluster {CLUSTER}: Kubernetes {version}, created outside the kit") for line in report.eks)
     # The kubectl handler's entry and the spill function's (the fleet has a GPU fallback): moto models no access entry.
     assert len(report.unmodelled["AWS::EKS::AccessEntry"]) == 2
     text = render_report(report)

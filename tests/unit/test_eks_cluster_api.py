@@ -41,7 +41,7 @@ def _all_existing() -> Environment:
     return _env(**dict.fromkeys(ALL, "existing"))
 
 
-def _routes(config: str = "good", **override: Any) -> dict[str, Any]:
+def _routes(config: str = "good", override: dict[str, Any] | None = None) -> dict[str, Any]:
     routes: dict[str, Any] = {
         "GET /apis/apps/v1/deployments": "deployments.json",
         "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": f"kueue-manager-config-{config}.json",
@@ -49,7 +49,7 @@ def _routes(config: str = "good", **override: Any) -> dict[str, Any]:
     }
     for crd in (p.name[4:-5] for p in FIXTURES.glob("crd-*.*.json")):
         routes[f"GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"] = f"crd-{crd}.json"
-    routes.update(override)
+    routes.update(override or {})
     return {k: v for k, v in routes.items() if v is not None}
 
 
@@ -79,7 +79,7 @@ def test_every_existing_component_found_serving_the_kits_versions_passes() -> No
 
 
 def test_a_missing_controller_a_missing_crd_and_an_old_version_fail_with_the_fix() -> None:
-    routes = _routes(**{
+    routes = _routes(override={
         "GET /apis/apps/v1/deployments": "deployments-none.json",
         "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io": None,
         "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterqueues.kueue.x-k8s.io": "crd-clusterqueues-v1beta1-only.json",
@@ -113,7 +113,7 @@ def test_a_timeout_shorter_than_the_pre_job_check_is_refused_and_other_settings_
 
 
 def test_a_cluster_queue_that_does_not_exist_is_reported() -> None:
-    checks = _run(_env(), _routes(**{"GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": None}))
+    checks = _run(_env(), _routes(override={"GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": None}))
     missing = checks["training[0] research ClusterQueue research-cq"]
     assert missing.status == "FAIL" and missing.detail == "no ClusterQueue research-cq on cluster platform-prod"
 

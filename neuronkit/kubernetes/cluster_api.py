@@ -184,9 +184,9 @@ def _kueue_config(
     if not isinstance(ready, dict) or ready.get("enable") is False:
         lacks.append("no waitForPodsReady (an admitted job would hold its pool with some pods not ready)")
     else:
-        timeout_s = duration_seconds(str(ready.get("timeout") or "5m"))  # Kueue's default timeout is 5 minutes
+        timeout_s = duration_seconds(str(ready.get("timeout") or pin["default_timeout"]))
         if timeout_s is None or timeout_s <= deadline_s:
-            lacks.append(f"waitForPodsReady.timeout {ready.get('timeout') or '5m (default)'} does not outlast the pre-job "
+            lacks.append(f"waitForPodsReady.timeout {ready.get('timeout') or str(pin['default_timeout']) + ' (default)'} does not outlast the pre-job "
                          f"check's {deadline_s // 60} minutes (Kueue would evict every job during its checks)")  # fmt: skip
         elif timeout_s < kit_timeout_s:
             warns.append(f"waitForPodsReady.timeout {ready.get('timeout')} is below the kit's {ready_pin['timeout']} "
@@ -195,8 +195,8 @@ def _kueue_config(
             warns.append("waitForPodsReady.blockAdmission is true: in Kueue it is cluster-wide, so one job waiting for its "
                          "nodes (a Capacity Block not started) stops admission in every ClusterQueue")  # fmt: skip
         strategy = ready.get("requeuingStrategy") or {}
-        if str(strategy.get("timestamp") or "Eviction") != str(ready_pin["requeuing_timestamp"]):
-            warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or 'Eviction (default)'}: an evicted job "
+        if str(strategy.get("timestamp") or pin["default_requeuing_timestamp"]) != str(ready_pin["requeuing_timestamp"]):
+            warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or pin['default_requeuing_timestamp'] + ' (default)'}: an evicted job "
                          "goes behind every job queued meanwhile (the kit requeues by Creation)")  # fmt: skip
         if strategy.get("backoffLimitCount") is not None:
             warns.append(f"requeuingStrategy.backoffLimitCount {strategy['backoffLimitCount']}: a job whose nodes are "

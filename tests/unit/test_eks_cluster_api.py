@@ -161,3 +161,12 @@ def test_the_catalogs_versions_are_the_ones_the_kits_objects_use() -> None:
 @pytest.mark.parametrize(("text", "seconds"), [("60m", 3600), ("1h30m", 5400), ("300s", 300), ("0s", 0), ("5", None), ("", None)])
 def test_go_durations(text: str, seconds: float | None) -> None:
     assert duration_seconds(text) == seconds
+
+
+def test_a_wait_for_pods_ready_without_timeout_has_kueues_default_which_is_too_short() -> None:
+    config = "waitForPodsReady: {}\nintegrations: {frameworks: [jobset.x-k8s.io/jobset]}\n"
+    answer = {"data": {"controller_manager_config.yaml": config}}
+    checks = _lines(_env(), _routes(override={"GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": answer}))
+    (refused,) = [c for c in checks if c.status == "FAIL"]
+    default = cluster_api.facts()["kueue"]["default_timeout"]
+    assert f"waitForPodsReady.timeout {default} (default) does not outlast" in refused.detail

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +85,16 @@ def test_without_a_pin_loading_stops_with_one_line_naming_both_fixes(project: Pa
     assert main(["validate", "--env", "ownk8s"]) == 1
     err_lines = capsys.readouterr().err.strip().splitlines()
     assert err_lines == [line]
+
+
+def test_synthesis_without_a_pin_stops_with_the_same_one_line(project: Path) -> None:
+    shutil.copy(ROOT / "app.py", project / "app.py")
+    env = {k: v for k, v in os.environ.items() if k != "CDK_CLI_VERSION"}
+    env.update(PYTHONPATH=str(ROOT), CDK_OUTDIR=str(project / "out"))
+    done = subprocess.run([sys.executable, "app.py"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    (line,) = [x for x in done.stderr.splitlines() if x.startswith("environments/ownk8s.yaml:")]
+    assert "eks.existing: endpoint, certificate_authority" in line and "run `neuronkit pin --file" in line
 
 
 def test_pin_records_the_clusters_attributes_and_the_file_then_loads_them(

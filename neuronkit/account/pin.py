@@ -1,4 +1,5 @@
-"""``neuronkit pin``'s AWS side: perform an environment's AMI lookups with read-only credentials.
+"""``neuronkit pin``'s AWS side: perform an environment's AMI lookups, and read an existing EKS cluster's attributes
+(``eks:DescribeCluster``, :mod:`neuronkit.config.cluster_pins`), with read-only credentials.
 
 Each unpinned lookup (:mod:`neuronkit.config.lookups`) is asked of EC2 DescribeImages in the environment's
 region, as the CDK CLI's AMI context provider does: the owner and filters of the lookup, the newest image by
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from neuronkit.config.cluster_pins import ClusterLookup, from_describe
 from neuronkit.config.lookups import ImageLookup
 
 
@@ -67,3 +69,28 @@ def resolve(session_for: Any, lookups: list[ImageLookup]) -> list[Found]:
             clients[lookup.region] = session.client("ec2")
         out.append(find_image(clients[lookup.region], lookup))
     return out
+
+
+@dataclass(frozen=True)
+class FoundCluster:
+    lookup: ClusterLookup
+    attributes: dict[str, str]  # empty: no such cluster
+
+
+def describe_cluster(session_for: Any, lookup: ClusterLookup) -> FoundCluster:
+    """``eks:DescribeCluster`` of one file's existing cluster, in its account (checked first) and region: the six
+    attributes eks.existing names (:data:`neuronkit.config.cluster_pins.ATTRIBUTES`); none when it does not exist."""
+    session = session_for(lookup.region)
+    account = caller_account(session)
+    if account != lookup.account:
+        raise PinError(
+            f"the credentials are for account {account}, but {lookup.environment} deploys into {lookup.account}; use "
+            f"read-only credentials of {lookup.account} (iam/neuronkit-pin-policy.json)"
+        )
+    try:
+        cluster = session.client("eks").describe_cluster(name=lookup.cluster_name)["cluster"]
+    except Exception as err:
+        if "ResourceNotFound" in type(err).__name__ or "ResourceNotFound" in str(err):
+            return FoundCluster(lookup, {})
+        raise PinError(f"DescribeCluster {lookup.cluster_name} failed in {lookup.region} ({err})") from None
+    return FoundCluster(lookup, from_describe(cluster))

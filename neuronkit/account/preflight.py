@@ -74,6 +74,11 @@ IAM_ACTIONS = {
     "DescribeSubnets": "ec2:DescribeSubnets",
     "DescribeAvailabilityZones": "ec2:DescribeAvailabilityZones",
     "DescribeCapacityBlockOfferings": "ec2:DescribeCapacityBlockOfferings",
+    "DescribeRouteTables": "ec2:DescribeRouteTables",
+    "DescribeVpcEndpoints": "ec2:DescribeVpcEndpoints",
+    "DescribeNatGateways": "ec2:DescribeNatGateways",
+    "DescribeCluster": "eks:DescribeCluster",
+    "ListAddons": "eks:ListAddons",
 }
 
 DENIED_CODES = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedAccess"})
@@ -194,6 +199,12 @@ def run_checks(env: Environment, session: boto3.session.Session, *, now: dt.date
 
         groups.append(("eks", lambda: check_eks_addons(env, client("eks"))))
         groups.append(("eks cluster", lambda: check_existing_cluster(env, client("eks"))))
+        from neuronkit.kubernetes.cluster_api import check_cluster_api
+
+        groups.append(("eks kubernetes api", lambda: check_cluster_api(env, session)))
+        from neuronkit.account.reachability import check_handler_network
+
+        groups.append(("eks network", lambda: check_handler_network(env, ec2, client("eks"))))
     for name, run in groups:
         checks.extend(_guard(name, env.region, run))
     return checks
@@ -868,6 +879,10 @@ def check_network(env: Environment, ec2: Client) -> list[Check]:
                 "correct network.existing.vpc_id (VPC ids are per region)",
             )
         ]
+    if vpcs:
+        from neuronkit.account.reachability import check_alb_cidr
+
+        checks += check_alb_cidr(env, vpcs[0])
     found = {s["SubnetId"]: s for s in _subnets(ec2, "subnet-id", sorted(set(existing.subnet_ids.values())))}
     in_vpc = _subnets(ec2, "vpc-id", [existing.vpc_id]) if vpcs else []
     for az_id, subnet_id in existing.subnet_ids.items():

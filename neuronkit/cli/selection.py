@@ -100,3 +100,11 @@ def load(args: argparse.Namespace, *, single: bool = False, directory: Path = EN
         if not envs:
             raise CliError(f"no environment files under {directory}/; add one or pass --file PATH", code=2)
     return envs
+
+
+def paths(args: argparse.Namespace, directory: Path = ENVIRONMENTS_DIR) -> list[Path]:
+    """The files the options name (names first, as :func:`load` reads them), or every file under ``directory``."""
+    names: list[str] = list(getattr(args, "env", None) or [])
+    files: list[Path] = list(getattr(args, "file", None) or [])
+    named = list(check_names(names, directory).values())
+    return [*named, *dict.fromkeys(files)] if names or files else config.environment_files(directory)

@@ -10,7 +10,7 @@ from typing import Any
 
 from neuronkit import clock, config
 from neuronkit.cli import selection
-from neuronkit.config import lookups
+from neuronkit.config import cluster_pins, lookups
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,6 +64,10 @@ def validate(args: argparse.Namespace) -> int:
             if context is not None:
                 for line in lookups.unpinned_warnings(env, context, _select(Path(f), env.name)):
                     print(f"warning: {f}: {line}", file=sys.stderr)
+                disagree = [f"{f}: {key}: {msg}" for key, msg in cluster_pins.disagreements(env, context)]
+                if disagree:
+                    problems += disagree
+                    continue
             ended = [f"{f}: {key}: {msg}" for key, msg in config.block_problems(list(env.training), now)]
             if ended:
                 problems += ended

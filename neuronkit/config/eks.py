@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from neuronkit import catalog
 from neuronkit.config.base import Strict
@@ -126,10 +126,20 @@ class EksComponents(Strict):
     kube_proxy: ComponentMode | None = Field(default=None, description="The kube-proxy add-on.")
 
 
+def _only_the_name_required(schema: dict[str, Any]) -> None:
+    """In the published JSON Schema only ``cluster_name`` is required: ``neuronkit pin`` may pin the rest
+    (neuronkit/config/cluster_pins.py fills them in before the model sees the file)."""
+    schema["required"] = ["cluster_name"]
+
+
 class EksExisting(Strict):
     """A cluster the kit did not create: what synthesis needs offline (``aws eks describe-cluster --name NAME``:
     cluster.endpoint, cluster.certificateAuthority.data, cluster.kubernetesNetworkConfig.serviceIpv4Cidr,
-    cluster.resourcesVpcConfig.clusterSecurityGroupId, cluster.version, cluster.accessConfig.authenticationMode)."""
+    cluster.resourcesVpcConfig.clusterSecurityGroupId, cluster.version, cluster.accessConfig.authenticationMode).
+    Each attribute but ``cluster_name`` may be left out of the file once ``neuronkit pin`` has pinned it in
+    cdk.context.json; a value in the file wins over the pinned one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_only_the_name_required)
 
     cluster_name: Annotated[str, Field(pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")] = Field(description="The cluster's name.")
     endpoint: Annotated[str, Field(pattern=r"^https://[A-Za-z0-9.-]+(:\d+)?/?$")] = Field(

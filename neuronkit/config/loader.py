@@ -10,15 +10,22 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from neuronkit.config import cluster_pins
 from neuronkit.config.base import NAME_RE, ConfigError
 from neuronkit.config.environment import Environment, _cross_problems_of_parts
 from neuronkit.config.errors import _format
 
 
-def parse_environment(data: Any, path: str) -> Environment:
-    """Validate already-parsed YAML data; raises ConfigError with one line per problem (all of them)."""
+def parse_environment(data: Any, path: str, context: dict[str, Any] | None = None) -> Environment:
+    """Validate already-parsed YAML data; raises ConfigError with one line per problem (all of them).
+
+    ``eks.existing`` attributes the file leaves out come from their pin in ``context`` (default: the project's
+    cdk.context.json; :mod:`neuronkit.config.cluster_pins`); one line when neither has them."""
     if not isinstance(data, dict):
         raise ConfigError([f"{path}: the file must hold a mapping of keys (name, account, region, ...)"])
+    data, unpinned = cluster_pins.complete(data, path, context)
+    if unpinned:
+        raise ConfigError(unpinned)
     stem = Path(path).stem
     data = dict(data)
     data.setdefault("name", stem)
@@ -66,6 +73,12 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 def load_environment(path: str | Path) -> Environment:
     """Read and validate one environment file."""
+    data, shown = read_data(path)
+    return parse_environment(data, shown)
+
+
+def read_data(path: str | Path) -> tuple[Any, str]:
+    """One environment file's parsed YAML (duplicate keys refused) and the path as problem lines show it."""
     p = Path(path)
     shown = _display(p)
     try:
@@ -85,7 +98,7 @@ def load_environment(path: str | Path) -> Environment:
         if not isinstance(err, yaml.constructor.ConstructorError):  # a syntax error, not a duplicate key
             problem += "; check the indentation and quoting on that line and the one before"
         raise ConfigError([f"{shown}: not valid YAML{where}: {problem}"]) from None
-    return parse_environment(data, shown)
+    return data, shown
 
 
 def _display(p: Path) -> str:

@@ -144,7 +144,7 @@ def find_project(start: str | Path = ".") -> Path | None:
     return next((folder for folder in (here, *here.parents) if (folder / "cdk.json").is_file()), None)
 
 
-def write_context(project_dir: str | Path, values: dict[str, str]) -> Path:
+def write_context(project_dir: str | Path, values: dict[str, Any]) -> Path:
     """Add ``values`` to the project's cdk.context.json as the CDK CLI writes it (two-space JSON, keys kept in
     their order, new ones after them)."""
     path = Path(project_dir) / CONTEXT_FILE

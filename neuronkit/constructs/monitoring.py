@@ -196,7 +196,9 @@ class EnvironmentMonitoring(Construct):
         for quota in _quotas_of(quota_instance_types if quota_instance_types is not None else watched_types):
             self._quota_alarm(quota)
 
-        groups = sorted({p.group_name for p in self.pools} | {n for p in self.pools for n in p.compile_group_names})
+        # In pool order, not sorted: the names are tokens, whose text (and so their sorted order) depends on how many
+        # tokens the process made before, so a sort made the template differ between two equal environments.
+        groups = list(dict.fromkeys([n for p in self.pools for n in (p.group_name, *p.compile_group_names)]))
         self.launch_failures: events.Rule | None = None
         if groups:
             self.launch_failures = self._launch_failures_rule(groups)

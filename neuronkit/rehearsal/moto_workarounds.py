@@ -943,3 +943,45 @@ def seed_pinned_images(account: str, region: str, image_ids: set[str], root_devi
         )
         added.append(image_id)
     return added
+
+
+def seed_users_cluster(client: Callable[[str], Any], account: str, region: str, env: Any) -> str | None:
+    """An EKS cluster created outside the kit, as a user's would be (``eks.existing``): its VPC, one subnet per AZ ID and
+    the cluster security group under the ids the file names (moto draws EC2 ids at random: they are pinned here), a
+    cluster role, then the cluster at the file's version, with the file's authentication mode and cluster security
+    group (moto 5 keeps neither ``accessConfig`` nor ``clusterSecurityGroupId``: they go into its backend). ``client``
+    makes boto3 clients acting in ``account``/``region`` (the rehearsal's server or ``mock_aws``). Returns the cluster's
+    name, or None when the file names no existing cluster or the cluster is there already."""
+    import ipaddress
+    from unittest import mock
+
+    from moto.ec2.models import security_groups, subnets, vpcs
+    from moto.eks.models import eks_backends
+
+    if env.eks is None or env.eks.existing is None or env.network.existing is None:
+        return None
+    ex, net = env.eks.existing, env.network.existing
+    eks = client("eks")
+    if ex.cluster_name in eks.list_clusters().get("clusters", []):
+        return None
+    ec2 = client("ec2")
+    if not ec2.describe_vpcs(Filters=[{"Name": "vpc-id", "Values": [net.vpc_id]}])["Vpcs"]:
+        with mock.patch.object(vpcs, "random_vpc_id", return_value=net.vpc_id):
+            ec2.create_vpc(CidrBlock=env.network.cidr)
+    block = ipaddress.ip_network(env.network.cidr)
+    made = []
+    for (az_id, subnet_id), cidr in zip(net.subnet_ids.items(), block.subnets(new_prefix=20), strict=False):
+        with mock.patch.object(subnets, "random_subnet_id", return_value=subnet_id):
+            made.append(ec2.create_subnet(VpcId=net.vpc_id, CidrBlock=str(cidr), AvailabilityZoneId=az_id)["Subnet"]["SubnetId"])
+    with mock.patch.object(security_groups, "random_security_group_id", return_value=ex.cluster_security_group_id):
+        ec2.create_security_group(GroupName=f"eks-cluster-sg-{ex.cluster_name}", Description="EKS cluster", VpcId=net.vpc_id)
+    role = client("iam").create_role(RoleName=f"{ex.cluster_name}-cluster", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    eks.create_cluster(
+        name=ex.cluster_name, version=ex.kubernetes_version, roleArn=role,
+        resourcesVpcConfig={"subnetIds": made, "endpointPrivateAccess": True, "endpointPublicAccess": False},
+        kubernetesNetworkConfig={"serviceIpv4Cidr": ex.service_cidr},
+    )  # fmt: skip
+    cluster = eks_backends[account][region].clusters[ex.cluster_name]
+    cluster.access_config = {"authenticationMode": ex.authentication_mode}  # type: ignore[attr-defined]
+    cluster.resources_vpc_config["clusterSecurityGroupId"] = ex.cluster_security_group_id
+    return str(ex.cluster_name)

@@ -217,9 +217,21 @@ def physical_ids(client: Client, stack: StackInfo) -> dict[str, str]:
 def _verify_eks(client: Client, report: EnvironmentReport, stack: StackInfo, physical: dict[str, str]) -> None:
     """Each EKS cluster and node group of the stack, described through moto's EKS API (platform: eks)."""
     clusters = stack.resources("AWS::EKS::Cluster")
-    if not clusters:
+    # eks.existing: node groups name a cluster the stack does not create (a literal ClusterName, not a Ref).
+    theirs = sorted({str(r["Properties"]["ClusterName"]) for _, r in stack.resources("AWS::EKS::Nodegroup")
+                     if isinstance((r.get("Properties") or {}).get("ClusterName"), str)})  # fmt: skip
+    if not clusters and not theirs:
         return
     eks = client("eks", stack.account, stack.region)
+    for name in theirs:
+        try:
+            c = eks.describe_cluster(name=name)["cluster"]
+        except eks.exceptions.ClientError as err:
+            report.problems.append(f"{stack.name}: EKS cluster '{name}' (eks.existing) not found in moto ({err})")
+            continue
+        report.eks.append(f"cluster {name}: Kubernetes {c.get('version')}, created outside the kit (no AWS::EKS::Cluster "
+                          f"in {stack.name}); the kit's node groups on it:")  # fmt: skip
+        _node_group_lines(eks, report, name)
     for logical_id, _ in clusters:
         name = physical.get(logical_id, "")
         try:
@@ -231,13 +243,17 @@ def _verify_eks(client: Client, report: EnvironmentReport, stack: StackInfo, phy
         endpoint = "private" if vpc.get("endpointPrivateAccess") and not vpc.get("endpointPublicAccess") else "public"
         keyed = "secrets key" if c.get("encryptionConfig") else "no secrets key"
         report.eks.append(f"cluster {c['name']}: Kubernetes {c.get('version')}, {endpoint} endpoint, {keyed}")
-        for group in eks.list_nodegroups(clusterName=c["name"]).get("nodegroups", []):
-            n = eks.describe_nodegroup(clusterName=c["name"], nodegroupName=group)["nodegroup"]
-            size = n.get("scalingConfig", {})
-            report.eks.append(
-                f"  node group {group}: {', '.join(n.get('instanceTypes') or [])}, {n.get('amiType')} {n.get('releaseVersion')}, "
-                f"{n.get('capacityType')}, {size.get('minSize')}/{size.get('desiredSize')}/{size.get('maxSize')}"
-            )
+        _node_group_lines(eks, report, c["name"])
+
+
+def _node_group_lines(eks: Any, report: EnvironmentReport, cluster: str) -> None:
+    for group in eks.list_nodegroups(clusterName=cluster).get("nodegroups", []):
+        n = eks.describe_nodegroup(clusterName=cluster, nodegroupName=group)["nodegroup"]
+        size = n.get("scalingConfig", {})
+        report.eks.append(
+            f"  node group {group}: {', '.join(n.get('instanceTypes') or [])}, {n.get('amiType')} {n.get('releaseVersion')}, "
+            f"{n.get('capacityType')}, {size.get('minSize')}/{size.get('desiredSize')}/{size.get('maxSize')}"
+        )
 
 
 def _verify_pools(client: Client, report: EnvironmentReport, stack: StackInfo, physical: dict[str, str]) -> None:
@@ -471,6 +487,8 @@ def render_report(report: EnvironmentReport) -> str:
         [[s.name, s.status, str(s.resources), str(s.created), str(len(s.unmodelled))] for s in report.stacks],
         right="234",
     )
+    if report.seeded:
+        lines += ["", "held by the mock before the deploy:", *report.seeded]
     if report.eks:
         lines += ["", "EKS (clusters and managed node groups read back from moto's EKS API):", *report.eks]
     lines += ["", "pools (Auto Scaling groups: their neuronkit Metadata, sizes and launch template read back from moto):"]

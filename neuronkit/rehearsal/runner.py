@@ -136,6 +136,7 @@ class Rehearsal:
         self._images: dict[tuple[str, str, str], str] = {}
         self._keep_work_dir = False
         self.stand_ins: list[str] = []  # one line per unpinned lookup filled with a stand-in image
+        self.users_clusters: dict[str, list[str]] = {}  # per environment: the eks.existing clusters the mock holds
         self.app_dir = self.project_dir  # the CLI's working folder; a private copy once the rehearsal starts
         self.context: dict[str, Any] = {}  # the private cdk.context.json: the project's pins and the stand-ins
 
@@ -207,6 +208,26 @@ class Rehearsal:
         for name in self.environment_names:
             for account, region in self._targets(name):
                 self._seed(account, region)
+        self._users_clusters()
+
+    def _users_clusters(self) -> None:
+        """eks.existing: the mock holds the user's cluster before the kit's stacks deploy against it, as their account
+        would (moto_workarounds.seed_users_cluster); one line each in the progress and the report."""
+        for env, _ in self._rehearsed_files():
+            if env.name not in self.environment_names:
+                continue
+
+            def client(service: str, env: config.Environment = env) -> Any:
+                return self.client(service, env.account, env.region)
+
+            made = moto_workarounds.seed_users_cluster(client, env.account, env.region, env)
+            if made:
+                line = (
+                    f"[{env.name}] the mock holds EKS cluster {made}, created outside the kit (its VPC, subnets and "
+                    "cluster security group under the file's ids), before the kit's stacks deploy against it"
+                )
+                self.users_clusters.setdefault(env.name, []).append(line)
+                self.progress(line)
 
     @staticmethod
     def _release() -> None:
@@ -501,6 +522,7 @@ class Rehearsal:
             )
         report.seconds["deploy"] = time.monotonic() - start
         start = time.monotonic()
+        report.seeded += self.users_clusters.get(name, [])
         verify(self.client, report, stacks)
         report.seconds["verify"] = time.monotonic() - start
         return report

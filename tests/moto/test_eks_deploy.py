@@ -5,7 +5,6 @@ must be covered by an assertion test, as in test_deploy.py."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import warnings
 from collections.abc import Iterator
@@ -64,28 +63,9 @@ def deployed(
 
 
 def _users_cluster(session: Any, env: Any) -> None:
-    """A cluster created outside the kit, as a user's would be: its VPC, subnets (one per AZ ID), cluster security group
-    and role, under the ids the file names (moto draws EC2 ids at random: they are pinned here), then the cluster."""
-    from unittest import mock
-
-    from moto.ec2.models import security_groups, subnets, vpcs
-
-    ex, net = env.eks.existing, env.network.existing
-    ec2 = session.client("ec2")
-    with mock.patch.object(vpcs, "random_vpc_id", return_value=net.vpc_id):
-        vpc = ec2.create_vpc(CidrBlock=env.network.cidr)["Vpc"]["VpcId"]
-    block = ipaddress.ip_network(env.network.cidr)
-    made = []
-    for (az_id, subnet_id), cidr in zip(net.subnet_ids.items(), block.subnets(new_prefix=20), strict=False):
-        with mock.patch.object(subnets, "random_subnet_id", return_value=subnet_id):
-            made.append(ec2.create_subnet(VpcId=vpc, CidrBlock=str(cidr), AvailabilityZoneId=az_id)["Subnet"]["SubnetId"])
-    with mock.patch.object(security_groups, "random_security_group_id", return_value=ex.cluster_security_group_id):
-        ec2.create_security_group(GroupName=f"eks-cluster-sg-{ex.cluster_name}", Description="EKS cluster", VpcId=vpc)
-    role = session.client("iam").create_role(RoleName="platform-cluster", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    session.client("eks").create_cluster(
-        name=ex.cluster_name, version=ex.kubernetes_version, roleArn=role,
-        resourcesVpcConfig={"subnetIds": made, "endpointPrivateAccess": True},
-    )  # fmt: skip
+    """A cluster created outside the kit, as a user's would be (the rehearsal's helper: VPC, subnets, cluster security
+    group under the file's ids, then the cluster)."""
+    assert moto_workarounds.seed_users_cluster(session.client, env.account, env.region, env) == env.eks.existing.cluster_name
 
 
 def cluster_name(env: Any) -> str:

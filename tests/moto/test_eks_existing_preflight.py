@@ -37,8 +37,9 @@ def test_the_users_cluster_is_read_and_what_the_kit_cannot_see_is_said(aws_crede
     # add-ons are one WARN line naming what was not checked.
     addons = checks["EKS cluster platform-prod add-ons"]
     assert addons.status == "WARN" and "vpc-cni" in addons.detail and "not checked" in addons.detail
-    unchecked = checks["EKS cluster platform-prod components not checked"]
-    assert unchecked.status == "WARN" and "kueue" in unchecked.detail and "Kueue v1beta2" in unchecked.detail
+    # kueue and cluster_autoscaler are existing: read through the Kubernetes API (tests/unit/test_eks_cluster_api.py),
+    # not named here; the fixture leaves no device plugin existing, so no line names unchecked plugins.
+    assert "EKS cluster platform-prod components not checked" not in checks
 
 
 def test_the_kit_checks_no_pins_of_add_ons_it_does_not_install() -> None:

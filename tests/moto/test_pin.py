@@ -116,5 +116,5 @@ def test_a_lookup_without_a_match_names_the_pool_and_the_fix(
 def test_the_policy_allows_what_pin_calls() -> None:
     policy = json.loads((ROOT / "iam" / "neuronkit-pin-policy.json").read_text())
     (statement,) = policy["Statement"]
-    assert set(statement["Action"]) == {"sts:GetCallerIdentity", "ec2:DescribeImages"}
+    assert set(statement["Action"]) == {"sts:GetCallerIdentity", "ec2:DescribeImages", "eks:DescribeCluster"}
     assert not any(a.split(":")[1].startswith(("Create", "Delete", "Put", "Run", "Modify")) for a in statement["Action"])

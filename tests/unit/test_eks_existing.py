@@ -315,3 +315,17 @@ def test_components_left_at_install_on_an_existing_cluster_are_named_once() -> N
     env = parse_environment(copy.deepcopy(DATA), WHERE)
     lines = [w for w in neuron_warnings(env) if w.startswith("eks.components: ")]
     assert len(lines) == 1 and "load_balancer_controller" in lines[0] and "kueue" not in lines[0], lines
+
+
+def test_a_file_with_only_the_cluster_name_and_its_pin_synthesizes_the_same_template(template: dict[str, Any]) -> None:
+    # What `neuronkit pin` records (tests/moto/test_eks_existing_pin.py runs it against moto's DescribeCluster).
+    from neuronkit.config.cluster_pins import ATTRIBUTES, context_key
+
+    full = DATA["eks"]["existing"]
+    data = _edit(existing={"cluster_name": full["cluster_name"]})
+    pins = {context_key(DATA["account"], DATA["region"], full["cluster_name"]): {k: full[k] for k in ATTRIBUTES}}
+    env = parse_environment(data, WHERE, context=pins)
+    app = App()
+    build_environment(app, env)
+    stack = next(s for s in app.node.children if getattr(s, "stack_name", "") == "ownk8s-eks")
+    assert Template.from_stack(stack).to_json() == template

@@ -6,11 +6,9 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ from botocore.stub import Stubber
 
 from neuronkit.lambdas.spill import handler as spill
 from neuronkit.lambdas.spill.handler import Memory, Observed, decide
+from tests.fake_kube_api import FakeApi
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "spill"
 T0 = dt.datetime(2026, 11, 26, 10, 0, tzinfo=dt.UTC)
@@ -228,7 +227,7 @@ def test_the_handler_waits_for_a_triggered_scale_up(credentials: None) -> None:
     """Through the fake API: pending pods with the autoscaler's TriggeredScaleUp events, run at 10:07: the handler
     lists the namespace's pod events, sends no PATCH and logs "wait"."""
     ssm, stub = _ssm("{}", None)
-    with FakeApi(_routes("pods-short.json", "events-scale-up.json")) as api:
+    with FakeApi(_routes("pods-short.json", "events-scale-up.json"), FIXTURES) as api:
         kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.token")
         record = spill.run(_settings(api.endpoint), T0 + dt.timedelta(minutes=7), kube=kube, ssm=ssm, autoscaling=None)
     stub.assert_no_pending_responses()
@@ -252,7 +251,7 @@ def test_the_handler_reports_a_failed_compile_job_and_a_stalled_rollout(credenti
     ssm, stub = _ssm("{}", None)
     routes = {**_routes("pods-ready.json"), f"GET {DEPLOYMENTS}/chat-neuron": "neuron-deployment-stalled.json",
               f"GET /apis/batch/v1/namespaces/{NS}/jobs": "jobs-failed.json"}  # fmt: skip
-    with FakeApi(routes) as api:
+    with FakeApi(routes, FIXTURES) as api:
         kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.token")
         record = spill.run(_settings(api.endpoint), T0, kube=kube, ssm=ssm, autoscaling=None)
     assert record["RolloutStalled"] == 1 and record["CompileFailed"] == 1
@@ -265,53 +264,6 @@ def test_the_handler_reports_a_failed_compile_job_and_a_stalled_rollout(credenti
 # ----------------------------------------------------------------------------------------------------------------
 # The handler against a fake Kubernetes API server.
 # ----------------------------------------------------------------------------------------------------------------
-class FakeApi:
-    """Serves recorded JSON by path and records every request (method, path, query, headers, body)."""
-
-    def __init__(self, routes: dict[str, str]) -> None:
-        self.routes = routes
-        self.requests: list[dict[str, Any]] = []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                url = urllib.parse.urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                api.requests.append(
-                    {"method": self.command, "path": url.path, "query": urllib.parse.parse_qs(url.query),
-                     "headers": dict(self.headers), "body": body}
-                )  # fmt: skip
-                key = f"{self.command} {url.path}"
-                if key not in api.routes:
-                    self.send_response(404)
-                    self.end_headers()
-                    self.wfile.write(b'{"kind":"Status","code":404}')
-                    return
-                data = (FIXTURES / api.routes[key]).read_bytes() if api.routes[key] else body
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = _answer  # noqa: N815
-            do_PATCH = _answer  # noqa: N815
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> FakeApi:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 NS = "neuronkit-serving"
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{NS}/deployments"
 
@@ -367,7 +319,7 @@ def test_the_handler_patches_the_gpu_scale_subresource_with_the_shortfall(creden
     remembered = Memory(trouble_since="2026-11-26T10:00:00Z").dumps()
     ssm, stub = _ssm(remembered, expect_put=None)
     session = boto3.session.Session(region_name="us-east-1")
-    with FakeApi(_routes("pods-short.json")) as api:
+    with FakeApi(_routes("pods-short.json"), FIXTURES) as api:
         kube = spill.KubernetesApi(api.endpoint, spill.eks_token(session, "team", "us-east-1"))
         record = spill.run(_settings(api.endpoint), spill._time(now), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
     stub.assert_no_pending_responses()
@@ -389,7 +341,7 @@ def test_the_handler_patches_the_gpu_scale_subresource_with_the_shortfall(creden
 
 def test_the_handler_sends_no_patch_before_spill_after_and_remembers_the_trouble(credentials: None) -> None:
     ssm, stub = _ssm("{}", expect_put=Memory(trouble_since="2026-11-26T10:00:00Z").dumps())
-    with FakeApi(_routes("pods-short.json")) as api:
+    with FakeApi(_routes("pods-short.json"), FIXTURES) as api:
         kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
         record = spill.run(_settings(api.endpoint), spill._time("2026-11-26T10:02:00Z"), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
     stub.assert_no_pending_responses()
@@ -434,7 +386,7 @@ def test_the_lambda_entry_point_spills_through_the_fake_api_and_remembers_in_ssm
     parameter in SSM (moto), the Kubernetes API a local server; EventBridge's event time is the run's clock."""
     from moto import mock_aws
 
-    with mock_aws(), FakeApi(_routes("pods-short.json")) as api:
+    with mock_aws(), FakeApi(_routes("pods-short.json"), FIXTURES) as api:
         ssm = boto3.client("ssm", region_name="us-east-1")
         ssm.put_parameter(Name="/neuronkit/team/chat/spill", Value="{}", Type="String")
         env = {

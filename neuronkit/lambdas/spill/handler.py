@@ -500,7 +500,8 @@ def eks_token(session: Any, cluster_name: str, region: str) -> str:
 
 
 class KubernetesApi:
-    """GET and the scale PATCH against the API server; ``ca_data`` is the cluster's base64 CA bundle (EKS's
+    """GET and the scale PATCH against the API server (also ``neuronkit preflight``'s client for an existing cluster:
+    neuronkit/kubernetes/cluster_api.py; this module stays self-contained, the function's code is this folder); ``ca_data`` is the cluster's base64 CA bundle (EKS's
     ``certificateAuthority.data``); an ``http://`` endpoint (the tests' fake API server) needs none."""
 
     def __init__(self, endpoint: str, token: str, ca_data: str = "", timeout_seconds: float = 10.0) -> None:
@@ -536,7 +537,15 @@ class KubernetesApi:
                 return data
         except urllib.error.HTTPError as e:
             detail = e.read()[:300].decode(errors="replace")
-            raise RuntimeError(f"{method} {path}: HTTP {e.code} {detail}") from None
+            raise KubernetesApiError(e.code, f"{method} {path}: HTTP {e.code} {detail}") from None
+
+
+class KubernetesApiError(RuntimeError):
+    """An answer of the API server other than 2xx; ``status`` is its HTTP code (404: no such object)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def event_time(event: dict[str, Any]) -> dt.datetime:

@@ -1,0 +1,250 @@
+"""``neuronkit preflight`` through the Kubernetes API of a cluster the kit did not create (``eks.existing``).
+
+For each component the file marks ``existing`` (``eks.components``) the kit installs nothing and relies on what runs;
+this reads, with GETs only:
+
+- the controllers: a Deployment whose container image is the component's (catalog ``existing_components``), and
+  whether it has a ready replica;
+- the CRDs the kit's objects use, at the version the kit applies among their ``served`` versions
+  (TargetGroupBinding v1beta1, JobSet v1alpha2, Kueue v1beta2, KEDA ScaledObject and TriggerAuthentication v1alpha1);
+- with ``kueue: existing``, the Kueue manager's Configuration (the ConfigMap its Deployment mounts, key
+  ``controller_manager_config.yaml``) against what the kit's pre-job check and requeue behaviour need
+  (docs/training-on-eks.md): the JobSet integration and ``waitForPodsReady`` with a timeout that outlasts the pre-job
+  check, else each pool that names a ClusterQueue is refused in one line; a requeue by eviction time, a
+  ``blockAdmission``, a ``backoffLimitCount`` or a short ``recoveryTimeout`` are WARN lines;
+- each ClusterQueue a pool names (``training[].cluster_queue``) exists.
+
+The token is made as the spill function makes its own (an STS GetCallerIdentity URL presigned with the caller's
+credentials and the ``x-k8s-aws-id`` header: :func:`neuronkit.lambdas.spill.handler.eks_token`, one place for both),
+and the client is the spill function's :class:`~neuronkit.lambdas.spill.handler.KubernetesApi`. What cannot be read
+(no credentials, the API unreachable from here, a token the cluster refuses, RBAC) is one WARN line saying what was
+not checked; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from neuronkit import catalog
+from neuronkit.account.check import Check
+from neuronkit.lambdas.spill.handler import KubernetesApi, KubernetesApiError, eks_token
+
+if TYPE_CHECKING:
+    from neuronkit.config import Environment
+
+Get = Callable[[str], dict[str, Any]]
+
+
+def facts() -> dict[str, Any]:
+    """The catalog's ``existing_components`` (images, CRDs and the Kueue configuration's location)."""
+    return {k: v for k, v in catalog.eks_facts()["existing_components"].items() if k != "source"}
+
+
+def _wanted(env: Environment) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """The ``existing`` components preflight can check here, and (index, pool, ClusterQueue) per pool naming one."""
+    if env.eks is None or env.eks.existing is None:
+        return [], []
+    components = [name for name in facts() if env.eks.component(name) == "existing"]
+    queues = [(i, c.name, c.cluster_queue) for i, c in enumerate(env.training) if c.cluster_queue]
+    return components, queues
+
+
+def check_cluster_api(env: Environment, session: Any, *, endpoint: str | None = None) -> list[Check]:
+    """The checks above against the cluster of ``env`` (``endpoint`` replaces the file's, for tests)."""
+    components, queues = _wanted(env)
+    if not components and not queues:
+        return []
+    assert env.eks is not None and env.eks.existing is not None
+    ex = env.eks.existing
+    name = f"EKS cluster {ex.cluster_name} Kubernetes API"
+    unchecked = ", ".join(components + [f"ClusterQueue {q}" for _, _, q in queues])
+    try:
+        if session.get_credentials() is None:
+            raise LookupError("no AWS credentials")
+        token = eks_token(session, ex.cluster_name, env.region)
+    except Exception as err:  # noqa: BLE001 - one WARN line: nothing could be read
+        return [Check("WARN", name, f"no token ({err}): {unchecked} not checked", "run preflight with credentials")]
+    api = KubernetesApi(endpoint or ex.endpoint, token, "" if endpoint else ex.certificate_authority)
+    try:
+        return api_checks(env, api.get)
+    except KubernetesApiError as err:
+        if err.status in (401, 403):
+            return [Check("WARN", name, f"the API refused the caller (HTTP {err.status}): {unchecked} not checked",
+                          "give the caller's IAM identity an access entry with read access (e.g. AmazonEKSViewPolicy)")]  # fmt: skip
+        return [Check("WARN", name, f"{err}: {unchecked} not checked", "")]
+    except OSError as err:  # URLError, timeouts, refused connections, TLS
+        return [Check("WARN", name, f"unreachable from here ({getattr(err, 'reason', err)}): {unchecked} not checked",
+                      "run preflight where the endpoint is reachable (inside the VPC for a private endpoint)")]  # fmt: skip
+
+
+def api_checks(env: Environment, get: Get) -> list[Check]:
+    """The checks, on any ``get(path) -> dict`` that raises :class:`KubernetesApiError` for non-2xx answers."""
+    components, queues = _wanted(env)
+    assert env.eks is not None and env.eks.existing is not None
+    cluster = env.eks.existing.cluster_name
+    pins = facts()
+    out: list[Check] = []
+    deployments = (get("/apis/apps/v1/deployments").get("items") or []) if components else []
+    found: dict[str, list[dict[str, Any]]] = {}
+    for component in components:
+        images = set(pins[component]["images"])
+        found[component] = [d for d in deployments if images & set(map(_image_name, _images(d)))]
+        out.append(_controller(cluster, component, found[component], images))
+        for crd, version in pins[component]["crds"].items():
+            out.append(_crd(cluster, component, crd, str(version), get))
+    if "kueue" in components:
+        out += _kueue_config(env, cluster, found["kueue"], queues, pins["kueue"], get)
+    for i, pool, queue in queues:
+        out.append(_cluster_queue(cluster, i, pool, queue, get))
+    return out
+
+
+def _images(deployment: dict[str, Any]) -> list[str]:
+    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return [str(c.get("image") or "") for c in (spec.get("containers") or [])]
+
+
+def _image_name(image: str) -> str:
+    """The repository's last path part: registry.k8s.io/kueue/kueue:v0.19.2 -> kueue."""
+    return image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+
+
+def _where(d: dict[str, Any]) -> str:
+    meta = d.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _controller(cluster: str, component: str, deployments: list[dict[str, Any]], images: set[str]) -> Check:
+    name = f"EKS cluster {cluster} {component} controller"
+    if not deployments:
+        return Check("FAIL", name, f"no Deployment runs the {'/'.join(sorted(images))} image (eks.components.{component}: "
+                     "existing)", f"install it, or set eks.components.{component}: install")  # fmt: skip
+    ready = [d for d in deployments if int((d.get("status") or {}).get("readyReplicas") or 0) > 0]
+    if not ready:
+        return Check("WARN", name, f"{', '.join(map(_where, deployments))}: no ready replica", "see why its pods are not Ready")
+    return Check("PASS", name, f"{', '.join(map(_where, ready))} is ready")
+
+
+def _crd(cluster: str, component: str, crd: str, version: str, get: Get) -> Check:
+    name = f"EKS cluster {cluster} CRD {crd}"
+    try:
+        found = get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+    except KubernetesApiError as err:
+        if err.status != 404:
+            raise
+        return Check("FAIL", name, f"not installed; the kit applies {version} (eks.components.{component}: existing)",
+                     f"install {component} with its CRDs, or set eks.components.{component}: install")  # fmt: skip
+    served = [str(v.get("name")) for v in (found.get("spec") or {}).get("versions") or [] if v.get("served")]
+    if version in served:
+        return Check("PASS", name, f"serves {version}")
+    return Check("FAIL", name, f"serves {', '.join(served) or 'no version'}, not {version}, which the kit applies",
+                 f"upgrade {component} to a release that serves {version}")  # fmt: skip
+
+
+def _kueue_config(
+    env: Environment, cluster: str, deployments: list[dict[str, Any]], queues: list[tuple[int, str, str]],
+    pin: dict[str, Any], get: Get,
+) -> list[Check]:  # fmt: skip
+    """Kueue's Configuration against the pre-job check and requeue behaviour (docs/training-on-eks.md, "Kueue")."""
+    name = f"EKS cluster {cluster} Kueue configuration"
+    if not deployments:
+        return [Check("WARN", name, "not checked: no Kueue Deployment found", "")]
+    deployment = deployments[0]
+    namespace = (deployment.get("metadata") or {}).get("namespace") or "kueue-system"
+    volumes = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("volumes") or []
+    mounted = [str(v["configMap"]["name"]) for v in volumes if (v.get("configMap") or {}).get("name")]
+    config_map = mounted[0] if mounted else str(pin["config_map"])
+    try:
+        data = (get(f"/api/v1/namespaces/{namespace}/configmaps/{config_map}").get("data") or {}).get(pin["config_key"])
+        config = yaml.safe_load(data) if data else None
+    except KubernetesApiError as err:
+        if err.status != 404:
+            raise
+        config = None
+    except yaml.YAMLError:
+        config = None
+    if not isinstance(config, dict):
+        return [Check("WARN", name, f"not checked: no {pin['config_key']} in ConfigMap {namespace}/{config_map}",
+                      "check waitForPodsReady and the JobSet integration by hand (docs/training-on-eks.md)")]  # fmt: skip
+    where = f"ConfigMap {namespace}/{config_map}"
+    kit = catalog.eks_facts()["training_jobs"]
+    deadline_s = int(kit["defaults"]["check_deadline_seconds"])
+    ready_pin = kit["kueue"]["wait_for_pods_ready"]
+    kit_timeout_s = duration_seconds(str(ready_pin["timeout"])) or 0
+    lacks: list[str] = []
+    frameworks = [str(f) for f in ((config.get("integrations") or {}).get("frameworks") or [])]
+    if pin["jobset_framework"] not in frameworks:
+        lacks.append(f"integrations.frameworks has no {pin['jobset_framework']} (Kueue would not admit the JobSets)")
+    ready = config.get("waitForPodsReady")
+    warns: list[str] = []
+    if not isinstance(ready, dict) or ready.get("enable") is False:
+        lacks.append("no waitForPodsReady (an admitted job would hold its pool with some pods not ready)")
+    else:
+        timeout_s = duration_seconds(str(ready.get("timeout") or pin["default_timeout"]))
+        if timeout_s is None or timeout_s <= deadline_s:
+            lacks.append(f"waitForPodsReady.timeout {ready.get('timeout') or str(pin['default_timeout']) + ' (default)'} does not outlast the pre-job "
+                         f"check's {deadline_s // 60} minutes (Kueue would evict every job during its checks)")  # fmt: skip
+        elif timeout_s < kit_timeout_s:
+            warns.append(f"waitForPodsReady.timeout {ready.get('timeout')} is below the kit's {ready_pin['timeout']} "
+                         "(image pulls and the checks); big images may be evicted and requeued")  # fmt: skip
+        if ready.get("blockAdmission") is True:
+            warns.append("waitForPodsReady.blockAdmission is true: in Kueue it is cluster-wide, so one job waiting for its "
+                         "nodes (a Capacity Block not started) stops admission in every ClusterQueue")  # fmt: skip
+        strategy = ready.get("requeuingStrategy") or {}
+        if str(strategy.get("timestamp") or pin["default_requeuing_timestamp"]) != str(ready_pin["requeuing_timestamp"]):
+            warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or pin['default_requeuing_timestamp'] + ' (default)'}: an evicted job "
+                         "goes behind every job queued meanwhile (the kit requeues by Creation)")  # fmt: skip
+        if strategy.get("backoffLimitCount") is not None:
+            warns.append(f"requeuingStrategy.backoffLimitCount {strategy['backoffLimitCount']}: a job whose nodes are "
+                         "late is deactivated after that many requeues")  # fmt: skip
+        recovery = ready.get("recoveryTimeout")
+        recovery_s = duration_seconds(str(recovery)) if recovery is not None else None
+        if recovery is not None and (recovery_s is None or recovery_s <= deadline_s):
+            warns.append(f"waitForPodsReady.recoveryTimeout {recovery}: a restart (node replaced, checks again) is "
+                         f"evicted before the pre-job check's {deadline_s // 60} minutes end")  # fmt: skip
+    out: list[Check] = []
+    if lacks:
+        fix = f"set them in {where} (docs/training-on-eks.md, 'Kueue')"
+        if queues:
+            out += [
+                Check("FAIL", f"training[{i}] {pool} (ClusterQueue {queue})", f"Kueue's configuration ({where}): "
+                      + "; ".join(lacks), fix)
+                for i, pool, queue in queues
+            ]  # fmt: skip
+        else:
+            out.append(Check("FAIL", name, f"{where}: " + "; ".join(lacks), fix))
+    else:
+        out.append(Check("PASS", name, f"{where}: JobSet integration, waitForPodsReady {ready.get('timeout')}"))  # type: ignore[union-attr]
+    out += [Check("WARN", name, w, f"see docs/training-on-eks.md, 'Kueue' ({where})") for w in warns]
+    return out
+
+
+def _cluster_queue(cluster: str, i: int, pool: str, queue: str, get: Get) -> Check:
+    name = f"training[{i}] {pool} ClusterQueue {queue}"
+    version = str(catalog.eks_facts()["training_jobs"]["kueue"]["api_version"])
+    try:
+        get(f"/apis/{version}/clusterqueues/{queue}")
+    except KubernetesApiError as err:
+        if err.status != 404:
+            raise
+        return Check("FAIL", name, f"no ClusterQueue {queue} on cluster {cluster}",
+                     f"create it (the stack prints the stanza to add), or fix training[{i}].cluster_queue")  # fmt: skip
+    return Check("PASS", name, f"exists on cluster {cluster}")
+
+
+_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def duration_seconds(text: str) -> float | None:
+    """A Go duration (metav1.Duration: ``60m``, ``1h30m``, ``300s``, ``0s``) in seconds; None when it is not one."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|us|µs|ns|m|s)", text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    return sum(float(n) * _UNITS[u] for n, u in parts)
+
+
+__all__ = ["api_checks", "check_cluster_api", "duration_seconds", "facts"]

@@ -1,0 +1,172 @@
+"""`neuronkit preflight` through the Kubernetes API of the user's cluster (issue 51): the controllers of the `existing`
+components, their CRDs at the versions the kit applies, Kueue's configuration against the pre-job check and requeue
+behaviour, and the ClusterQueues the pools name, against a fake API server answering recorded JSON
+(tests/fixtures/kube-preflight); what cannot be read is said. The token is the spill function's."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+
+from neuronkit import catalog
+from neuronkit.account.check import Check
+from neuronkit.config import Environment, parse_environment
+from neuronkit.kubernetes import cluster_api, keda, serving
+from neuronkit.kubernetes import training_job as tj
+from neuronkit.kubernetes.cluster_api import api_checks, check_cluster_api, duration_seconds
+from neuronkit.lambdas.spill.handler import CLUSTER_ID_HEADER, KubernetesApi
+from tests.fake_kube_api import FakeApi
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "kube-preflight"
+DATA = yaml.safe_load((ROOT / "tests" / "fixtures" / "user_environments" / "ownk8s.yaml").read_text())
+WHERE = "environments/ownk8s.yaml"
+ALL = ("load_balancer_controller", "cluster_autoscaler", "keda", "jobset", "kueue")
+
+
+def _env(**components: str) -> Environment:
+    data = copy.deepcopy(DATA)
+    data["eks"]["components"] = {**data["eks"]["components"], **components}
+    return parse_environment(data, WHERE, context={})
+
+
+def _all_existing() -> Environment:
+    return _env(**dict.fromkeys(ALL, "existing"))
+
+
+def _routes(config: str = "good", override: dict[str, Any] | None = None) -> dict[str, Any]:
+    routes: dict[str, Any] = {
+        "GET /apis/apps/v1/deployments": "deployments.json",
+        "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": f"kueue-manager-config-{config}.json",
+        "GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": "clusterqueue-research-cq.json",
+    }
+    for crd in (p.name[4:-5] for p in FIXTURES.glob("crd-*.*.json")):
+        routes[f"GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}"] = f"crd-{crd}.json"
+    routes.update(override or {})
+    return {k: v for k, v in routes.items() if v is not None}
+
+
+def _lines(env: Environment, routes: dict[str, Any]) -> list[Check]:
+    with FakeApi(routes, FIXTURES) as api:
+        checks = api_checks(env, KubernetesApi(api.endpoint, "k8s-aws-v1.token").get)
+        assert {r["method"] for r in api.requests} == {"GET"}  # read-only
+    assert checks
+    return checks
+
+
+def _run(env: Environment, routes: dict[str, Any]) -> dict[str, Check]:
+    return {c.name: c for c in _lines(env, routes)}
+
+
+def test_every_existing_component_found_serving_the_kits_versions_passes() -> None:
+    checks = _run(_all_existing(), _routes())
+    assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
+    for component in ALL:
+        assert f"EKS cluster platform-prod {component} controller" in checks
+    assert (
+        "kube-system/platform-ca-aws-cluster-autoscaler"
+        in checks["EKS cluster platform-prod cluster_autoscaler controller"].detail
+    )
+    assert checks["EKS cluster platform-prod CRD targetgroupbindings.elbv2.k8s.aws"].detail == "serves v1beta1"
+    assert "ClusterQueue research-cq" in " ".join(checks)
+
+
+def test_a_missing_controller_a_missing_crd_and_an_old_version_fail_with_the_fix() -> None:
+    routes = _routes(override={
+        "GET /apis/apps/v1/deployments": "deployments-none.json",
+        "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io": None,
+        "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/clusterqueues.kueue.x-k8s.io": "crd-clusterqueues-v1beta1-only.json",
+    })  # fmt: skip
+    checks = _run(_all_existing(), routes)
+    lbc = checks["EKS cluster platform-prod load_balancer_controller controller"]
+    assert lbc.status == "FAIL" and "aws-load-balancer-controller image" in lbc.detail
+    assert lbc.fix == "install it, or set eks.components.load_balancer_controller: install"
+    jobset = checks["EKS cluster platform-prod CRD jobsets.jobset.x-k8s.io"]
+    assert jobset.status == "FAIL" and jobset.detail.startswith("not installed; the kit applies v1alpha2")
+    cq = checks["EKS cluster platform-prod CRD clusterqueues.kueue.x-k8s.io"]
+    assert cq.status == "FAIL" and cq.detail == "serves v1beta1, not v1beta2, which the kit applies"
+
+
+def test_a_pool_naming_a_cluster_queue_is_refused_in_one_line_when_kueue_lacks_what_it_needs() -> None:
+    checks = _run(_env(), _routes("bare"))
+    (refused,) = [c for c in checks.values() if c.status == "FAIL"]
+    assert refused.name == "training[0] research (ClusterQueue research-cq)"
+    assert "no jobset.x-k8s.io/jobset" in refused.detail and "no waitForPodsReady" in refused.detail
+    assert "ConfigMap kueue-system/kueue-manager-config" in refused.detail
+
+
+def test_a_timeout_shorter_than_the_pre_job_check_is_refused_and_other_settings_are_warned() -> None:
+    checks = _lines(_env(), _routes("short"))
+    (refused,) = [c for c in checks if c.status == "FAIL"]
+    deadline = catalog.eks_facts()["training_jobs"]["defaults"]["check_deadline_seconds"] // 60
+    assert f"waitForPodsReady.timeout 10m does not outlast the pre-job check's {deadline} minutes" in refused.detail
+    warned = " ".join(c.detail for c in checks if c.status == "WARN")
+    assert "blockAdmission is true" in warned and "backoffLimitCount 3" in warned
+    assert "requeuingStrategy.timestamp Eviction (default)" in warned
+
+
+def test_a_cluster_queue_that_does_not_exist_is_reported() -> None:
+    checks = _run(_env(), _routes(override={"GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": None}))
+    missing = checks["training[0] research ClusterQueue research-cq"]
+    assert missing.status == "FAIL" and missing.detail == "no ClusterQueue research-cq on cluster platform-prod"
+
+
+def test_without_credentials_or_a_reachable_api_preflight_says_what_it_did_not_check(aws_credentials: None) -> None:
+    env = _env()
+
+    class NoCredentials:  # what boto3's Session answers when no provider finds credentials
+        def get_credentials(self) -> None:
+            return None
+
+    (warn,) = check_cluster_api(env, NoCredentials())
+    assert warn.status == "WARN" and "no AWS credentials" in warn.detail
+    assert "cluster_autoscaler, kueue, ClusterQueue research-cq not checked" in warn.detail
+    session = boto3.session.Session(region_name="us-east-1")
+    (warn,) = check_cluster_api(env, session, endpoint="http://127.0.0.1:9")  # the discard port: refused
+    assert warn.status == "WARN" and warn.detail.startswith("unreachable from here") and "not checked" in warn.detail
+    with FakeApi({"GET /apis/apps/v1/deployments": 401}) as api:
+        (warn,) = check_cluster_api(env, session, endpoint=api.endpoint)
+    assert "refused the caller (HTTP 401)" in warn.detail and "access entry" in warn.fix
+
+
+def test_the_token_is_the_spill_functions_presigned_get_caller_identity(aws_credentials: None) -> None:
+    with FakeApi(_routes(), FIXTURES) as api:
+        checks = check_cluster_api(_env(), boto3.session.Session(region_name="us-east-1"), endpoint=api.endpoint)
+        header = api.requests[0]["headers"]["Authorization"]
+    assert {c.status for c in checks} == {"PASS"}
+    token = header.removeprefix("Bearer k8s-aws-v1.")
+    url = urllib.parse.urlsplit(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode())
+    query = urllib.parse.parse_qs(url.query)
+    assert url.netloc == "sts.us-east-1.amazonaws.com" and query["Action"] == ["GetCallerIdentity"]
+    assert CLUSTER_ID_HEADER in query["X-Amz-SignedHeaders"][0]
+
+
+def test_the_catalogs_versions_are_the_ones_the_kits_objects_use() -> None:
+    pins = cluster_api.facts()
+    group_version = {f"{crd.split('.', 1)[1]}/{v}" for c in pins.values() for crd, v in c["crds"].items()}
+    tgb = serving.target_group_binding("answer", "arn:aws:elasticloadbalancing:us-east-1:1:targetgroup/a/b", 8000)
+    assert tj.facts()["jobset"]["api_version"] in group_version and tj.facts()["kueue"]["api_version"] in group_version
+    assert f"{keda.facts()['crds']['group']}/{keda.facts()['crds']['version']}" in group_version
+    assert tgb["kind"] == "TargetGroupBinding" and tgb["apiVersion"] in group_version
+    assert set(pins) <= set(type(_env().eks.components).model_fields)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("60m", 3600), ("1h30m", 5400), ("300s", 300), ("0s", 0), ("5", None), ("", None)])
+def test_go_durations(text: str, seconds: float | None) -> None:
+    assert duration_seconds(text) == seconds
+
+
+def test_a_wait_for_pods_ready_without_timeout_has_kueues_default_which_is_too_short() -> None:
+    config = "waitForPodsReady: {}\nintegrations: {frameworks: [jobset.x-k8s.io/jobset]}\n"
+    answer = {"data": {"controller_manager_config.yaml": config}}
+    checks = _lines(_env(), _routes(override={"GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": answer}))
+    (refused,) = [c for c in checks if c.status == "FAIL"]
+    default = cluster_api.facts()["kueue"]["default_timeout"]
+    assert f"waitForPodsReady.timeout {default} (default) does not outlast" in refused.detail

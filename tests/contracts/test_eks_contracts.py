@@ -11,6 +11,7 @@ import pytest
 
 from neuronkit.kubernetes import placement, scheduling
 from tests.conftest import ROOT, Synth
+from tests.templates import group_name
 
 EXAMPLE = ROOT / "examples" / "environments" / "eks.yaml"
 
@@ -67,7 +68,7 @@ def _nvidia_findings(name: str, template: dict[str, Any]) -> tuple[list[str], li
     res = template.get("Resources", {})
     nvidia_ami = str(catalog.eks_facts()["node_images"]["gpu"]["ami_type"])
     groups = {
-        str(r["Properties"]["NodegroupName"]): r["Properties"]
+        group_name(r): r["Properties"]
         for r in res.values()
         if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"].get("AmiType") == nvidia_ami
     }

@@ -148,9 +148,11 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     text = summarize(outdir)
     section = text[text.index("#### Kubernetes (EKS)") :]
     assert f"Kubernetes {EKS['kubernetes']['version']}, private endpoint" in section
+    # The summary prints EKS's names (ENV-POOL-<digest>): what `aws eks list-nodegroups` shows.
     groups = [
-        group_name(r) for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
-    ]
+        str(r["Properties"]["NodegroupName"]) for r in templates["eks-eks"]["Resources"].values()
+        if r["Type"] == "AWS::EKS::Nodegroup"
+    ]  # fmt: skip
     assert len(groups) == 6 and all(f"| {g} |" in section for g in groups)  # the five pools and the system group
     # Each Neuron group's own image and its build date (issue 46): two releases, two images.
     assert "| chat-trn2 | node group | eks-eks | trn2.48xlarge |" in text and "1.35.6-20260714, built 2026-07-14" in text

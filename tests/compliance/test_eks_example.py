@@ -116,11 +116,7 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     # The pools' node groups (the system node group runs add-ons, no accelerator to watch).
-    groups = [
-        group_name(r)
-        for r in res.values()
-        if r["Type"] == "AWS::EKS::Nodegroup" and "neuronkit" in r.get("Metadata", {})
-    ]
+    groups = [group_name(r) for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup" and "neuronkit" in r.get("Metadata", {})]
     # Named groups only: the kit's functions (the spill controller) keep CloudFormation-named groups, like the rebalancer.
     log_groups = json.dumps([r["Properties"].get("LogGroupName") for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
     assert len(groups) == 5

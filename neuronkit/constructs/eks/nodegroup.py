@@ -215,8 +215,13 @@ class NeuronNodeGroup(Construct):
     starts at ``max_size``, and a block past its scale-down is refused (ValueError). Updates use the MINIMAL strategy
     (terminate first); a serving group (``role="inference"``) does not force an update through PodDisruptionBudgets.
 
-    Public attributes: ``nodegroup``, ``launch_template``, ``security_group`` (or None), ``placement_group`` (or
-    None), ``role``, ``spec``.
+    The group's EKS name is ``ENV-POOL-<digest>`` (``nodegroup_name``), the digest over its create-only properties, so
+    that a change CloudFormation makes by replacement renames it and can happen (``nodegroup_name.py``); the lookup
+    of its Auto Scaling group name runs again on every update (a replaced group has a new one).
+
+    Public attributes: ``nodegroup``, ``nodegroup_name`` (EKS's name, a token until synthesis), ``group_name`` (the
+    stable ``ENV-POOL``), ``replaceable_name`` (``.pattern``: ``ENV-POOL-*`` for IAM), ``auto_scaling_group_name``,
+    ``launch_template``, ``security_group`` (or None), ``placement_group`` (or None), ``role``, ``spec``.
     """
 
     def __init__(

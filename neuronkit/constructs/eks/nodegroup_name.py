@@ -43,9 +43,9 @@ def digest(values: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[: int(facts()["digest_chars"])]
 
 
-def compose(prefix: str, values: dict[str, Any]) -> str:
-    """``PREFIX-<digest>``, the prefix cut (deterministically) so that the whole fits EKS's limit; a cut prefix keeps
-    its start and ends in a letter or digit. Raises ValueError for a prefix EKS's name rule refuses."""
+def cut(prefix: str) -> str:
+    """``prefix`` checked against EKS's name rule and cut (deterministically) so that ``-<digest>`` fits EKS's limit;
+    a cut prefix keeps its start and ends in a letter or digit. Raises ValueError for a prefix EKS refuses."""
     f = facts()
     if not re.match(str(f["pattern"]), prefix):
         raise ValueError(
@@ -53,7 +53,12 @@ def compose(prefix: str, values: dict[str, Any]) -> str:
             "'_' (rename the environment or the pool)"
         )
     room = int(f["max_length"]) - 1 - int(f["digest_chars"])
-    return f"{prefix[:room].rstrip('-_')}-{digest(values)}"
+    return prefix[:room].rstrip("-_")
+
+
+def compose(prefix: str, values: dict[str, Any]) -> str:
+    """``PREFIX-<digest>`` of ``values`` (:func:`digest`), the prefix :func:`cut` to fit EKS's limit."""
+    return f"{cut(prefix)}-{digest(values)}"
 
 
 def prefix_of(name: str) -> str:
@@ -84,11 +89,10 @@ class ReplaceableName:
     """A node group name ``PREFIX-<digest>`` to pass as ``nodegroup_name``; :meth:`attach` names the L1 it digests.
 
     ``prefix`` (``ENV-POOL``) is checked against EKS's name rule now; ``name`` is a token until synthesis.
-    ``arn_pattern`` covers the group and its replacements (``PREFIX-*``) for IAM."""
+    ``pattern`` (``PREFIX-*``) covers the group and its replacements, for IAM."""
 
     def __init__(self, prefix: str) -> None:
-        compose(prefix, {})  # refuse a bad prefix at construction, with the setting named
-        self.prefix = prefix[: int(facts()["max_length"]) - 1 - int(facts()["digest_chars"])].rstrip("-_")
+        self.prefix = cut(prefix)  # a bad prefix is refused here, at construction, with the setting named
         self._producer = _Name(prefix)
         self.name: str = Lazy.uncached_string(self._producer)
         self.pattern = f"{self.prefix}-*"
@@ -101,4 +105,4 @@ class ReplaceableName:
         self._producer.resource = cfn
 
 
-__all__ = ["ReplaceableName", "compose", "digest", "facts", "name_of_template_resource", "prefix_of"]
+__all__ = ["ReplaceableName", "compose", "cut", "digest", "facts", "name_of_template_resource", "prefix_of"]

@@ -117,7 +117,8 @@ def test_the_auto_scaling_group_name_is_read_again_when_its_group_is_replaced(ba
 
 def test_the_size_function_may_describe_the_group_and_its_replacements_only() -> None:
     """The desired-size function reads the group a replacement leaves behind (its size is the new group's start):
-    its IAM resource is ``ENV-POOL-*``, not one digest, and no other pool's groups."""
+    its IAM resource is ``ENV-POOL-????????`` (IAM's ``?`` is one character: the digest), not one digest, and no other
+    pool's groups (``team-chat-gpu-<digest>`` is longer)."""
     from aws_cdk import aws_eks_v2 as eks
 
     from neuronkit.constructs.eks.node_group_size import AutoscaledSize, AutoscaledSizeSpec
@@ -137,7 +138,7 @@ def test_the_size_function_may_describe_the_group_and_its_replacements_only() ->
     )  # fmt: skip
     data = template(stack)
     policy = json.dumps([p for p in resources(data, "AWS::IAM::Policy").values() if "eks:DescribeNodegroup" in json.dumps(p)])
-    assert "nodegroup/team/team-chat-*/*" in policy
+    assert "nodegroup/team/team-chat-????????/*" in policy and "team-chat-*" not in policy
     (size,) = resources(data, "Custom::NeuronkitNodegroupDesiredSize").values()
     assert size["Properties"]["NodegroupName"] == _pool(data)[1]["Properties"]["NodegroupName"]
 

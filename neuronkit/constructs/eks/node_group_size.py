@@ -38,7 +38,7 @@ class AutoscaledSizeSpec:
     """A node group Cluster Autoscaler scales: ``cluster`` and ``nodegroup`` names (as EKS knows them; ``nodegroup`` may
     be the kit's ``ENV-POOL-<digest>`` token), ``min_size`` <= ``initial_size`` <= ``max_size`` (``initial_size``: the
     size a new group starts at). ``nodegroup_pattern`` (default ``nodegroup``): the name in the function's IAM
-    resource, a wildcard such as ``ENV-POOL-*`` that also covers the group a replacement leaves behind, whose size
+    resource, a wildcard such as ``ENV-POOL-????????`` that also covers the group a replacement leaves behind, whose size
     a replacement group starts from (docs/eks.md, "Day two")."""
 
     cluster: str
@@ -120,7 +120,7 @@ def _function(stack: Stack, spec: AutoscaledSizeSpec) -> lambda_.Function:
     arn = f"arn:{pseudo.PARTITION}:eks:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:nodegroup/{spec.cluster}/{name}/*"
     role.add_to_policy(iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[arn]))
     acknowledge(
-        role, iam5(arn), "the node group's ARN ends in an id EKS assigns at creation; its name is the kit's, the * after "
+        role, iam5(arn), "the node group's ARN ends in an id EKS assigns at creation; its name is the kit's, the ? after "
         "ENV-POOL- the digest of a group and of its replacement",
     )  # fmt: skip
     return function

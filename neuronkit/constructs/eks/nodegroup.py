@@ -220,7 +220,7 @@ class NeuronNodeGroup(Construct):
     of its Auto Scaling group name runs again on every update (a replaced group has a new one).
 
     Public attributes: ``nodegroup``, ``nodegroup_name`` (EKS's name, a token until synthesis), ``group_name`` (the
-    stable ``ENV-POOL``), ``replaceable_name`` (``.pattern``: ``ENV-POOL-*`` for IAM), ``auto_scaling_group_name``,
+    stable ``ENV-POOL``), ``replaceable_name`` (``.pattern``: ``ENV-POOL-????????`` for IAM), ``auto_scaling_group_name``,
     ``launch_template``, ``security_group`` (or None), ``placement_group`` (or None), ``role``, ``spec``.
     """
 

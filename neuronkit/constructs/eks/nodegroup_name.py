@@ -89,13 +89,15 @@ class ReplaceableName:
     """A node group name ``PREFIX-<digest>`` to pass as ``nodegroup_name``; :meth:`attach` names the L1 it digests.
 
     ``prefix`` (``ENV-POOL``) is checked against EKS's name rule now; ``name`` is a token until synthesis.
-    ``pattern`` (``PREFIX-*``) covers the group and its replacements, for IAM."""
+    ``pattern`` (``PREFIX-????????``, one ``?`` per digest character) covers the group and its replacements, for IAM."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = cut(prefix)  # a bad prefix is refused here, at construction, with the setting named
         self._producer = _Name(prefix)
         self.name: str = Lazy.uncached_string(self._producer)
-        self.pattern = f"{self.prefix}-*"
+        # IAM's "?" matches "any single character" (IAM User Guide, "IAM JSON policy elements: Resource", "Using
+        # wildcards in resource ARNs"): exactly the digest, so a sibling pool (ENV-POOL-gpu-...) does not match.
+        self.pattern = f"{self.prefix}-" + "?" * int(facts()["digest_chars"])
 
     def attach(self, nodegroup: eks.Nodegroup) -> None:
         cfn = nodegroup.node.default_child

@@ -85,3 +85,11 @@ def pool_image(context: dict[str, Any], env: Any, key_path: str) -> str:
         if lookup.key_path == key_path:
             return str(context[lookup.context_key])
     raise KeyError(f"{env.name}: {key_path} neither pins an ami_id nor makes a lookup")
+
+
+def group_name(nodegroup: dict[str, Any]) -> str:
+    """A synthesized ``AWS::EKS::Nodegroup``'s stable name ``ENV-POOL``: its ``NodegroupName`` without the digest of
+    its create-only properties (``neuronkit/constructs/eks/nodegroup_name.py``)."""
+    from neuronkit.constructs.eks.nodegroup_name import prefix_of
+
+    return prefix_of(str(nodegroup["Properties"]["NodegroupName"]))

@@ -47,11 +47,13 @@ HELM = "Custom::AWSCDK-EKS-HelmChart"
 # (tests/unit/test_review_plan.py checks both lists against the synthesized examples).
 _TWO_DEPLOYS = "two deploys: add the changed one under a new name beside this one, then remove this one"
 FIXED_NAMES: dict[str, tuple[tuple[str, ...], str]] = {
+    # The kit names a node group ENV-POOL-<digest of its create-only properties> (constructs/eks/nodegroup_name.py):
+    # a change of one renames it and the replacement goes ahead. What stays "cannot update" is a replacement the
+    # digest does not see: a referenced resource (a subnet, the node role) replaced under the same logical ID.
     "AWS::EKS::Nodegroup": (
         ("NodegroupName",),
-        "two deploys (docs/eks.md, Day two): add a pool with the new setting under a new name, move the load to it, "
-        "then remove this pool; or remove the pool in one deploy and add it back in the next (its nodes are gone "
-        "in between)",
+        "two deploys (docs/eks.md, Day two): deploy the change that replaces what the group refers to with the pool "
+        "removed, then add the pool back (its nodes are gone in between); or add a pool under a new name first",
     ),
     "AWS::EKS::Cluster": (("Name",), "a new environment (a cluster cannot be replaced in place): deploy it beside this one"),
     "AWS::EKS::Addon": (("AddonName",), "remove the add-on in one deploy and add it back in the next"),
@@ -241,7 +243,12 @@ def _in_place_effect(c: Any, before: dict[str, Any], after: dict[str, Any], via:
 def _replaced_effect(c: Any, after: dict[str, Any]) -> str:
     t = after.get("Type")
     if t == "AWS::EKS::Nodegroup":
-        return f"nodes of {_group_words(after)} replaced: a new group is created, then the old one deleted; pods move"
+        # CloudFormation creates the replacement (its new name) first, then deletes the old group, whose nodes EKS
+        # drains (EKS User Guide, "Managed node groups": "Node updates and terminations automatically drain nodes").
+        return (
+            f"nodes of {_group_words(after)} replaced (new group created, then the old one's nodes drained/terminated); "
+            "pods move to the new group"
+        )
     if t == "AWS::AutoScaling::AutoScalingGroup":
         return f"nodes of {_group_words(after)} replaced: a new group is created, then the old one deleted"
     if t == "AWS::ElasticLoadBalancingV2::TargetGroup":

@@ -374,7 +374,8 @@ class EksStack(NeuronkitStack):
                 size = AutoscaledSize(
                     group, "AutoscaledSize", nodegroup=group.nodegroup,
                     spec=AutoscaledSizeSpec(
-                        cluster=self.cluster.spec.name, nodegroup=group.group_name, min_size=node_spec.min_size,
+                        cluster=self.cluster.spec.name, nodegroup=group.nodegroup_name,
+                        nodegroup_pattern=group.replaceable_name.pattern, min_size=node_spec.min_size,
                         max_size=node_spec.max_size,
                         initial_size=node_spec.desired_size if node_spec.desired_size is not None else node_spec.min_size,
                     ),

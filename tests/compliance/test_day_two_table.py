@@ -142,27 +142,28 @@ IN, REP, CANNOT, ADD, REM = planner.IN_PLACE, planner.REPLACED, planner.CANNOT, 
 EXPECT: dict[str, list[tuple[str, str, str, str]]] = {
     # The pools' release moves: their node image (another driver) and their containers; nodes roll in place.
     "eks/neuron_release": [
-        (NODEGROUP, "eks-chat ", IN, "nodes of eks-chat (pool chat) replaced"),
+        (NODEGROUP, "(pool chat)", IN, "(pool chat) replaced"),
         (MANIFEST, "Servingchat", IN, "kubectl apply"),
     ],  # fmt: skip
-    "eks/node_image": [(NODEGROUP, "eks-chat ", IN, "replaced (ReleaseVersion)")],
+    "eks/node_image": [(NODEGROUP, "(pool chat)", IN, "replaced (ReleaseVersion)")],
     # The control plane first, then every node group's image, the system group's included (it boots an image of the
     # cluster's own minor: system_node_group).
     "eks/kubernetes_minor": [
         ("AWS::EKS::Cluster", "Cluster", IN, "control plane upgrades in place first"),
-        (NODEGROUP, "eks-chat ", IN, "replaced (ReleaseVersion)"),
-        (NODEGROUP, "eks-pretrain ", IN, "replaced (ReleaseVersion)"),
-        (NODEGROUP, "eks-system", IN, "replaced (ReleaseVersion)"),
+        (NODEGROUP, "(pool chat)", IN, "replaced (ReleaseVersion)"),
+        (NODEGROUP, "(pool pretrain)", IN, "replaced (ReleaseVersion)"),
+        (NODEGROUP, "nodes of eks-system-", IN, "replaced (ReleaseVersion)"),
     ],  # fmt: skip
     "eks/health_path": [(MANIFEST, "Servingchat", IN, "kubectl apply"), (TG, "PodTargets", IN, "")],
     "eks/port": [(TG, "PodTargets", REP, "health checks"), (MANIFEST, "Binding", ADD, ""), (MANIFEST, "Binding", REM, "")],
-    "eks/min_max": [(NODEGROUP, "eks-chat ", IN, "no node is replaced")],
-    "eks/add_fleet": [(NODEGROUP, "eks-chat2", ADD, "launched"), (TG, "chat2", ADD, "")],
-    "eks/remove_fleet": [(NODEGROUP, "eks-chat ", REM, "terminated")],
-    "eks/add_training_pool": [(NODEGROUP, "eks-finetune", ADD, "launched")],
-    # InstanceTypes is create-only and the group's name (ENV-POOL) is fixed: CloudFormation cannot replace it.
-    "eks/instance_type": [(NODEGROUP, "eks-chat ", CANNOT, "two deploys")],
-    "eks/fallback_types": [(NODEGROUP, "eks-chat-gpu", CANNOT, "two deploys")],
+    "eks/min_max": [(NODEGROUP, "(pool chat)", IN, "no node is replaced")],
+    "eks/add_fleet": [(NODEGROUP, "(pool chat2)", ADD, "launched"), (TG, "chat2", ADD, "")],
+    "eks/remove_fleet": [(NODEGROUP, "(pool chat)", REM, "terminated")],
+    "eks/add_training_pool": [(NODEGROUP, "(pool finetune)", ADD, "launched")],
+    # InstanceTypes is create-only: the group's name (ENV-POOL-<digest of its create-only properties>) changes with
+    # it, so CloudFormation creates the new group before it deletes the old one (issue 47, fix 5).
+    "eks/instance_type": [(NODEGROUP, "(pool chat)", REP, "new group created, then the old one's nodes drained/terminated")],
+    "eks/fallback_types": [(NODEGROUP, "(pool chat-gpu)", REP, "new group created, then the old one's nodes drained")],
     "eks/chart_version": [(HELM, "NeuronChart", IN, "1.9.0 -> 1.10.0")],
     "eks/budget": [(BUDGET, "Budget", IN, "")],
     # The Auto Scaling path: a new launch template version rolls the group (its rolling update), nothing is replaced.

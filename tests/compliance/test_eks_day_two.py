@@ -15,7 +15,9 @@ import pytest
 import yaml
 
 from neuronkit.config.loader import parse_environment
+from neuronkit.constructs.eks.nodegroup_name import prefix_of
 from tests.conftest import ROOT, pinned_app
+from tests.templates import group_name
 
 FILE = ROOT / "examples" / "environments" / "eks.yaml"
 STACK = "eks-eks"
@@ -98,7 +100,7 @@ def test_a_port_change_replaces_the_target_group_and_names_a_new_binding(synths:
 # --- fix 4: a min_size change never resizes an autoscaled node group ---------------------------------------------------
 def _desired(template: dict[str, Any]) -> dict[str, Any]:
     return {
-        r["Properties"]["NodegroupName"]: r["Properties"]["ScalingConfig"].get("DesiredSize")
+        group_name(r): r["Properties"]["ScalingConfig"].get("DesiredSize")
         for r in template["Resources"].values()
         if r["Type"] == "AWS::EKS::Nodegroup"
     }
@@ -111,17 +113,17 @@ def test_a_min_size_change_changes_no_desired_size_in_any_template(synths: dict[
     base, raised = synths["base"], synths["min_size"]
     assert _desired(base) == _desired(raised)
     assert isinstance(_desired(base)["eks-chat"], dict) and "Fn::GetAtt" in _desired(base)["eks-chat"]
-    mins = {r["Properties"]["NodegroupName"]: r["Properties"]["ScalingConfig"]["MinSize"]
+    mins = {group_name(r): r["Properties"]["ScalingConfig"]["MinSize"]
             for r in raised["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
     assert mins["eks-chat"] == _min_of(base, "eks-chat") + 1  # the change is really there
     sizes = [r["Properties"] for r in raised["Resources"].values() if r["Type"] == "Custom::NeuronkitNodegroupDesiredSize"]
-    assert {s["NodegroupName"] for s in sizes} >= {"eks-chat", "eks-chat-gpu"}
-    assert next(s for s in sizes if s["NodegroupName"] == "eks-chat")["MinSize"] == mins["eks-chat"]
+    assert {prefix_of(s["NodegroupName"]) for s in sizes} >= {"eks-chat", "eks-chat-gpu"}
+    assert next(s for s in sizes if prefix_of(s["NodegroupName"]) == "eks-chat")["MinSize"] == mins["eks-chat"]
 
 
 def _min_of(template: dict[str, Any], group: str) -> int:
     return int(next(r["Properties"]["ScalingConfig"]["MinSize"] for r in template["Resources"].values()
-                    if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["NodegroupName"] == group))  # fmt: skip
+                    if r["Type"] == "AWS::EKS::Nodegroup" and group_name(r) == group))  # fmt: skip
 
 
 # --- fix 3: what a controller owns is in no re-applied manifest --------------------------------------------------------

@@ -18,6 +18,7 @@ from neuronkit import catalog
 from neuronkit.config import load_environment
 from tests.conftest import ROOT
 from tests.snapshots.test_snapshots import normalise
+from tests.templates import group_name
 
 FILE = ROOT / "examples" / "environments" / "eks.yaml"
 EKS = catalog.eks_facts()
@@ -34,7 +35,7 @@ def test_the_example_builds_network_storage_and_eks_stacks(eks_synth: tuple[Path
     types = [r["Type"] for r in templates["eks-eks"]["Resources"].values()]
     assert types.count("AWS::EKS::Cluster") == 1
     # pretrain (trn2 on a Capacity Block), its p5 GPU pool, chat (inf2) and chat's GPU fallback.
-    groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in templates["eks-eks"]["Resources"].values()
+    groups = {group_name(r): r["Properties"] for r in templates["eks-eks"]["Resources"].values()
               if r["Type"] == "AWS::EKS::Nodegroup"}  # fmt: skip
     assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-chat-trn2", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
     assert groups["eks-pretrain"]["CapacityType"] == "CAPACITY_BLOCK"
@@ -115,11 +116,7 @@ def test_eks_nodes_publish_metrics_and_logs_like_auto_scaling_pools(eks_synth: t
     _, templates = eks_synth
     res = templates["eks-eks"]["Resources"]
     # The pools' node groups (the system node group runs add-ons, no accelerator to watch).
-    groups = [
-        r["Properties"]["NodegroupName"]
-        for r in res.values()
-        if r["Type"] == "AWS::EKS::Nodegroup" and "neuronkit" in r.get("Metadata", {})
-    ]
+    groups = [group_name(r) for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup" and "neuronkit" in r.get("Metadata", {})]
     # Named groups only: the kit's functions (the spill controller) keep CloudFormation-named groups, like the rebalancer.
     log_groups = json.dumps([r["Properties"].get("LogGroupName") for r in res.values() if r["Type"] == "AWS::Logs::LogGroup"])
     assert len(groups) == 5
@@ -147,9 +144,11 @@ def test_summary_lists_the_cluster_node_groups_charts_and_versions(eks_synth: tu
     text = summarize(outdir)
     section = text[text.index("#### Kubernetes (EKS)") :]
     assert f"Kubernetes {EKS['kubernetes']['version']}, private endpoint" in section
+    # The summary prints EKS's names (ENV-POOL-<digest>): what `aws eks list-nodegroups` shows.
     groups = [
-        r["Properties"]["NodegroupName"] for r in templates["eks-eks"]["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"
-    ]
+        str(r["Properties"]["NodegroupName"]) for r in templates["eks-eks"]["Resources"].values()
+        if r["Type"] == "AWS::EKS::Nodegroup"
+    ]  # fmt: skip
     assert len(groups) == 6 and all(f"| {g} |" in section for g in groups)  # the five pools and the system group
     # Each Neuron group's own image and its build date (issue 46): two releases, two images.
     assert "| chat-trn2 | node group | eks-eks | trn2.48xlarge |" in text and "1.35.6-20260714, built 2026-07-14" in text
@@ -166,7 +165,7 @@ def test_the_dashboard_and_alarms_watch_the_neuron_node_groups(eks_synth: tuple[
     res = templates["eks-eks"]["Resources"]
     alarms = {r["Properties"]["AlarmName"] for r in res.values() if r["Type"] == "AWS::CloudWatch::Alarm"}
     neuron_groups = [
-        r["Properties"]["NodegroupName"].removeprefix("eks-") for r in res.values()
+        group_name(r).removeprefix("eks-") for r in res.values()
         if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["AmiType"].endswith("NEURON")
     ]  # fmt: skip
     assert sorted(neuron_groups) == ["chat", "chat-trn2", "pretrain"]
@@ -417,7 +416,7 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
     assert sorted((g["minSize"], g["maxSize"]) for g in scaled) == sorted(
         [(0, fleet.max_size + gpu), (fleet.min_size, fleet.max_size + neuron), (trn2.min_size, trn2.max_size + neuron)]
     )
-    groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
+    groups = {group_name(r): r["Properties"] for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
     key = "k8s.io/cluster-autoscaler/node-template/resources/aws.amazon.com/neuron"
     assert groups["eks-chat"]["Tags"][key] == str(
         catalog.get(next(f for f in load_environment(FILE).inference if f.name == "chat").neuron_types[0]).neuron_devices
@@ -427,7 +426,7 @@ def test_the_example_scales_on_demand_with_the_pinned_autoscaler_and_keda(eks_sy
 
 def _groups(templates: dict[str, Any]) -> dict[str, dict[str, Any]]:
     res = templates["eks-eks"]["Resources"]
-    return {r["Properties"]["NodegroupName"]: r for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
+    return {group_name(r): r for r in res.values() if r["Type"] == "AWS::EKS::Nodegroup"}
 
 
 def test_the_example_has_an_on_demand_untainted_system_node_group_in_two_azs(eks_synth: tuple[Path, dict[str, Any]]) -> None:

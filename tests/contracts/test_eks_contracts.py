@@ -11,6 +11,7 @@ import pytest
 
 from neuronkit.kubernetes import placement, scheduling
 from tests.conftest import ROOT, Synth
+from tests.templates import group_name
 
 EXAMPLE = ROOT / "examples" / "environments" / "eks.yaml"
 
@@ -67,7 +68,7 @@ def _nvidia_findings(name: str, template: dict[str, Any]) -> tuple[list[str], li
     res = template.get("Resources", {})
     nvidia_ami = str(catalog.eks_facts()["node_images"]["gpu"]["ami_type"])
     groups = {
-        str(r["Properties"]["NodegroupName"]): r["Properties"]
+        group_name(r): r["Properties"]
         for r in res.values()
         if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"].get("AmiType") == nvidia_ami
     }
@@ -177,3 +178,61 @@ def test_the_pod_security_check_refuses_an_added_capability_and_an_unlabelled_na
     unlabelled = json.loads(json.dumps(eks).replace("pod-security.kubernetes.io/enforce", "x-unlabelled"))
     problems = pod_security.template_problems(unlabelled, POD_SECURITY_FLOORS)
     assert f"namespace {scheduling.SERVING_NAMESPACE}: no pod-security.kubernetes.io/enforce label" in problems
+
+
+def _every_template(eks_example: tuple[Any, dict[str, dict[str, Any]]], synth: Synth) -> list[tuple[str, dict[str, Any]]]:
+    """Every template of the EKS example and of every environment file of the project (a user's EKS file included)."""
+    return [*eks_example[1].items(), *synth.templates.items()]
+
+
+def test_every_node_group_name_fits_eks_and_is_the_digest_of_its_create_only_properties(
+    eks_example: tuple[Any, dict[str, dict[str, Any]]], synth: Synth
+) -> None:
+    """Amazon EKS User Guide, "Create a managed node group": "The node group name can't be longer than 63 characters.
+    It must start with letter or digit, but can also include hyphens and underscores for the remaining characters."
+    And CloudFormation User Guide, "Name type": "You can't perform an update that causes a custom-named resource to
+    be replaced. If you must replace the resource, specify a new name." Every synthesized node group's name is
+    ``ENV-POOL-<digest>`` over exactly its create-only properties as the template holds them, so a change that
+    replaces the group renames it (docs/eks.md, "Day two")."""
+    import re
+
+    from neuronkit.constructs.eks import nodegroup_name as naming
+
+    facts = naming.facts()
+    groups = [(stack, r) for stack, t in _every_template(eks_example, synth)
+              for r in t["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"]  # fmt: skip
+    assert len(groups) >= 6  # the example's five pools and its system group
+    for stack, r in groups:
+        name = str(r["Properties"]["NodegroupName"])
+        assert len(name) <= int(facts["max_length"]) and re.match(str(facts["pattern"]), name), f"{stack}: {name}"
+        assert naming.name_of_template_resource(naming.prefix_of(name), r) == name, f"{stack}: {name} is not its digest"
+
+
+def test_the_catalog_lists_the_node_group_create_only_properties_of_the_resource_schema() -> None:
+    """The digest covers the properties whose change replaces an ``AWS::EKS::Nodegroup``: the resource schema's
+    ``createOnlyProperties`` as cfn-lint ships it, less the name itself (catalog/eks.yaml ``nodegroup_names``)."""
+    from neuronkit.constructs.eks import nodegroup_name as naming
+    from neuronkit.reports import review
+
+    schema = {p.split("/")[2] for p in review.create_only("AWS::EKS::Nodegroup")}
+    assert "InstanceTypes" in schema
+    assert set(naming.facts()["create_only_properties"]) == schema - {"NodegroupName"}
+
+
+def test_every_addon_created_over_a_self_managed_one_overwrites_conflicts(
+    eks_example: tuple[Any, dict[str, dict[str, Any]]], synth: Synth
+) -> None:
+    """Amazon EKS API reference, CreateAddon, resolveConflicts: "None - If the self-managed version of the add-on is
+    installed on your cluster, Amazon EKS doesn't change the value. Creation of the add-on might fail." and "Overwrite -
+    If the self-managed version of the add-on is installed on your cluster and the Amazon EKS default value is
+    different than the existing value, Amazon EKS changes the value to the Amazon EKS default value." EKS bootstraps
+    vpc-cni, coredns and kube-proxy self-managed (CreateCluster, bootstrapSelfManagedAddons); the kit's add-ons of those
+    names, created over them, say OVERWRITE (``AWS::EKS::Addon`` ``ResolveConflicts`` serves create and update)."""
+    from neuronkit import catalog
+
+    bootstrapped = set(catalog.eks_facts()["bootstrapped_addons"]["names"])
+    addons = [(stack, r["Properties"]) for stack, t in _every_template(eks_example, synth)
+              for r in t["Resources"].values() if r["Type"] == "AWS::EKS::Addon"]  # fmt: skip
+    over = [(stack, a) for stack, a in addons if a["AddonName"] in bootstrapped]
+    assert len(over) >= len(bootstrapped)
+    assert [f"{stack}: {a['AddonName']}" for stack, a in over if a.get("ResolveConflicts") != "OVERWRITE"] == []

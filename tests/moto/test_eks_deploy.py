@@ -15,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from neuronkit import catalog
+from neuronkit.constructs.eks.nodegroup_name import prefix_of
 from neuronkit.rehearsal import moto_workarounds
 from tests.conftest import Synth
 from tests.moto.test_deploy import SKIPPED_COVERED_BY, publish_assets
@@ -125,8 +126,9 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
             int(system["desired_size"]),
             int(system["max_size"]),
         )
+    # Keyed by ENV-POOL: EKS's names carry the digest of the create-only properties (ENV-POOL-<digest>).
     groups = {
-        g: eks.describe_nodegroup(clusterName=cluster_name(env), nodegroupName=g)["nodegroup"]
+        prefix_of(g): eks.describe_nodegroup(clusterName=cluster_name(env), nodegroupName=g)["nodegroup"]
         for g in eks.list_nodegroups(clusterName=cluster_name(env))["nodegroups"]
     }
     assert sorted(groups) == sorted(expected)

@@ -13,6 +13,7 @@ import pytest
 
 from neuronkit import catalog
 from neuronkit.config import load_environment
+from neuronkit.constructs.eks.nodegroup_name import prefix_of
 from neuronkit.rehearsal import EnvironmentReport, Rehearsal, render_report
 from tests.conftest import ROOT
 
@@ -43,7 +44,8 @@ def test_the_eks_example_rehearses_cluster_and_node_groups(rehearsed: tuple[Rehe
     assert cluster["resourcesVpcConfig"]["endpointPrivateAccess"] is True
     assert cluster["resourcesVpcConfig"]["endpointPublicAccess"] is False
     assert cluster["encryptionConfig"][0]["resources"] == ["secrets"]
-    groups = {g: eks.describe_nodegroup(clusterName=ENV.name, nodegroupName=g)["nodegroup"]
+    # Keyed by ENV-POOL: EKS's names carry the digest of the create-only properties (ENV-POOL-<digest>).
+    groups = {prefix_of(g): eks.describe_nodegroup(clusterName=ENV.name, nodegroupName=g)["nodegroup"]
               for g in eks.list_nodegroups(clusterName=ENV.name)["nodegroups"]}  # fmt: skip
     assert sorted(groups) == ["eks-chat", "eks-chat-gpu", "eks-chat-trn2", "eks-pretrain", "eks-pretrain-gpu", "eks-system"]
     assert groups["eks-system"]["capacityType"] == "ON_DEMAND" and groups["eks-system"]["labels"] == {

@@ -16,7 +16,7 @@ from neuronkit.config import block_problems, load_environment
 from neuronkit.constructs import AmiSpec, CapacitySpec, NodePoolSpec, TrainingCluster
 from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec
 from tests.conftest import ROOT
-from tests.templates import ACCOUNT, REGION, SUBNET_ID, VPC_ID, imported_vpc, one, resources, template
+from tests.templates import ACCOUNT, REGION, SUBNET_ID, VPC_ID, group_name, imported_vpc, one, resources, template
 
 START, END = dt.datetime(2030, 3, 1, 11, 30, tzinfo=dt.UTC), dt.datetime(2030, 3, 15, 11, 30, tzinfo=dt.UTC)
 BLOCK = CapacitySpec(kind="capacity-block", reservation_id="cr-0a1b2c3d4e5f60718", start=START, end=END)
@@ -75,7 +75,7 @@ def _actions(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _node_group_sizes(data: dict[str, Any]) -> tuple[int, int, int]:
-    groups = [g for g in resources(data, "AWS::EKS::Nodegroup").values() if g["Properties"]["NodegroupName"] == "team-pretrain"]
+    groups = [g for g in resources(data, "AWS::EKS::Nodegroup").values() if group_name(g) == "team-pretrain"]
     assert len(groups) == 1
     sizes = groups[0]["Properties"]["ScalingConfig"]
     return sizes["MinSize"], sizes["DesiredSize"], sizes["MaxSize"]

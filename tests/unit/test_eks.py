@@ -15,7 +15,7 @@ from aws_cdk import aws_ec2 as ec2
 from neuronkit import catalog
 from neuronkit.constructs.eks import ClusterSpec, NeuronEksCluster, NeuronNodeGroup, NodeGroupSpec, node_user_data
 from neuronkit.constructs.training_cluster import CapacitySpec
-from tests.templates import VPC_ID, bare_stack, one, resources, template
+from tests.templates import VPC_ID, bare_stack, group_name, one, resources, template
 
 EKS = catalog.eks_facts()
 ADMIN = "arn:aws:iam::123456789012:role/platform-admin"
@@ -79,7 +79,7 @@ def _arn(value: Any) -> str:
 
 
 def _group(data: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [r for r in resources(data, "AWS::EKS::Nodegroup").values() if r["Properties"]["NodegroupName"] == f"team-{name}"]
+    found = [r for r in resources(data, "AWS::EKS::Nodegroup").values() if group_name(r) == f"team-{name}"]
     assert len(found) == 1, name
     return found[0]
 
@@ -281,7 +281,7 @@ def test_accelerated_groups_update_terminate_first_and_serving_groups_respect_th
     assert len(groups) == 3
     for group in groups.values():
         assert group["Properties"]["UpdateConfig"] == {"MaxUnavailable": 1, "UpdateStrategy": "MINIMAL"}
-    force = {g["Properties"]["NodegroupName"]: g["Properties"]["ForceUpdateEnabled"] for g in groups.values()}
+    force = {group_name(g): g["Properties"]["ForceUpdateEnabled"] for g in groups.values()}
     assert force == {"team-pretrain": True, "team-chat": False, "team-pretrain-gpu": True}
 
 

@@ -18,6 +18,7 @@ from neuronkit.cli import main
 from neuronkit.config import ConfigError, load_environment, neuron_warnings, parse_environment
 from neuronkit.kubernetes import training_job as tj
 from neuronkit.stacks import build_environment
+from tests.templates import group_name
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "user_environments" / "ownk8s.yaml"
@@ -112,7 +113,7 @@ def test_the_stack_creates_no_cluster_and_changes_only_what_it_adds(template: di
 
 def test_node_groups_charts_and_manifests_target_the_named_cluster(template: dict[str, Any]) -> None:
     groups = _of(template, "AWS::EKS::Nodegroup")
-    assert {g["Properties"]["NodegroupName"] for g in groups} >= {"ownk8s-research", "ownk8s-answer", "ownk8s-system"}
+    assert {group_name(g) for g in groups} >= {"ownk8s-research", "ownk8s-answer", "ownk8s-system"}
     sg = "sg-0a1b2c3d4e5f60718"
     templates = json.dumps(_of(template, "AWS::EC2::LaunchTemplate"))
     assert sg in templates  # the nodes' interfaces carry the cluster security group
@@ -242,7 +243,7 @@ def test_aws_cdk_2_275_builds_no_provider_from_the_import_options_so_the_constru
     manifest = next(r for r in t["Resources"].values() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource")
     assert entry_id in manifest["DependsOn"]
     group = next(r for r in t["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup")
-    assert group["Properties"]["ClusterName"] == "platform-prod" and group["Properties"]["NodegroupName"] == "assist-assist"
+    assert group["Properties"]["ClusterName"] == "platform-prod" and group_name(group) == "assist-assist"
 
 
 def test_an_import_without_provider_options_is_refused_with_the_fix() -> None:

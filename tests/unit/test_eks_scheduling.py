@@ -19,7 +19,7 @@ from neuronkit.config.loader import parse_environment
 from neuronkit.constructs.eks import NeuronNodeGroup, NodeGroupSpec, SystemNodesSpec
 from neuronkit.kubernetes import neuron_chart, placement, scheduling
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint
-from tests.templates import bare_stack, resources, template
+from tests.templates import bare_stack, group_name, resources, template
 from tests.unit.test_eks import _cluster
 
 EKS = catalog.eks_facts()
@@ -41,7 +41,7 @@ def groups_template() -> dict[str, Any]:
 
 
 def _by_name(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {g["Properties"]["NodegroupName"]: g["Properties"] for g in resources(data, "AWS::EKS::Nodegroup").values()}
+    return {group_name(g): g["Properties"] for g in resources(data, "AWS::EKS::Nodegroup").values()}
 
 
 def test_node_groups_carry_their_accelerators_taint_and_the_cluster_a_system_group(groups_template: dict[str, Any]) -> None:
@@ -372,7 +372,7 @@ def test_the_stack_installs_the_nvidia_plugin_for_its_gpu_groups(serving_only: d
     nvidia = _charts(serving_only)["nvidia-device-plugin"]
     assert nvidia["Version"] == EKS["charts"]["nvidia_device_plugin"]["version"]
     values = json.loads(nvidia["Values"])
-    groups = {g["Properties"]["NodegroupName"]: g["Properties"] for g in resources(serving_only, "AWS::EKS::Nodegroup").values()}
+    groups = {group_name(g): g["Properties"] for g in resources(serving_only, "AWS::EKS::Nodegroup").values()}
     gpu = sorted(n for n, g in groups.items() if g.get("AmiType") == EKS["node_images"]["gpu"]["ami_type"])
     assert gpu and sorted(n for n, g in groups.items() if _lands_on(values, g)) == gpu
 

@@ -110,6 +110,31 @@ def test_the_function_answers_cloudformation_on_update_delete_and_failure(monkey
     assert failed["Status"] == "FAILED" and "above max size" in failed["Reason"]
 
 
+def test_a_replaced_group_starts_at_the_size_of_the_group_it_replaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A create-only change renames the group (ENV-POOL-<digest>): CloudFormation updates the size resource with the new
+    name before it creates the group. The answer is the old group's running size (5), not the initial size (1), so a
+    replacement starts as large as the group it replaces; a plain update and a create read only their own name."""
+    recorder = _Recorder()
+    monkeypatch.setattr(code.urllib.request, "urlopen", recorder)
+    asked: list[str] = []
+
+    def describe(cluster: str, group: str) -> dict[str, Any] | None:
+        asked.append(group)
+        return _answer("scaled-out") if group == "eks-chat-0a1b2c3d" else None
+
+    monkeypatch.setattr(code, "_describe", describe)
+    replaced = _event("Update", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="1")
+    replaced["OldResourceProperties"] = {**replaced["ResourceProperties"], "NodegroupName": "eks-chat-0a1b2c3d"}
+    code.handler(replaced, None)
+    assert recorder.bodies[-1]["Data"] == {"DesiredSize": 5} and asked == ["eks-chat-9f8e7d6c", "eks-chat-0a1b2c3d"]
+    asked.clear()
+    code.handler(_event("Create", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="1"), None)
+    assert recorder.bodies[-1]["Data"] == {"DesiredSize": 1} and asked == ["eks-chat-9f8e7d6c"]
+    same = _event("Update", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="1")
+    same["OldResourceProperties"] = dict(same["ResourceProperties"])
+    assert code.replaced_group(same) is None and code.replaced_group(replaced) == "eks-chat-0a1b2c3d"
+
+
 def test_the_construct_writes_the_answer_as_desired_size_with_one_function_scoped_to_its_groups() -> None:
     """In a bare stack: two node groups, one function; each group's DesiredSize is its custom resource's answer, and the
     function may describe exactly those two groups."""
@@ -130,7 +155,11 @@ def test_the_construct_writes_the_answer_as_desired_size_with_one_function_scope
         )  # fmt: skip
     t = template(stack)
     sizes = resources(t, "Custom::NeuronkitNodegroupDesiredSize")
-    groups = {k: g for k, g in resources(t, "AWS::EKS::Nodegroup").items() if g["Properties"]["NodegroupName"] != "team-system"}
+    groups = {
+        k: g
+        for k, g in resources(t, "AWS::EKS::Nodegroup").items()
+        if not str(g["Properties"]["NodegroupName"]).startswith("team-system-")
+    }
     assert len(sizes) == len(groups) == 2 and len(resources(t, "AWS::Lambda::Function")) >= 1
     for logical, size in sizes.items():
         group = next(g for g in groups.values() if g["Properties"]["NodegroupName"] == size["Properties"]["NodegroupName"])

@@ -17,6 +17,7 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.catalog import eks_images
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
+from neuronkit.constructs.eks.nodegroup_name import ReplaceableName
 from neuronkit.constructs.node_role import eks_node_role
 from neuronkit.constructs.python_function import drop_implied_role_dependency
 from neuronkit.kubernetes import scheduling
@@ -251,6 +252,7 @@ class NeuronEksCluster(Construct):
         for name, extra in addon_placement().items():
             config[name] = merge(config.get(name, {}), extra)
         self.addons: dict[str, eks.Addon] = {}
+        bootstrapped = catalog.eks_facts()["bootstrapped_addons"]
         for name, version in sorted(self.spec.addon_versions.items()):
             self.addons[name] = eks.Addon(
                 self,
@@ -261,6 +263,12 @@ class NeuronEksCluster(Construct):
                 configuration_values=config.get(name),
                 preserve_on_delete=False,
             )
+            if name in bootstrapped["names"] or name in config:
+                # Created over EKS's self-managed copy (or configured by the kit): without OVERWRITE the creation
+                # "might fail" on a conflict (catalog bootstrapped_addons). The L2 has no resolveConflicts: set the L1.
+                cfn = self.addons[name].node.default_child
+                assert isinstance(cfn, eks.CfnAddon)
+                cfn.resolve_conflicts = str(bootstrapped["resolve_conflicts"])
             # An add-on's pods need somewhere to run: after the system node group (CoreDNS waits for its nodes).
             self.addons[name].node.add_dependency(self.system_nodegroup)
 
@@ -301,11 +309,13 @@ def system_node_group(
             tag_specifications=tag_specifications(tags),
         ),
     )
+    # NAME-system-<digest of the create-only properties>: a change of its instance type can replace it (docs/eks.md).
+    group_name = ReplaceableName(f"{name}-{scheduling.SYSTEM_POOL}")
     nodegroup = eks.Nodegroup(
         scope,
         "SystemNodes",
         cluster=cluster,
-        nodegroup_name=f"{name}-{scheduling.SYSTEM_POOL}",
+        nodegroup_name=group_name.name,
         ami_type=eks.NodegroupAmiType[str(facts["ami_type"]).upper()],
         # One release version for every AL2023 variant of a Kubernetes version: the pools' pin when it is of the
         # cluster's minor, else that minor's newest row (catalog node_images, eks_images.pinned). A literal pin here
@@ -322,6 +332,7 @@ def system_node_group(
         node_role=role,
         labels=scheduling.system_node_selector(),
     )
+    group_name.attach(nodegroup)
     return role, nodegroup
 
 

@@ -35,14 +35,18 @@ _FUNCTION_ID = "NodeGroupSizeFunction"
 
 @dataclass(frozen=True)
 class AutoscaledSizeSpec:
-    """A node group Cluster Autoscaler scales: ``cluster`` and ``nodegroup`` names (plain strings, as EKS knows them),
-    ``min_size`` <= ``initial_size`` <= ``max_size`` (``initial_size``: the size a new group starts at)."""
+    """A node group Cluster Autoscaler scales: ``cluster`` and ``nodegroup`` names (as EKS knows them; ``nodegroup`` may
+    be the kit's ``ENV-POOL-<digest>`` token), ``min_size`` <= ``initial_size`` <= ``max_size`` (``initial_size``: the
+    size a new group starts at). ``nodegroup_pattern`` (default ``nodegroup``): the name in the function's IAM
+    resource, a wildcard such as ``ENV-POOL-????????`` that also covers the group a replacement leaves behind, whose size
+    a replacement group starts from (docs/eks.md, "Day two")."""
 
     cluster: str
     nodegroup: str
     min_size: int
     max_size: int
     initial_size: int
+    nodegroup_pattern: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_size <= self.initial_size <= self.max_size:
@@ -112,9 +116,13 @@ def _function(stack: Stack, spec: AutoscaledSizeSpec) -> lambda_.Function:
     role = existing.node.find_child("Role")
     assert isinstance(function, lambda_.Function) and isinstance(role, iam.Role)
     # The node group's ARN ends in an id EKS picks; the name before it is the kit's.
-    arn = f"arn:{pseudo.PARTITION}:eks:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:nodegroup/{spec.cluster}/{spec.nodegroup}/*"
+    name = spec.nodegroup_pattern or spec.nodegroup
+    arn = f"arn:{pseudo.PARTITION}:eks:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:nodegroup/{spec.cluster}/{name}/*"
     role.add_to_policy(iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[arn]))
-    acknowledge(role, iam5(arn), "the node group's ARN ends in an id EKS assigns at creation; its name is the kit's")
+    acknowledge(
+        role, iam5(arn), "the node group's ARN ends in an id EKS assigns at creation; its name is the kit's, the ? after "
+        "ENV-POOL- the digest of a group and of its replacement",
+    )  # fmt: skip
     return function
 
 

@@ -18,6 +18,7 @@ from constructs import Construct
 from neuronkit import catalog, clock, userdata
 from neuronkit.constructs.compliance import acknowledge
 from neuronkit.constructs.eks.cluster import EksClusterLike
+from neuronkit.constructs.eks.nodegroup_name import ReplaceableName
 from neuronkit.constructs.launch_template import (
     TOKEN_MARGIN_BYTES,
     USER_DATA_LIMIT_BYTES,
@@ -214,8 +215,13 @@ class NeuronNodeGroup(Construct):
     starts at ``max_size``, and a block past its scale-down is refused (ValueError). Updates use the MINIMAL strategy
     (terminate first); a serving group (``role="inference"``) does not force an update through PodDisruptionBudgets.
 
-    Public attributes: ``nodegroup``, ``launch_template``, ``security_group`` (or None), ``placement_group`` (or
-    None), ``role``, ``spec``.
+    The group's EKS name is ``ENV-POOL-<digest>`` (``nodegroup_name``), the digest over its create-only properties, so
+    that a change CloudFormation makes by replacement renames it and can happen (``nodegroup_name.py``); the lookup
+    of its Auto Scaling group name runs again on every update (a replaced group has a new one).
+
+    Public attributes: ``nodegroup``, ``nodegroup_name`` (EKS's name, a token until synthesis), ``group_name`` (the
+    stable ``ENV-POOL``), ``replaceable_name`` (``.pattern``: ``ENV-POOL-????????`` for IAM), ``auto_scaling_group_name``,
+    ``launch_template``, ``security_group`` (or None), ``placement_group`` (or None), ``role``, ``spec``.
     """
 
     def __init__(
@@ -237,6 +243,10 @@ class NeuronNodeGroup(Construct):
         super().__init__(scope, id)
         self.spec = spec
         self.group_name = f"{environment}-{spec.name}"
+        # EKS's name: ENV-POOL-<digest of the create-only properties>, so a change CloudFormation makes by replacement
+        # can happen (docs/eks.md, "Day two"); ``group_name`` stays the pool's stable name for descriptions.
+        self.replaceable_name = ReplaceableName(self.group_name)
+        self.nodegroup_name: str = self.replaceable_name.name
         self._tags = {**(tags or {}), "neuronkit:pool": spec.name}
         self._serving = role == "inference"
         self._block_started = self._block_phase() == "running"
@@ -333,7 +343,7 @@ class NeuronNodeGroup(Construct):
             self,
             "NodeGroup",
             cluster=cluster.cluster,
-            nodegroup_name=self.group_name,
+            nodegroup_name=self.nodegroup_name,
             release_version=spec.release_version or str(image["release_version"]),
             instance_types=None if is_block else [ec2.InstanceType(t) for t in spec.instance_types],
             launch_template_spec=eks.LaunchTemplateSpec(
@@ -360,7 +370,8 @@ class NeuronNodeGroup(Construct):
         # and Inferentia type (aws-cdk-lib 2.275.0 refuses AL2023_X86_64_NEURON with trn2): set it on the L1.
         cfn = self.nodegroup.node.default_child
         assert isinstance(cfn, eks.CfnNodegroup)
-        cfn.add_property_override("AmiType", str(image["ami_type"]))
+        cfn.ami_type = str(image["ami_type"])  # an L1 attribute, so that the name's digest covers it
+        self.replaceable_name.attach(self.nodegroup)
         # Accelerated capacity (a fully used Capacity Block, a quota-bound trn2/p5 pool) cannot take the DEFAULT
         # strategy's surge, which "launches the new instances first": MINIMAL terminates first (EKS API reference,
         # NodegroupUpdateConfig). The L2 has no update strategy: set it on the L1.
@@ -393,16 +404,24 @@ class NeuronNodeGroup(Construct):
     def _auto_scaling_group(self, cluster: EksClusterLike) -> None:
         """The name of the Auto Scaling group EKS creates for the node group (DescribeNodegroup at deploy time): the
         Capacity Block schedule and the environment's dashboard and alarms name it."""
+        cfn = self.nodegroup.node.default_child
+        assert isinstance(cfn, eks.CfnNodegroup)
+        # Called on create and again on every update: the node group's name (Fn::GetAtt) is a property, and a
+        # replaced group (a new name) has a new Auto Scaling group, so CloudFormation updates this resource with it.
+        call = cr.AwsSdkCall(
+            service="EKS",
+            action="describeNodegroup",
+            # The L1's Fn::GetAtt NodegroupName whatever the app's feature flags (the L2's nodegroupName is a Ref, which
+            # names cluster/group, unless @aws-cdk/aws-eks:nodegroupNameAttribute is on).
+            parameters={"clusterName": cluster.cluster.cluster_name, "nodegroupName": cfn.attr_nodegroup_name},
+            physical_resource_id=cr.PhysicalResourceId.of(f"{self.group_name}-asg"),
+            output_paths=["nodegroup.resources.autoScalingGroups.0.name"],
+        )
         lookup = cr.AwsCustomResource(
             self,
             "AutoScalingGroupName",
-            on_create=cr.AwsSdkCall(
-                service="EKS",
-                action="describeNodegroup",
-                parameters={"clusterName": cluster.cluster.cluster_name, "nodegroupName": self.nodegroup.nodegroup_name},
-                physical_resource_id=cr.PhysicalResourceId.of(f"{self.group_name}-asg"),
-                output_paths=["nodegroup.resources.autoScalingGroups.0.name"],
-            ),
+            on_create=call,
+            on_update=call,
             policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[self.nodegroup.nodegroup_arn]),
             install_latest_aws_sdk=False,
         )

@@ -4,7 +4,8 @@ A Lambda-backed CloudFormation custom resource. On Create and Update it reads th
 (``eks:DescribeNodegroup``) and answers ``DesiredSize`` = clamp(current desired size, ``MinSize``, ``MaxSize``); the
 node group's ``ScalingConfig.DesiredSize`` is that answer. So a deploy never lowers the nodes Cluster Autoscaler runs,
 and a raised ``min_size`` lifts the group only to the new minimum. A group that does not exist yet (the first deploy)
-gets ``Initial`` (the file's desired size, else its minimum), clamped the same way.
+gets ``Initial`` (the file's desired size, else its minimum), clamped the same way; a group CloudFormation replaces
+under a new name (``ENV-POOL-<digest>``) starts from the size of the group it replaces (``OldResourceProperties``).
 
 Why not leave ``DesiredSize`` out of the template (EKS API reference, NodegroupScalingConfig): "When creating a node
 group, you must specify all or none of the properties", so a group created without it but with ``minSize`` and
@@ -36,6 +37,18 @@ def desired_size(answer: dict[str, Any] | None, *, minimum: int, maximum: int, i
         raise ValueError(f"min size {minimum} is above max size {maximum}")
     current = initial if answer is None else int(answer["nodegroup"]["scalingConfig"]["desiredSize"])
     return max(minimum, min(maximum, current))
+
+
+def replaced_group(event: dict[str, Any]) -> str | None:
+    """On an Update whose node group name changed (CloudFormation replaces the group under its new name), the old
+    group's name: its size is the one to keep while the new group does not exist yet. None otherwise."""
+    if event.get("RequestType") != "Update":
+        return None
+    old = (event.get("OldResourceProperties") or {}).get("NodegroupName")
+    new = event["ResourceProperties"]["NodegroupName"]
+    if not old or old == new or event["ResourceProperties"]["ClusterName"] != event["OldResourceProperties"].get("ClusterName"):
+        return None
+    return str(old)
 
 
 def _describe(cluster: str, nodegroup: str) -> dict[str, Any] | None:
@@ -72,6 +85,10 @@ def handler(event: dict[str, Any], context: Any) -> None:
         if event["RequestType"] in ("Create", "Update"):
             p = event["ResourceProperties"]
             answer = _describe(p["ClusterName"], p["NodegroupName"])
+            old = replaced_group(event)
+            if answer is None and old is not None:
+                # A replacement (a new name, docs/eks.md "Day two"): the new group starts at the old one's size.
+                answer = _describe(p["ClusterName"], old)
             size = desired_size(answer, minimum=int(p["MinSize"]), maximum=int(p["MaxSize"]), initial=int(p["Initial"]))
             current = None if answer is None else answer["nodegroup"]["scalingConfig"].get("desiredSize")
             LOG.info("%s/%s: desired %s -> %s", p["ClusterName"], p["NodegroupName"], current, size)

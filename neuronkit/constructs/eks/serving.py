@@ -28,8 +28,9 @@ from neuronkit.catalog import serving
 from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.eks.cluster import EksClusterLike
+from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
-from neuronkit.constructs.load_balancing import application_load_balancer, client_ingress
+from neuronkit.constructs.load_balancing import access_logs_bucket, application_load_balancer, client_ingress
 from neuronkit.constructs.serving_specs import HealthCheckSpec, ServingSpec, TlsSpec
 from neuronkit.kubernetes import load_balancer_controller as lbc
 from neuronkit.kubernetes import scheduling
@@ -181,6 +182,11 @@ class EksServingFleet(Construct):
         access_logs_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, id)
+        # Pods of a pool no node group has would stay Pending with nothing to say why (issue 49, "Reuse").
+        require_pools(
+            f"EksServingFleet {spec.name}", cluster,
+            {"neuron_pool": [spec.neuron_pool], "gpu_pool": [g.pool for g in spec.fallbacks]},
+        )  # fmt: skip
         self.spec = spec
         self.environment = environment
         self.namespace = scheduling.SERVING_NAMESPACE
@@ -234,21 +240,8 @@ class EksServingFleet(Construct):
             description=f"{self.spec.name}: requests and health checks from its load balancer",
         )
 
-    def _access_logs(self, logs: s3.IBucket | None) -> s3.IBucket:
-        """The balancer's access-log bucket: the one given, else one of its own (SSE-S3, which ALB access logs need;
-        no public access, TLS only, kept on stack deletion), so the construct works alone and passes cdk-nag's
-        ELB2 without a caller's bucket (issue 49: a missing bucket used to fail cdk-nag with a jsii traceback)."""
-        if logs is not None:
-            return logs
-        bucket = s3.Bucket(
-            self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True, object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=RemovalPolicy.RETAIN,
-        )  # fmt: skip
-        acknowledge(bucket, "AwsSolutions-S1", "the load balancer's access-log destination; logging it would log the logs")
-        return bucket
-
     def _load_balancer(self, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet], logs: s3.IBucket | None) -> None:
-        logs = self._access_logs(logs)
+        logs = access_logs_bucket(self, logs)
         alb, tg, _ = application_load_balancer(
             self, vpc=vpc, subnets=subnets, security_group=self.load_balancer_security_group,
             idle_timeout_seconds=self.idle_timeout_seconds, port=self.spec.port, listener_port=self.listener_port,

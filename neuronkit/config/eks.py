@@ -653,11 +653,17 @@ def eks_serving_problems(i: int, f: InferenceFleet) -> list[tuple[str, str]]:
     # cannot build one for is refused here in one line, not in a synth traceback. Whether the model fits each type is
     # the fleet's own check (config/inference.py).
     model = model_spec(f)
-    for j, t in enumerate(f.fallback_types if model is not None else []):
-        if serving.accelerator_of(t) != "gpu":
-            continue  # reported with the type (fallback types must be GPU types)
+    for j, t in enumerate(f.fallback_types):
+        if model is None or serving.accelerator_of(t) != "gpu":
+            continue  # a type without GPUs is reported with the type (fallback types must be GPU types)
+        o = f.profiles.get(t)
+        override = (
+            serving.ProfileOverride(tensor_parallel=o.tensor_parallel, max_model_len=o.max_model_len, max_num_seqs=o.max_num_seqs)
+            if o is not None
+            else None
+        )
         try:
-            serving.profile(model, t, None, f.profiles.get(t))
+            serving.profile(model, t, None, override, image=f.images.gpu)
         except ValueError as e:
             out.append((f"{loc}.fallback_types[{j}]", f"'{t}' has no serving profile on EKS ({e}); remove it"))
     for t, o in f.profiles.items():

@@ -20,8 +20,8 @@ Both return :class:`Pool` values, so ``neuronkit cost`` and the synth summary wo
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

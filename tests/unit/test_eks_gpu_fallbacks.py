@@ -102,7 +102,9 @@ def test_one_service_and_one_binding_send_traffic_to_every_gpu_types_pods(two: t
     to the first GPU type's, leaves spilled pods of a type without traffic."""
     _, fleet = two
     (binding,) = [d for d in fleet.documents if d["kind"] == "TargetGroupBinding"]
-    (svc,) = [d for d in fleet.documents if d["kind"] == "Service" and d["metadata"]["name"] == binding["spec"]["serviceRef"]["name"]]
+    (svc,) = [
+        d for d in fleet.documents if d["kind"] == "Service" and d["metadata"]["name"] == binding["spec"]["serviceRef"]["name"]
+    ]
     selector = {"matchLabels": svc["spec"]["selector"]}
     gpu = [w for w in fleet.workloads if w.accelerator == "gpu"]
     assert len(gpu) == 2
@@ -123,9 +125,13 @@ def test_every_pod_has_exactly_one_disruption_budget_and_each_deployment_its_own
     assert len(budgets) == len(fleet.workloads) == 3
     for w in fleet.workloads:
         labels = _patched_labels(w) if w.seeded else ks.deployment(w)["spec"]["template"]["metadata"]["labels"]
-        assert sum(_matches(b, labels) for b in budgets) == 1, f"{w.name}'s pods fall under {sum(_matches(b, labels) for b in budgets)} budgets"
+        assert sum(_matches(b, labels) for b in budgets) == 1, (
+            f"{w.name}'s pods fall under {sum(_matches(b, labels) for b in budgets)} budgets"
+        )
     first, second = (w for w in fleet.workloads if w.accelerator == "gpu")
-    assert ks.deployment(first)["spec"]["selector"] == {"matchLabels": scheduling.fleet_labels("chat") | {ks.ACCELERATOR_LABEL: "gpu"}}
+    assert ks.deployment(first)["spec"]["selector"] == {
+        "matchLabels": scheduling.fleet_labels("chat") | {ks.ACCELERATOR_LABEL: "gpu"}
+    }
     assert ks.labels(second)[scheduling.GPU_TYPE_LABEL] == "g6-2xlarge"
 
 
@@ -251,7 +257,9 @@ def _manifests(t: dict[str, Any]) -> list[dict[str, Any]]:
         manifest = r.get("Properties", {}).get("Manifest")
         if r["Type"] != "Custom::AWSCDK-EKS-KubernetesResource" or manifest is None:
             continue
-        text = manifest if isinstance(manifest, str) else "".join(p if isinstance(p, str) else "x" for p in manifest["Fn::Join"][1])
+        text = (
+            manifest if isinstance(manifest, str) else "".join(p if isinstance(p, str) else "x" for p in manifest["Fn::Join"][1])
+        )
         out.extend(json.loads(text))
     return out
 
@@ -294,7 +302,11 @@ def test_adding_a_second_fallback_type_replaces_nothing_of_the_first(
     after, _ = mlp_two
     lost = sorted(set(before["Resources"]) - set(after["Resources"]))
     assert lost == [], f"adding a GPU type deletes or replaces {lost}"
-    first = [k for k, r in before["Resources"].items() if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["NodegroupName"] == "mlp-llama-gpu"]
+    first = [
+        k
+        for k, r in before["Resources"].items()
+        if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["NodegroupName"] == "mlp-llama-gpu"
+    ]
     assert len(first) == 1
     assert before["Resources"][first[0]]["Properties"] == after["Resources"][first[0]]["Properties"]
     seeds = [k for k, r in before["Resources"].items() if "SeedGpu" in k]

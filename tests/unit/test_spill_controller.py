@@ -492,6 +492,9 @@ def test_an_old_restart_does_not_date_a_new_trouble() -> None:
 # ----------------------------------------------------------------------------------------------------------------
 # Several GPU fallback types (issue 49): filled in the file's order, returned in reverse.
 # ----------------------------------------------------------------------------------------------------------------
+AT_1006 = dt.datetime(2026, 11, 26, 10, 6, tzinfo=dt.UTC)
+
+
 def _side(name: str, replicas: int, placed: int = 0, blocked: bool = False) -> spill.GpuSide:
     return spill.GpuSide(name, replicas, placed=placed, blocked=blocked, reason="no node" if blocked else "")
 
@@ -527,9 +530,7 @@ def test_a_gpu_type_is_blocked_by_a_declined_scale_up_a_capacity_failure_or_a_lo
     assert blocked and "declined" in why
     assert spill.gpu_blocked(at, pods, [], None, wait_minutes=5) == (False, "")  # pending 1 min, no event yet
     assert spill.gpu_blocked(at + dt.timedelta(minutes=4), pods, [], None, wait_minutes=5)[0]
-    triggered = [
-        {**e, "reason": spill.SCALE_UP_TRIGGERED, "message": "pod triggered scale-up: [...]"} for e in declined
-    ]
+    triggered = [{**e, "reason": spill.SCALE_UP_TRIGGERED, "message": "pod triggered scale-up: [...]"} for e in declined]
     assert spill.gpu_blocked(at + dt.timedelta(minutes=10), pods, triggered, None, wait_minutes=5) == (False, "")
     assert spill.gpu_blocked(at + dt.timedelta(minutes=25), pods, triggered, None, wait_minutes=5)[0]
     assert spill.gpu_blocked(at, [], [], at - dt.timedelta(minutes=3), wait_minutes=5)[0]
@@ -563,9 +564,11 @@ def test_the_handler_moves_the_first_types_unplaceable_pods_to_the_second_on_rec
     routes = _two_gpu_routes("gpu-deployment-pending.json", "pods-gpu-pending.json", "events-gpu-declined.json")
     with FakeApi(routes) as api:
         kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
-        record = spill.run(_two_gpu_settings(api.endpoint), spill._time("2026-11-26T10:06:00Z"), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
+        record = spill.run(_two_gpu_settings(api.endpoint), AT_1006, kube=kube, ssm=ssm, autoscaling=None)
     stub.assert_no_pending_responses()
-    patches = [(r["path"].split("/")[-2], json.loads(r["body"])["spec"]["replicas"]) for r in api.requests if r["method"] == "PATCH"]
+    patches = [
+        (r["path"].split("/")[-2], json.loads(r["body"])["spec"]["replicas"]) for r in api.requests if r["method"] == "PATCH"
+    ]
     assert patches == [("chat-gpu-g5-2xlarge", 2), ("chat-gpu", 0)]
     assert record["GpuReplicas"] == 2 and record["gpu"] == {"chat-gpu": 0, "chat-gpu-g5-2xlarge": 2}
     assert "declined" in record["blocked"]["chat-gpu"]
@@ -580,8 +583,10 @@ def test_a_new_spill_goes_to_the_first_gpu_type_when_it_can_be_had(credentials: 
     routes = _two_gpu_routes("gpu-deployment.json", "pods-none.json", "events-none.json")
     with FakeApi(routes) as api:
         kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
-        record = spill.run(_two_gpu_settings(api.endpoint), spill._time("2026-11-26T10:06:00Z"), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
-    patches = [(r["path"].split("/")[-2], json.loads(r["body"])["spec"]["replicas"]) for r in api.requests if r["method"] == "PATCH"]
+        record = spill.run(_two_gpu_settings(api.endpoint), AT_1006, kube=kube, ssm=ssm, autoscaling=None)
+    patches = [
+        (r["path"].split("/")[-2], json.loads(r["body"])["spec"]["replicas"]) for r in api.requests if r["method"] == "PATCH"
+    ]
     assert patches == [("chat-gpu", 2)] and record["gpu"] == {"chat-gpu": 2, "chat-gpu-g5-2xlarge": 0}
 
 
@@ -593,7 +598,7 @@ def test_a_fleet_without_gpu_types_reports_its_state_and_scales_nothing(credenti
     with FakeApi(routes) as api:
         kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
         settings = replace(_settings(api.endpoint), gpu_deployments=(), max_gpu_replicas=0)
-        record = spill.run(settings, spill._time("2026-11-26T10:06:00Z"), kube=kube, ssm=ssm, autoscaling=None)  # type: ignore[arg-type]
+        record = spill.run(settings, AT_1006, kube=kube, ssm=ssm, autoscaling=None)
     assert [r for r in api.requests if r["method"] == "PATCH"] == []
     assert not [r for r in api.requests if "/deployments/chat-gpu" in r["path"]]
     assert record["GpuReplicas"] == 0 and record["RolloutStalled"] == 1 and record["CompileFailed"] == 1

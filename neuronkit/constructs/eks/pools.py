@@ -20,9 +20,7 @@ def cluster_pools(cluster: EksClusterLike) -> list[str]:
 
     path = cluster.cluster.node.path
     found = cluster.cluster.node.root.node.find_all()
-    return sorted(
-        {c.spec.name for c in found if isinstance(c, NeuronNodeGroup) and c.nodegroup.cluster.node.path == path}
-    )
+    return sorted({c.spec.name for c in found if isinstance(c, NeuronNodeGroup) and c.nodegroup.cluster.node.path == path})
 
 
 def require_pools(construct: str, cluster: EksClusterLike, named: Mapping[str, Iterable[str | None]]) -> None:

@@ -177,9 +177,7 @@ class GpuSpill(Construct):
             description=f"neuronkit: the {self.spec.fleet} spill function calls the Kubernetes API",
         )
 
-    def _function(
-        self, role: iam.Role, subnets: Sequence[ec2.ISubnet], groups: Sequence[str], gpu_groups: Sequence[str]
-    ) -> None:
+    def _function(self, role: iam.Role, subnets: Sequence[ec2.ISubnet], groups: Sequence[str], gpu_groups: Sequence[str]) -> None:
         s = self.spec
         self.function = python_function(
             self,

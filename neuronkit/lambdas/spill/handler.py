@@ -388,7 +388,7 @@ def run(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: Any, 
         return_after_minutes=settings.return_after_minutes,
         max_gpu_replicas=settings.max_gpu_replicas,
     )
-    placed = (decision.gpu_replicas,) if settings.gpu_deployment else ()
+    placed: tuple[int, ...] = (decision.gpu_replicas,) if settings.gpu_deployment else ()
     if observed.gpu:
         placed = distribute(decision.gpu_replicas, observed.gpu)
         before = tuple(side.replicas for side in observed.gpu)
@@ -428,9 +428,7 @@ def observe(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: A
     for i, (name, deployment, its_pods) in enumerate(zip(settings.gpu_deployments, gpus, gpu_pods, strict=False)):
         group = settings.gpu_groups[i : i + 1]
         failed = capacity_failed_at(autoscaling, group) if autoscaling and group else None
-        blocked, why = gpu_blocked(
-            now, its_pods, events.get("items", []), failed, wait_minutes=settings.spill_after_minutes
-        )
+        blocked, why = gpu_blocked(now, its_pods, events.get("items", []), failed, wait_minutes=settings.spill_after_minutes)
         sides.append(GpuSide(name, _replicas(deployment), placed=_placed(its_pods), blocked=blocked, reason=why))
     return Observed(
         now=now,

@@ -108,8 +108,9 @@ def labels(w: FleetWorkload) -> dict[str, str]:
 def selector(w: FleetWorkload) -> dict[str, Any]:
     """A label selector of exactly this workload's pods. The first GPU Deployment's labels are a subset of a further
     GPU type's, so with several GPU types its selector for a PodDisruptionBudget also says the type label is absent:
-    a pod that two budgets select cannot be evicted at all (the eviction API answers 500, "This pod has more than one
-    PodDisruptionBudget, which the eviction subresource does not support", Kubernetes "API-initiated Eviction")."""
+    a pod that two budgets select cannot be evicted at all (the eviction subresource answers 500, "This pod has more
+    than one PodDisruptionBudget, which the eviction subresource does not support.", kubernetes
+    pkg/registry/core/pod/storage/eviction.go)."""
     out: dict[str, Any] = {"matchLabels": labels(w)}
     if w.accelerator == "gpu" and w.gpu_rank == 0 and w.gpu_types > 1:
         out["matchExpressions"] = [{"key": scheduling.GPU_TYPE_LABEL, "operator": "DoesNotExist"}]

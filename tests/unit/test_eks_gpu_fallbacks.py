@@ -229,11 +229,11 @@ def test_a_fallback_type_without_a_serving_profile_is_refused_in_one_line(monkey
 
 
 # --- the stack, from a user's file (one synth each: the file as it is, and with its first type only) ----------------
-def _eks_template(data: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+def _eks_template(data: dict[str, Any], name: str = "mlp") -> tuple[dict[str, Any], Any]:
     from neuronkit.stacks import build_environment
     from tests.conftest import pinned_app
 
-    env = parse_environment(data, "environments/mlp.yaml")
+    env = parse_environment(data, f"environments/{name}.yaml")
     app, stacks = pinned_app(lambda a: build_environment(a, env))
     return app.synth().get_stack_by_name(f"{env.name}-eks").template, stacks.eks
 
@@ -313,3 +313,29 @@ def test_adding_a_second_fallback_type_replaces_nothing_of_the_first(
     assert len(seeds) == 1 and before["Resources"][seeds[0]] == after["Resources"][seeds[0]]
     templates = [k for k, r in before["Resources"].items() if r["Type"] == "AWS::EC2::LaunchTemplate" and "llamagpu" in k.lower()]
     assert templates and all(before["Resources"][k] == after["Resources"][k] for k in templates)
+
+
+def test_cluster_autoscaler_and_the_nvidia_plugin_cover_every_gpu_group(mlp_two: tuple[dict[str, Any], Any]) -> None:
+    _, eks = mlp_two
+    gpu = [eks.node_groups[n] for n in ("llama-gpu", "llama-gpu-g6-2xlarge")]
+    scaled = {g.name for g in eks.autoscaling.spec.groups}
+    assert {g.auto_scaling_group_name for g in gpu} <= scaled
+    assert set(eks.workloads.spec.gpu_pools) >= {"llama-gpu", "llama-gpu-g6-2xlarge"}
+
+
+def test_every_served_fleet_of_the_eks_example_has_the_rollout_and_compile_alarms() -> None:
+    """With and without fallback types (the example's chat-trn2 has none): the alarms read the spill function's
+    metrics, so every served fleet gets the function; only fleets with GPU types may scale anything."""
+    from neuronkit.config import load_environment
+
+    env = load_environment(ROOT / "examples" / "environments" / "eks.yaml")
+    served = [f for f in env.inference if f.model is not None]
+    assert any(not f.fallback_types for f in served) and any(f.fallback_types for f in served)
+    t, eks = _eks_template(yaml.safe_load((ROOT / "examples" / "environments" / "eks.yaml").read_text()), env.name)
+    names = {a["Properties"]["AlarmName"] for a in resources(t, "AWS::CloudWatch::Alarm").values()}
+    for f in served:
+        assert {f"{env.name}-{f.name}-rollout-stalled", f"{env.name}-{f.name}-compile-failed"} <= names, f.name
+        assert (f"{env.name}-{f.name}-gpu-spill" in names) == bool(f.fallback_types)
+        roles = [d for d in _manifests(t) if d["kind"] == "Role" and d["metadata"]["name"] == f"{f.name}-spill"]
+        patches = [r for role in roles for r in role["rules"] if "patch" in r["verbs"]]
+        assert len(roles) == 1 and bool(patches) == bool(f.fallback_types), f.name

@@ -1,4 +1,4 @@
-"""A fake Kubernetes API server for tests: answers recorded JSON by ``METHOD /path`` (a file under ``fixtures``, a
+"""A fake Kubernetes API server for tests: answers recorded JSON by ``METHOD /path`` or ``METHOD /path|text`` (only requests whose query holds text; a file under ``fixtures``, a
 dict, a bare status code, or an empty string to echo the request body) and records every request; any other path
 answers 404 as the API server does."""
 
@@ -30,6 +30,9 @@ class FakeApi:
                      "headers": dict(self.headers), "body": body}
                 )  # fmt: skip
                 key = f"{self.command} {url.path}"
+                # "METHOD path|text": a route for the requests whose decoded query contains text (first match wins).
+                query = urllib.parse.unquote(url.query)
+                key = next((k for k in api.routes if k.startswith(f"{key}|") and k.split("|", 1)[1] in query), key)
                 if key not in api.routes:
                     self.send_response(404)
                     self.end_headers()

@@ -40,6 +40,7 @@ from neuronkit.constructs.groups import (
     notifications,
 )
 from neuronkit.constructs.launch_template import AcceleratorLaunchTemplate, AmiSpec
+from neuronkit.constructs.load_balancing import access_logs_bucket as access_logs_bucket_of
 from neuronkit.constructs.load_balancing import application_load_balancer, client_ingress, tls_policy
 from neuronkit.constructs.node_pool import FleetNodesSpec
 from neuronkit.constructs.node_role import node_role
@@ -330,6 +331,10 @@ class InferenceFleet(Construct):
     ) -> None:
         placement = ec2.SubnetSelection(subnets=subnets)
         health_port = str(hc.port or port)
+        if kind == "alb" or tls is not None:
+            # Without a caller's bucket, one of the fleet's own: cdk-nag's ELB2 would fail synthesis (issue 49). A TCP
+            # NLB writes no access logs (acknowledged below).
+            access_logs_bucket = access_logs_bucket_of(self, access_logs_bucket)
         certificates = [elbv2.ListenerCertificate.from_arn(tls.certificate_arn)] if tls else None
         self.target_group: elbv2.ApplicationTargetGroup | elbv2.NetworkTargetGroup
         self.load_balancer: elbv2.ApplicationLoadBalancer | elbv2.NetworkLoadBalancer

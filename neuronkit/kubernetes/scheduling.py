@@ -14,6 +14,7 @@ training job, a controller chart and the node groups agree (docs/eks.md, "Schedu
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
 from neuronkit import catalog
@@ -67,9 +68,26 @@ def neuron_deployment_name(fleet: str) -> str:
     return f"{fleet}-neuron"
 
 
-def gpu_deployment_name(fleet: str) -> str:
-    """The serving Deployment of a fleet on its GPU fallback node group (starts at zero replicas)."""
-    return f"{fleet}-gpu"
+# The label that tells a fleet's further GPU Deployments apart (the second fallback type on); the first GPU
+# Deployment's pods never carry it, so its selector, immutable once created, stays what it was (docs/eks.md, "Serving").
+GPU_TYPE_LABEL = "neuronkit.io/gpu-type"
+
+
+def type_slug(instance_type: str) -> str:
+    """An instance type as a DNS-1123 label part: ``g5.2xlarge`` -> ``g5-2xlarge``."""
+    return instance_type.replace(".", "-")
+
+
+def gpu_deployment_name(fleet: str, instance_type: str | None = None) -> str:
+    """The serving Deployment of a fleet on a GPU fallback node group (starts at zero replicas): ``<fleet>-gpu`` for
+    the fleet's first fallback type (None), ``<fleet>-gpu-<type>`` (e.g. ``chat-gpu-g5-2xlarge``) for each further
+    type, so adding a type never renames the first one's Deployment."""
+    return f"{fleet}-gpu" if instance_type is None else f"{fleet}-gpu-{type_slug(instance_type)}"
+
+
+def gpu_deployment_names(fleet: str, instance_types: Sequence[str]) -> list[str]:
+    """The GPU Deployments of a fleet's fallback types, in the file's (priority) order."""
+    return [gpu_deployment_name(fleet, None if i == 0 else t) for i, t in enumerate(instance_types)]
 
 
 def service_name(fleet: str) -> str:

@@ -78,6 +78,10 @@ class FleetWorkload:
     timing: Timing = timing()
     region: str = ""
     seeded: bool = False
+    # A GPU workload's place in the fleet's fallback_types (0: the first) and how many GPU types the fleet has: the
+    # first keeps ``<fleet>-gpu`` and its labels, each further one is ``<fleet>-gpu-<type>`` with GPU_TYPE_LABEL.
+    gpu_rank: int = 0
+    gpu_types: int = 1
 
     @property
     def accelerator(self) -> Literal["neuron", "gpu"]:
@@ -85,11 +89,9 @@ class FleetWorkload:
 
     @property
     def name(self) -> str:
-        return (
-            scheduling.neuron_deployment_name(self.fleet)
-            if self.accelerator == "neuron"
-            else scheduling.gpu_deployment_name(self.fleet)
-        )
+        if self.accelerator == "neuron":
+            return scheduling.neuron_deployment_name(self.fleet)
+        return scheduling.gpu_deployment_name(self.fleet, self.instance_type if self.gpu_rank else None)
 
 
 def service_account_name(fleet: str) -> str:
@@ -97,7 +99,22 @@ def service_account_name(fleet: str) -> str:
 
 
 def labels(w: FleetWorkload) -> dict[str, str]:
-    return {**scheduling.fleet_labels(w.fleet), ACCELERATOR_LABEL: w.accelerator}
+    """The pods' labels (and the Deployment's selector): the fleet's, the accelerator, and for a further GPU type its
+    type (scheduling.GPU_TYPE_LABEL); the first GPU type's stay as they were, its selector being immutable."""
+    further = {scheduling.GPU_TYPE_LABEL: scheduling.type_slug(w.instance_type)} if w.accelerator == "gpu" and w.gpu_rank else {}
+    return {**scheduling.fleet_labels(w.fleet), ACCELERATOR_LABEL: w.accelerator, **further}
+
+
+def selector(w: FleetWorkload) -> dict[str, Any]:
+    """A label selector of exactly this workload's pods. The first GPU Deployment's labels are a subset of a further
+    GPU type's, so with several GPU types its selector for a PodDisruptionBudget also says the type label is absent:
+    a pod that two budgets select cannot be evicted at all (the eviction subresource answers 500, "This pod has more
+    than one PodDisruptionBudget, which the eviction subresource does not support.", kubernetes
+    pkg/registry/core/pod/storage/eviction.go)."""
+    out: dict[str, Any] = {"matchLabels": labels(w)}
+    if w.accelerator == "gpu" and w.gpu_rank == 0 and w.gpu_types > 1:
+        out["matchExpressions"] = [{"key": scheduling.GPU_TYPE_LABEL, "operator": "DoesNotExist"}]
+    return out
 
 
 # Pod Security level of the serving namespace: every serving and compile pod passes "baseline" (no host namespace,
@@ -365,7 +382,7 @@ def pod_disruption_budget(w: FleetWorkload) -> dict[str, Any]:
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": w.name, "namespace": scheduling.SERVING_NAMESPACE, "labels": labels(w)},
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels(w)}},
+        "spec": {"maxUnavailable": 1, "selector": selector(w)},
     }
 
 
@@ -466,7 +483,7 @@ def fleet_manifests(
 __all__ = [
     "FleetWorkload", "Timing", "compile_job", "compile_job_name", "deployment", "device_limits", "fleet_manifests",
     "headroom_nodes", "surge",
-    "namespace", "pod_disruption_budget", "seed_deployment", "service", "service_account", "service_account_name",
+    "namespace", "pod_disruption_budget", "seed_deployment", "selector", "service", "service_account", "service_account_name",
     "startup_failures", "template_patch",
     "target_group_binding", "target_group_binding_name", "timing",
 ]  # fmt: skip

@@ -95,7 +95,11 @@ def price_pools(
     problems: list[str] = []
     pools = list(pools)
     # platform: eks: a fleet's GPU fallback is a node group of its own; its Metadata names the fleet (fallback_for).
-    eks_fallback = {(p.environment, p.fallback_for): p for p in pools if p.fallback_for}
+    # A served fleet has one per GPU type, in its priority order: the first is the one it falls back to first.
+    eks_fallback: dict[tuple[str, str | None], Pool] = {}
+    for p in pools:
+        if p.fallback_for:
+            eks_fallback.setdefault((p.environment, p.fallback_for), p)
     for pool in pools:
         primary = pool.primary_type
         price = table.hourly(primary, pool.region)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,9 +293,22 @@ def gpu_pool_name(cluster: str) -> str:
     return f"{cluster}-gpu"
 
 
-def eks_fallback_pool_name(fleet: str) -> str:
-    """On ``platform: eks``, the node group of a fleet's GPU fallback types (beside the fleet's Neuron node group)."""
-    return f"{fleet}-gpu"
+def eks_fallback_pool_name(fleet: str, instance_type: str | None = None) -> str:
+    """On ``platform: eks``, the node group of a fleet's GPU fallback types (beside the fleet's Neuron node group):
+    ``<fleet>-gpu``, the first (or only) one; a served fleet's further types ``<fleet>-gpu-<type>`` (``.`` as ``-``)."""
+    return f"{fleet}-gpu" if instance_type is None else f"{fleet}-gpu-{instance_type.replace('.', '-')}"
+
+
+def eks_fallback_groups(fleet: str, fallback_types: Sequence[str], served: bool) -> list[tuple[str, list[str]]]:
+    """On ``platform: eks``, a fleet's GPU fallback node groups as (pool name, types), in the file's order. A served
+    fleet gets one group per type (each type has its own Deployment of whole-node pods and the spill fills them in
+    order); the first keeps ``<fleet>-gpu``, so adding a type never replaces it. A fleet without a model keeps one
+    group of all its fallback types."""
+    if not fallback_types:
+        return []
+    if not served:
+        return [(eks_fallback_pool_name(fleet), list(fallback_types))]
+    return [(eks_fallback_pool_name(fleet, None if i == 0 else t), [t]) for i, t in enumerate(fallback_types)]
 
 
 def fallback_pool_name(cluster: str) -> str:
@@ -369,10 +383,11 @@ def pools_from_environment(env: Any) -> list[Pool]:
 
         served = eks and f.model is not None
         if eks and fallback:
-            # EKS: the fallback types are a node group of their own, empty at first and up to the fleet's max_size
-            # (stacks/eks.py), so the fleet's maximum is both groups' together.
+            # EKS: the fallback types are node groups of their own (one per type for a served fleet), each empty at
+            # first and up to the fleet's max_size (stacks/eks.py), so the fleet's maximum is the groups' together.
             high = f.max_size + (headroom_nodes("gpu") if served else 0)
-            pools.append(_on_demand(env, eks_fallback_pool_name(f.name), "inference", (), fallback, 0, high, 0, f.name))
+            for name, types in eks_fallback_groups(f.name, fallback, served):
+                pools.append(_on_demand(env, name, "inference", (), tuple(types), 0, high, 0, f.name))
             fallback = ()
         pools.append(
             Pool(

@@ -25,6 +25,7 @@ from neuronkit.constructs.eks import (
     EksServingFleet,
     EksServingSpec,
     FleetScaling,
+    GpuFallback,
     GpuSpill,
     LoadBalancerController,
     LustreVolume,
@@ -48,7 +49,7 @@ from neuronkit.kubernetes import serving as serving_manifests
 from neuronkit.kubernetes.autoscaler import node_group_template_tags
 from neuronkit.kubernetes.neuron_chart import NeuronChartOptions, Taint
 from neuronkit.kubernetes.training_job import lead_minutes
-from neuronkit.reports.pools import eks_fallback_pool_name, gpu_pool_name
+from neuronkit.reports.pools import eks_fallback_groups, gpu_pool_name
 from neuronkit.stacks.base import NeuronkitStack, bucket_names, environment_tags
 from neuronkit.stacks.monitoring import alarms_topic, capacity_block_watches, environment_budget, environment_monitoring
 from neuronkit.stacks.network import NetworkStack
@@ -58,7 +59,7 @@ from neuronkit.stacks.training import capacity_spec, lnc_of, observability_spec
 
 class EksStack(NeuronkitStack):
     """``ENV-eks``: the cluster, then a node group per training cluster (and its GPU pool) and per inference fleet
-    (its Neuron types, and its GPU fallback types as a second group starting empty)."""
+    (its Neuron types, and its GPU fallback types as groups starting empty: one per type for a served fleet)."""
 
     def __init__(
         self, scope: Construct, id: str, *, config: Environment, network: NetworkStack, storage: StorageStack, **kwargs: Any
@@ -266,8 +267,8 @@ class EksStack(NeuronkitStack):
         for f in fleets:
             spec = serving_spec(config, f, f.name)
             assert spec is not None
-            gpu = f.fallback_types[0] if f.fallback_types else None
-            roles = [g.role for n, g in self.node_groups.items() if n in (f.name, eks_fallback_pool_name(f.name))]
+            gpu_groups = _fallback_groups(f)
+            roles = [g.role for n, g in self.node_groups.items() if n in (f.name, *(name for name, _ in gpu_groups))]
             out[f.name] = EksServingFleet(
                 self,
                 f"Serving-{f.name}",
@@ -275,8 +276,9 @@ class EksStack(NeuronkitStack):
                 cluster=self.cluster,
                 controller=self.load_balancer_controller,
                 spec=EksServingSpec(
-                    name=f.name, serving=spec, neuron_type=f.neuron_types[0], neuron_pool=f.name, gpu_type=gpu,
-                    gpu_pool=eks_fallback_pool_name(f.name) if gpu else None,
+                    name=f.name, serving=spec, neuron_type=f.neuron_types[0], neuron_pool=f.name,
+                    # Each GPU type on its own group, in the file's order (the spill fills them in that order).
+                    gpu_fallbacks=tuple(GpuFallback(instance_type=types[0], pool=name) for name, types in gpu_groups),
                     # KEDA owns the Neuron replicas when the cluster scales on demand (docs/eks.md, "Scaling on demand").
                     replicas=None if self._keda_scales(config) else (f.desired_size if f.desired_size is not None else f.min_size),
                     port=f.port,
@@ -315,8 +317,9 @@ class EksStack(NeuronkitStack):
         return bool(config.inference) and config.eks.component("keda") != "off"
 
     def _fleet_scaling(self, config: Environment) -> dict[str, GpuSpill]:
-        """Per served fleet: KEDA scales the Neuron Deployment on the ALB's requests, and (with fallback types) the GPU
-        spill controller gives the GPU Deployment the Neuron shortfall (docs/eks.md, "Scaling on demand and GPU spill")."""
+        """Per served fleet: KEDA scales the Neuron Deployment on the ALB's requests, and the spill function watches it:
+        with fallback types it gives the GPU Deployments the Neuron shortfall in the file's order; with or without, it
+        reports the rollout and compile state its alarms read (docs/eks.md, "Scaling on demand and GPU spill")."""
         spills: dict[str, GpuSpill] = {}
         assert config.eks is not None
         if self.autoscaling is None or config.eks.component("keda") == "off":
@@ -331,18 +334,19 @@ class EksStack(NeuronkitStack):
                 min_replicas=f.min_size, max_replicas=f.max_size,
                 after=[c for c in (self.autoscaling.keda_chart, served.manifest) if c is not None],
             )  # fmt: skip
-            gpu = self.node_groups.get(eks_fallback_pool_name(f.name))
-            if gpu is None or served.gpu_deployment is None:
-                continue
+            gpu_groups = [self.node_groups[name] for name, _ in _fallback_groups(f)]
             spill = GpuSpill(
                 self, f"Spill-{f.name}", cluster=self.cluster.cluster, subnets=[self._subnets[a] for a in f.az_ids],
                 spec=SpillSpec(
-                    # The serving maximum, not the group's: the group keeps room above it for a surge pod.
-                    environment=config.name, fleet=f.name, max_gpu_replicas=f.max_size,
+                    # The serving maximum, not the group's: the group keeps room above it for a surge pod. Without
+                    # fallback types the function runs for the rollout and compile alarms only (issue 49).
+                    environment=config.name, fleet=f.name, max_gpu_replicas=f.max_size if served.gpu_deployments else 0,
+                    gpu_deployments=tuple(served.gpu_deployments),
                     spill_after_minutes=f.spill_after_minutes, return_after_minutes=f.return_after,
                     fallback_hours=config.monitoring.alarms.fallback_hours, metrics_namespace=config.monitoring.namespace,
                 ),
-                neuron_group_names=[self.node_groups[f.name].auto_scaling_group_name], alarm_topic=self.alarms_topic.topic,
+                neuron_group_names=[self.node_groups[f.name].auto_scaling_group_name],
+                gpu_group_names=[g.auto_scaling_group_name for g in gpu_groups], alarm_topic=self.alarms_topic.topic,
             )  # fmt: skip
             spill.node.add_dependency(served.manifest)
             for patch in served.template_patches.values():
@@ -356,7 +360,7 @@ class EksStack(NeuronkitStack):
         Neuron groups tell it the devices a node would offer, and the KEDA operator (per fleet: ScaledObject and GPU
         spill, docs/eks.md "Scaling on demand"). Training node groups keep their sizes."""
         assert config.eks is not None
-        fleets = {f.name for f in config.inference} | {eks_fallback_pool_name(f.name) for f in config.inference}
+        fleets = {f.name for f in config.inference} | {name for f in config.inference for name, _ in _fallback_groups(f)}
         serving = [g for name, g in self.node_groups.items() if name in fleets]
         if not serving:
             return None
@@ -474,11 +478,13 @@ class EksStack(NeuronkitStack):
             efa=False, max_pods=self._max_pods(config),
         )  # fmt: skip
         self._group(config, spec, list(f.az_ids), "inference")
-        if f.fallback_types:
+        # The first GPU group keeps its name (and construct id) when a served fleet lists a second type: nothing of a
+        # running environment is replaced (docs/eks.md, "Serving").
+        for name, types in _fallback_groups(f):
             fallback = NodeGroupSpec(
-                name=eks_fallback_pool_name(f.name), instance_types=list(f.fallback_types), min_size=0,
+                name=name, instance_types=types, min_size=0,
                 max_size=f.max_size + (serving_manifests.headroom_nodes("gpu") if served else 0),
-                efa=False, max_pods=self._max_pods(config), root_volume_gib=_served_root_volume(f, f.fallback_types),
+                efa=False, max_pods=self._max_pods(config), root_volume_gib=_served_root_volume(f, types),
                 fallback_for=f.name,
             )  # fmt: skip
             self._group(config, fallback, list(f.az_ids), "inference")
@@ -487,6 +493,11 @@ class EksStack(NeuronkitStack):
     def _max_pods(config: Environment) -> int:
         assert config.eks is not None
         return config.eks.max_pods_per_node
+
+
+def _fallback_groups(f: FleetConfig) -> list[tuple[str, list[str]]]:
+    """The fleet's GPU fallback node groups (pool name, types): one per type when it serves a model."""
+    return eks_fallback_groups(f.name, list(f.fallback_types), f.model is not None)
 
 
 def _served_root_volume(f: FleetConfig, types: list[str]) -> int | None:

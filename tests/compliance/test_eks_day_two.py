@@ -132,8 +132,8 @@ def _owned(template: dict[str, Any]) -> set[str]:
     owned = {d["spec"]["scaleTargetRef"]["name"] for d in _documents(template) if d["kind"] == "ScaledObject"}
     for r in template["Resources"].values():
         env = r["Properties"].get("Environment", {}).get("Variables", {}) if r["Type"] == "AWS::Lambda::Function" else {}
-        if "GPU_DEPLOYMENT" in env:
-            owned.add(env["GPU_DEPLOYMENT"])
+        if "GPU_DEPLOYMENTS" in env:  # every GPU fallback type's Deployment (issue 49)
+            owned.update(n for n in str(env["GPU_DEPLOYMENTS"]).split(",") if n)
     return owned
 
 

@@ -838,9 +838,12 @@ def test_an_eks_fleet_is_compared_with_its_own_fallback_node_group(path: Path) -
     assert fleets, f"{path.name} has a fleet with fallback_types"
     for f in fleets:
         (fleet,) = [p for p in pools if p.pool == f.name]
-        (gpu,) = [p for p in pools if p.fallback_for == f.name]
+        # One group per GPU type of a served fleet, in the file's order; the fleet is compared with the first.
+        groups = [p for p in pools if p.fallback_for == f.name]
+        assert [g.instance_types for g in groups] == [(t,) for t in f.fallback_types]
+        gpu = groups[0]
         assert fleet.fallback_types == () and gpu.pool == f"{f.name}-gpu"  # the link the pools themselves no longer carry
-        (cost,) = [c for c in price_pools([fleet, gpu]) if c.pool is fleet]
+        (cost,) = [c for c in price_pools([fleet, *groups]) if c.pool is fleet]
         equivalent = pricing.equivalents()[f.neuron_types[0]].gpu_type
         assert cost.gpu_type == f.fallback_types[0] != equivalent and cost.gpu_is_fallback
         assert cost.gpu_hourly_price == pytest.approx(TABLE.hourly(f.fallback_types[0], env.region))

@@ -436,3 +436,136 @@ def test_an_old_restart_does_not_date_a_new_trouble() -> None:
         },
     }  # fmt: skip
     assert spill.broken_since([pod]) == now - dt.timedelta(minutes=1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Several GPU fallback types (issue 49): filled in the file's order, returned in reverse.
+# ----------------------------------------------------------------------------------------------------------------
+AT_1006 = dt.datetime(2026, 11, 26, 10, 6, tzinfo=dt.UTC)
+
+
+def _side(name: str, replicas: int, placed: int = 0, blocked: bool = False) -> spill.GpuSide:
+    return spill.GpuSide(name, replicas, placed=placed, blocked=blocked, reason="no node" if blocked else "")
+
+
+def test_a_spill_whose_first_gpu_type_cannot_be_had_fills_the_second() -> None:
+    first, second = "chat-gpu", "chat-gpu-g5-2xlarge"
+    # A new spill skips a blocked first type; pending replicas of a blocked type move on, placed ones stay.
+    assert spill.distribute(2, (_side(first, 0, blocked=True), _side(second, 0))) == (0, 2)
+    assert spill.distribute(2, (_side(first, 2, placed=0, blocked=True), _side(second, 0))) == (0, 2)
+    assert spill.distribute(3, (_side(first, 3, placed=1, blocked=True), _side(second, 0))) == (1, 2)
+    # A type that can be had takes the spill (and a growth) first.
+    assert spill.distribute(2, (_side(first, 0), _side(second, 0))) == (2, 0)
+    assert spill.distribute(4, (_side(first, 1, placed=1), _side(second, 2))) == (2, 2)
+    # Blocked all along the chain: the last type keeps what reaches it.
+    assert spill.distribute(2, (_side(first, 2, blocked=True), _side(second, 2, placed=0, blocked=True))) == (0, 2)
+
+
+def test_a_return_empties_the_second_gpu_type_before_the_first() -> None:
+    first, second = "chat-gpu", "chat-gpu-g5-2xlarge"
+    sides = (_side(first, 2, placed=2), _side(second, 2, placed=2))
+    assert spill.distribute(3, sides) == (2, 1)
+    assert spill.distribute(2, sides) == (2, 0)
+    assert spill.distribute(1, sides) == (1, 0)
+    assert spill.distribute(0, sides) == (0, 0)
+    # One type: the total, as before.
+    assert spill.distribute(3, (_side(first, 1),)) == (3,)
+
+
+def test_a_gpu_type_is_blocked_by_a_declined_scale_up_a_capacity_failure_or_a_long_wait_not_by_a_scale_up() -> None:
+    pods, declined = _items("pods-gpu-pending.json"), _items("events-gpu-declined.json")
+    at = dt.datetime(2026, 11, 26, 10, 5, tzinfo=dt.UTC)
+    blocked, why = spill.gpu_blocked(at, pods, declined, None, wait_minutes=5)
+    assert blocked and "declined" in why
+    assert spill.gpu_blocked(at, pods, [], None, wait_minutes=5) == (False, "")  # pending 1 min, no event yet
+    assert spill.gpu_blocked(at + dt.timedelta(minutes=4), pods, [], None, wait_minutes=5)[0]
+    triggered = [{**e, "reason": spill.SCALE_UP_TRIGGERED, "message": "pod triggered scale-up: [...]"} for e in declined]
+    assert spill.gpu_blocked(at + dt.timedelta(minutes=10), pods, triggered, None, wait_minutes=5) == (False, "")
+    assert spill.gpu_blocked(at + dt.timedelta(minutes=25), pods, triggered, None, wait_minutes=5)[0]
+    assert spill.gpu_blocked(at, [], [], at - dt.timedelta(minutes=3), wait_minutes=5)[0]
+    assert spill.gpu_blocked(at, [], [], None, wait_minutes=5) == (False, "")
+
+
+def _two_gpu_routes(first: str, first_pods: str, events: str) -> dict[str, str]:
+    routes = _routes("pods-short.json", events)
+    del routes[f"GET {DEPLOYMENTS}/chat-gpu"], routes[f"PATCH {DEPLOYMENTS}/chat-gpu/scale"]
+    return {
+        f"GET /api/v1/namespaces/{NS}/pods|neuronkit.io/gpu-type=g5-2xlarge": "pods-none.json",
+        f"GET /api/v1/namespaces/{NS}/pods|!neuronkit.io/gpu-type": first_pods,
+        **routes,
+        f"GET {DEPLOYMENTS}/chat-gpu": first,
+        f"GET {DEPLOYMENTS}/chat-gpu-g5-2xlarge": "gpu-g5-deployment.json",
+        f"PATCH {DEPLOYMENTS}/chat-gpu/scale": "",
+        f"PATCH {DEPLOYMENTS}/chat-gpu-g5-2xlarge/scale": "",
+    }
+
+
+def _two_gpu_settings(endpoint: str) -> spill.Settings:
+    base = _settings(endpoint)
+    return replace(base, gpu_deployments=("chat-gpu", "chat-gpu-g5-2xlarge"))
+
+
+def test_the_handler_moves_the_first_types_unplaceable_pods_to_the_second_on_recorded_state(credentials: None) -> None:
+    """Neuron 2/4 Ready and short since 10:00; chat-gpu at 2 with both pods unschedulable and Cluster Autoscaler's
+    NotTriggerScaleUp on them at 10:04:10: at 10:06 the second type gets 2 (first) and the first goes to 0 (then)."""
+    remembered = Memory(trouble_since="2026-11-26T10:00:00Z").dumps()
+    ssm, stub = _ssm(remembered, expect_put=None)
+    routes = _two_gpu_routes("gpu-deployment-pending.json", "pods-gpu-pending.json", "events-gpu-declined.json")
+    with FakeApi(routes, FIXTURES) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
+        record = spill.run(_two_gpu_settings(api.endpoint), AT_1006, kube=kube, ssm=ssm, autoscaling=None)
+    stub.assert_no_pending_responses()
+    patches = [
+        (r["path"].split("/")[-2], json.loads(r["body"])["spec"]["replicas"]) for r in api.requests if r["method"] == "PATCH"
+    ]
+    assert patches == [("chat-gpu-g5-2xlarge", 2), ("chat-gpu", 0)]
+    assert record["GpuReplicas"] == 2 and record["gpu"] == {"chat-gpu": 0, "chat-gpu-g5-2xlarge": 2}
+    assert "declined" in record["blocked"]["chat-gpu"]
+    # Each GPU Deployment's pods were listed by its own selector; the first's without the further types' pods.
+    selectors = [r["query"]["labelSelector"][0] for r in api.requests if r["path"].endswith("/pods")]
+    assert any(q.endswith(",!neuronkit.io/gpu-type") and "accelerator=gpu" in q for q in selectors)
+    assert any("neuronkit.io/gpu-type=g5-2xlarge" in q for q in selectors)
+
+
+def test_a_new_spill_goes_to_the_first_gpu_type_when_it_can_be_had(credentials: None) -> None:
+    ssm, _ = _ssm(Memory(trouble_since="2026-11-26T10:00:00Z").dumps(), expect_put=None)
+    routes = _two_gpu_routes("gpu-deployment.json", "pods-none.json", "events-none.json")
+    with FakeApi(routes, FIXTURES) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
+        record = spill.run(_two_gpu_settings(api.endpoint), AT_1006, kube=kube, ssm=ssm, autoscaling=None)
+    patches = [
+        (r["path"].split("/")[-2], json.loads(r["body"])["spec"]["replicas"]) for r in api.requests if r["method"] == "PATCH"
+    ]
+    assert patches == [("chat-gpu", 2)] and record["gpu"] == {"chat-gpu": 2, "chat-gpu-g5-2xlarge": 0}
+
+
+def test_a_fleet_without_gpu_types_reports_its_state_and_scales_nothing(credentials: None) -> None:
+    ssm, _ = _ssm(Memory(trouble_since="2026-11-26T10:00:00Z").dumps(), expect_put=None)
+    routes = _routes("pods-short.json")
+    routes[f"GET {DEPLOYMENTS}/chat-neuron"] = "neuron-deployment-stalled.json"
+    routes[f"GET /apis/batch/v1/namespaces/{NS}/jobs"] = "jobs-failed.json"
+    with FakeApi(routes, FIXTURES) as api:
+        kube = spill.KubernetesApi(api.endpoint, "k8s-aws-v1.test")
+        settings = replace(_settings(api.endpoint), gpu_deployments=(), max_gpu_replicas=0)
+        record = spill.run(settings, AT_1006, kube=kube, ssm=ssm, autoscaling=None)
+    assert [r for r in api.requests if r["method"] == "PATCH"] == []
+    assert not [r for r in api.requests if "/deployments/chat-gpu" in r["path"]]
+    assert record["GpuReplicas"] == 0 and record["RolloutStalled"] == 1 and record["CompileFailed"] == 1
+
+
+def test_settings_read_several_gpu_deployments_and_groups_and_the_single_name_of_older_functions() -> None:
+    env = {
+        "CLUSTER_NAME": "team", "CLUSTER_ENDPOINT": "http://x", "FLEET_NAMESPACE": NS, "NEURON_DEPLOYMENT": "chat-neuron",
+        "ENVIRONMENT": "team", "POOL": "chat", "METRICS_NAMESPACE": "N", "MEMORY_PARAMETER": "/m",
+        "SPILL_AFTER_MINUTES": "5", "RETURN_AFTER_MINUTES": "30", "MAX_GPU_REPLICAS": "4",
+    }  # fmt: skip
+    several = spill.Settings.from_env({**env, "GPU_DEPLOYMENTS": "chat-gpu,chat-gpu-g5-2xlarge", "GPU_GROUPS": "a,b"})
+    assert several.gpu_deployments == ("chat-gpu", "chat-gpu-g5-2xlarge") and several.gpu_groups == ("a", "b")
+    assert spill.Settings.from_env({**env, "GPU_DEPLOYMENT": "chat-gpu"}).gpu_deployments == ("chat-gpu",)
+    assert spill.Settings.from_env({**env, "GPU_DEPLOYMENTS": ""}).gpu_deployments == ()
+
+
+def test_the_functions_gpu_type_label_is_the_kits() -> None:
+    from neuronkit.kubernetes import scheduling
+
+    assert spill.GPU_TYPE_LABEL == scheduling.GPU_TYPE_LABEL

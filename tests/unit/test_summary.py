@@ -99,12 +99,15 @@ def test_a_fleet_row_shows_its_gpu_fallback_and_every_az_id(project_markdown: st
         if env.platform == "eks":  # a node group per fleet, and one more for its GPU fallback types (docs/eks.md)
             row = _row(markdown, f"{env.name}-eks", fleet.name)
             assert row[7] == str(primary.gpus) and row[11] == ", ".join(sorted(fleet.az_ids))
-            if fleet.fallback_types:  # the GPU node group: its first type, then each other type as its fallback
-                from neuronkit.kubernetes.serving import headroom_nodes
+            # The GPU node groups: a served fleet's one per type, in the file's order (issue 49); a fleet without a
+            # model one group, its first type, then each other type as its fallback.
+            from neuronkit.kubernetes.serving import headroom_nodes
+            from neuronkit.reports.pools import eks_fallback_groups
 
-                first, *rest = fleet.fallback_types
-                gpu = _row(markdown, f"{env.name}-eks", f"{fleet.name}-gpu")
-                assert gpu[3] == ", ".join(fleet.fallback_types)
+            for name, types in eks_fallback_groups(fleet.name, fleet.fallback_types, fleet.model is not None):
+                first, *rest = types
+                gpu = _row(markdown, f"{env.name}-eks", name)
+                assert gpu[3] == ", ".join(types)
                 # A served fleet's GPU node group keeps room for a surge pod above the serving maximum (issue 49).
                 most = top + (headroom_nodes("gpu") if fleet.model is not None else 0)
                 assert gpu[7] == f"{catalog.get(first).gpus} ({catalog.get(first).gpus * most} at max)" + "".join(

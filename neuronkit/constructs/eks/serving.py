@@ -28,8 +28,9 @@ from neuronkit.catalog import serving
 from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
 from neuronkit.constructs.eks.cluster import EksClusterLike
+from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
-from neuronkit.constructs.load_balancing import application_load_balancer, client_ingress
+from neuronkit.constructs.load_balancing import access_logs_bucket, application_load_balancer, client_ingress
 from neuronkit.constructs.serving_specs import HealthCheckSpec, ServingSpec, TlsSpec
 from neuronkit.kubernetes import load_balancer_controller as lbc
 from neuronkit.kubernetes import scheduling
@@ -102,11 +103,20 @@ def _policy_reasons(policy: Mapping[str, Any]) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class GpuFallback:
+    """One GPU fallback type of a fleet on EKS and the node group its Deployment runs on."""
+
+    instance_type: str
+    pool: str
+
+
+@dataclass(frozen=True)
 class EksServingSpec:
     """One fleet on EKS: ``serving`` (the model, release, overrides and images: the Auto Scaling path's ServingSpec),
     the Neuron type and node group (``neuron_type``, ``neuron_pool``), the GPU fallback (``gpu_type``, ``gpu_pool``,
-    or None), ``replicas`` of the Neuron Deployment (None: a scaler such as :class:`FleetScaling` owns it; the GPU one
-    starts at zero and the spill controller owns it), the port, health check, TLS and idle
+    or None; or ``gpu_fallbacks``, several GPU types in priority order, each on its own node group: the spill fills
+    them in that order), ``replicas`` of the Neuron Deployment (None: a scaler such as :class:`FleetScaling` owns it;
+    the GPU ones start at zero and the spill controller owns them), the port, health check, TLS and idle
     timeout (default the catalog's ALB default, 600 s)."""
 
     name: str
@@ -115,6 +125,7 @@ class EksServingSpec:
     neuron_pool: str
     gpu_type: str | None = None
     gpu_pool: str | None = None
+    gpu_fallbacks: tuple[GpuFallback, ...] = ()
     replicas: int | None = 1
     port: int = 8080
     health_check: HealthCheckSpec = field(default_factory=HealthCheckSpec)
@@ -124,8 +135,20 @@ class EksServingSpec:
     def __post_init__(self) -> None:
         if (self.gpu_type is None) != (self.gpu_pool is None):
             raise ValueError(f"{self.name}: give gpu_type and gpu_pool together (the GPU fallback Deployment)")
+        if self.gpu_type is not None and self.gpu_fallbacks:
+            raise ValueError(f"{self.name}: give gpu_type/gpu_pool (one GPU type) or gpu_fallbacks (several), not both")
+        types = [g.instance_type for g in self.fallbacks]
+        if len(set(types)) != len(types):
+            raise ValueError(f"{self.name}: gpu_fallbacks names a type twice ({', '.join(types)}); list each once")
         if self.health_check.port is not None and self.health_check.port != self.port:
             raise ValueError(f"{self.name}: health_check.port differs from port; serve both on one port")
+
+    @property
+    def fallbacks(self) -> tuple[GpuFallback, ...]:
+        """The fleet's GPU fallback types in priority order (``gpu_type`` alone, or ``gpu_fallbacks``)."""
+        if self.gpu_type is not None and self.gpu_pool is not None:
+            return (GpuFallback(self.gpu_type, self.gpu_pool),)
+        return tuple(self.gpu_fallbacks)
 
 
 class EksServingFleet(Construct):
@@ -133,7 +156,8 @@ class EksServingFleet(Construct):
 
     Public attributes: ``load_balancer`` (elbv2.ApplicationLoadBalancer), ``target_group`` (elbv2.ApplicationTargetGroup,
     IP targets), ``listener_port``, ``load_balancer_security_group``, ``namespace`` (neuronkit-serving),
-    ``neuron_deployment`` and ``gpu_deployment`` (names; ``gpu_deployment`` None without a GPU type), ``service``
+    ``neuron_deployment`` and ``gpu_deployment`` (names; ``gpu_deployment`` None without a GPU type, else the first
+    GPU type's), ``gpu_deployments`` (every GPU type's, in priority order), ``service``
     (name), ``binding`` (the TargetGroupBinding's name, new with each target group), ``pod_role`` (iam.Role, by pod
     identity), ``profiles`` (instance type -> ServingProfile), ``workloads`` (FleetWorkload per Deployment),
     ``documents`` (the re-applied manifests), ``manifest`` (eks.KubernetesManifest), ``seeds`` and ``template_patches``
@@ -158,12 +182,18 @@ class EksServingFleet(Construct):
         access_logs_bucket: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, id)
+        # Pods of a pool no node group has would stay Pending with nothing to say why (issue 49, "Reuse").
+        require_pools(
+            f"EksServingFleet {spec.name}", cluster,
+            {"neuron_pool": [spec.neuron_pool], "gpu_pool": [g.pool for g in spec.fallbacks]},
+        )  # fmt: skip
         self.spec = spec
         self.environment = environment
         self.namespace = scheduling.SERVING_NAMESPACE
         self.service = scheduling.service_name(spec.name)
         self.neuron_deployment = scheduling.neuron_deployment_name(spec.name)
-        self.gpu_deployment = scheduling.gpu_deployment_name(spec.name) if spec.gpu_type else None
+        self.gpu_deployments = scheduling.gpu_deployment_names(spec.name, [g.instance_type for g in spec.fallbacks])
+        self.gpu_deployment = self.gpu_deployments[0] if self.gpu_deployments else None
         self._bucket = artifacts_bucket
         self._profiles()
         self.timing = manifests.timing()
@@ -177,7 +207,7 @@ class EksServingFleet(Construct):
         s, spec = self.spec.serving, self.spec
         facts = serving.facts()["load_balancer"]
         self.idle_timeout_seconds = spec.idle_timeout_seconds or int(facts["alb_idle_timeout_default_seconds"])
-        types = [spec.neuron_type, *([spec.gpu_type] if spec.gpu_type else [])]
+        types = [spec.neuron_type, *(g.instance_type for g in spec.fallbacks)]
         # The Auto Scaling path's function, with the same inputs: same arguments, environment and key.
         self.profiles = {
             t: serving.fleet_profile(
@@ -210,21 +240,8 @@ class EksServingFleet(Construct):
             description=f"{self.spec.name}: requests and health checks from its load balancer",
         )
 
-    def _access_logs(self, logs: s3.IBucket | None) -> s3.IBucket:
-        """The balancer's access-log bucket: the one given, else one of its own (SSE-S3, which ALB access logs need;
-        no public access, TLS only, kept on stack deletion), so the construct works alone and passes cdk-nag's
-        ELB2 without a caller's bucket (issue 49: a missing bucket used to fail cdk-nag with a jsii traceback)."""
-        if logs is not None:
-            return logs
-        bucket = s3.Bucket(
-            self, "AccessLogs", encryption=s3.BucketEncryption.S3_MANAGED, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True, object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, removal_policy=RemovalPolicy.RETAIN,
-        )  # fmt: skip
-        acknowledge(bucket, "AwsSolutions-S1", "the load balancer's access-log destination; logging it would log the logs")
-        return bucket
-
     def _load_balancer(self, vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet], logs: s3.IBucket | None) -> None:
-        logs = self._access_logs(logs)
+        logs = access_logs_bucket(self, logs)
         alb, tg, _ = application_load_balancer(
             self, vpc=vpc, subnets=subnets, security_group=self.load_balancer_security_group,
             idle_timeout_seconds=self.idle_timeout_seconds, port=self.spec.port, listener_port=self.listener_port,
@@ -319,13 +336,16 @@ class EksServingFleet(Construct):
             service_account=manifests.service_account_name(self.spec.name), role=self.pod_role,
         )  # fmt: skip
 
-    def _workload(self, t: str, pool: str, replicas: int | None, *, seeded: bool = False) -> manifests.FleetWorkload:
+    def _workload(
+        self, t: str, pool: str, replicas: int | None, *, seeded: bool = False, gpu_rank: int = 0
+    ) -> manifests.FleetWorkload:
         p = self.profiles[t]
         return manifests.FleetWorkload(
             fleet=self.spec.name, pool=pool, instance_type=t, profile=p, model=self.spec.serving.model,
             image=self.image_uri(p.image), artifacts_image=self.image_uri(str(manifests.eks_facts()["artifacts_image"])),
             bucket=self._bucket, port=self.spec.port, health_path=self.spec.health_check.path, replicas=replicas,
-            timing=self.timing, region=Stack.of(self).region, seeded=seeded,
+            timing=self.timing, region=Stack.of(self).region, seeded=seeded, gpu_rank=gpu_rank,
+            gpu_types=max(1, len(self.spec.fallbacks)),
         )  # fmt: skip
 
     def _target_group_identity(self) -> dict[str, Any]:
@@ -344,9 +364,10 @@ class EksServingFleet(Construct):
     def _manifests(self, cluster: EksClusterLike, controller: LoadBalancerController) -> None:
         spec = self.spec
         self.workloads = [self._workload(spec.neuron_type, spec.neuron_pool, spec.replicas)]
-        if spec.gpu_type and spec.gpu_pool:
-            # The spill controller owns the GPU replicas from the start (zero): created once, never re-applied.
-            self.workloads.append(self._workload(spec.gpu_type, spec.gpu_pool, 0, seeded=True))
+        for rank, g in enumerate(spec.fallbacks):
+            # The spill controller owns the GPU replicas from the start (zero): created once, never re-applied. One
+            # Deployment per GPU type, in the file's order (a pod template has one type's device count and profile).
+            self.workloads.append(self._workload(g.instance_type, g.pool, 0, seeded=True, gpu_rank=rank))
         self.binding = manifests.target_group_binding_name(spec.name, self._target_group_identity())
         self.documents = manifests.fleet_manifests(
             fleet=spec.name, port=spec.port, target_group_arn=self.target_group.target_group_arn, workloads=self.workloads,
@@ -381,7 +402,9 @@ class EksServingFleet(Construct):
         self.seeds: dict[str, eks.KubernetesManifest] = {}
         self.template_patches: dict[str, eks.KubernetesPatch] = {}
         for w in (w for w in self.workloads if w.seeded):
-            suffix = w.accelerator.capitalize()
+            # The first GPU type keeps the ids it always had (SeedGpu, TemplateGpu): adding a type replaces nothing.
+            further = "".join(p.capitalize() for p in scheduling.type_slug(w.instance_type).split("-")) if w.gpu_rank else ""
+            suffix = w.accelerator.capitalize() + further
             seed = eks.KubernetesManifest(
                 self, f"Seed{suffix}", cluster=cluster.cluster, manifest=[manifests.seed_deployment(w)], overwrite=False,
                 removal_policy=RemovalPolicy.DESTROY,
@@ -402,4 +425,4 @@ class EksServingFleet(Construct):
             self.seeds[w.name], self.template_patches[w.name] = seed, patch
 
 
-__all__ = ["EksServingFleet", "EksServingSpec", "LoadBalancerController"]
+__all__ = ["EksServingFleet", "EksServingSpec", "GpuFallback", "LoadBalancerController"]

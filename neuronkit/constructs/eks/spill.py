@@ -42,19 +42,31 @@ class SpillSpec:
     ``fallback_hours`` (defaults to 6): GPU replicas above zero every hour for that long alarm, as the Auto Scaling
     path's ``gpu-fallback``; ``metrics_namespace`` (defaults to Neuronkit) of ``GpuReplicas``, ``NeuronShortfall``,
     ``NeuronReady`` (dimensions Environment, Pool = the fleet); logs kept ``log_retention_days`` (defaults to 30).
+    ``gpu_deployments``: the fleet's GPU Deployments in priority order (defaults to None: the one of a single fallback
+    type, ``<fleet>-gpu``); empty: a fleet without GPU fallback, whose function only reports its rollout and compile
+    state for the alarms (``max_gpu_replicas`` 0, no spill alarm, no ``patch`` right).
     """
 
     environment: str
     fleet: str
     max_gpu_replicas: int
+    gpu_deployments: tuple[str, ...] | None = None
     spill_after_minutes: int = 5
     return_after_minutes: int = 30
     fallback_hours: int = 6
     metrics_namespace: str = "Neuronkit"
     log_retention_days: int = 30
 
+    @property
+    def deployments(self) -> tuple[str, ...]:
+        """The GPU Deployments the function scales, in priority order."""
+        return (gpu_deployment_name(self.fleet),) if self.gpu_deployments is None else tuple(self.gpu_deployments)
+
     def __post_init__(self) -> None:
-        if self.max_gpu_replicas < 1:
+        if not self.deployments:
+            if self.max_gpu_replicas != 0:
+                raise ValueError(f"max_gpu_replicas: {self.max_gpu_replicas} without GPU Deployments must be 0")
+        elif self.max_gpu_replicas < 1:
             raise ValueError(f"max_gpu_replicas: {self.max_gpu_replicas} must be at least 1 (the fallback group's maximum)")
         if not 0 <= self.spill_after_minutes <= 60:
             raise ValueError(f"spill_after_minutes: {self.spill_after_minutes} must be 0 to 60")
@@ -65,16 +77,19 @@ class SpillSpec:
 
 
 class GpuSpill(Construct):
-    """Every minute, set the fleet's GPU Deployment to the Neuron shortfall while Neuron capacity is short, and back.
+    """Every minute, set the fleet's GPU Deployments to the Neuron shortfall while Neuron capacity is short, and back:
+    several GPU types are filled in priority order (a type whose pods get no node hands them to the next) and
+    returned in reverse. Without GPU Deployments it only reports the rollout and compile state (its alarms).
 
     The function (``neuronkit/lambdas/spill/handler.py``) runs in ``subnets`` of the cluster's VPC (the cluster's
     private subnets: they reach the API server and the AWS endpoints) behind its own security group, which the cluster security group admits on 443; it reaches
     the API server with a token of its role. Its EKS **access entry** carries no access policy, only the Kubernetes
     group of :func:`neuronkit.kubernetes.spill.kubernetes_group`, and the Role/RoleBinding manifest
-    (``rbac_manifest``) gives that group ``get`` on the fleet's two Deployments, ``list`` pods in the serving
-    namespace and ``patch`` on the GPU Deployment's ``deployments/scale`` only. ``neuron_group_names`` (the Neuron
+    (``rbac_manifest``) gives that group ``get`` on the fleet's Deployments, ``list`` pods in the serving
+    namespace and ``patch`` on the GPU Deployments' ``deployments/scale`` only. ``neuron_group_names`` (the Neuron
     node groups' Auto Scaling groups) add launch failures for capacity as a sign, with
-    ``autoscaling:DescribeScalingActivities``. Its memory is an SSM parameter of its own (``memory``).
+    ``autoscaling:DescribeScalingActivities``; ``gpu_group_names`` (each GPU Deployment's group's, in the same order)
+    tell a GPU type whose launches fail for capacity. Its memory is an SSM parameter of its own (``memory``).
 
     Public attributes: ``function``, ``rule``, ``log_group``, ``memory``, ``security_group``, ``access_entry``,
     ``rbac_manifest``, ``fallback_alarm``, ``errors_alarm``; :meth:`metric` and :meth:`widget` for the environment's dashboard.
@@ -89,16 +104,22 @@ class GpuSpill(Construct):
         spec: SpillSpec,
         subnets: Sequence[ec2.ISubnet],
         neuron_group_names: Sequence[str] = (),
+        gpu_group_names: Sequence[str] = (),
         alarm_topic: sns.ITopic | None = None,
     ) -> None:
         super().__init__(scope, id)
+        if gpu_group_names and len(gpu_group_names) != len(spec.deployments):
+            raise ValueError(
+                f"GpuSpill {spec.fleet}: gpu_group_names names {len(gpu_group_names)} groups for "
+                f"{len(spec.deployments)} GPU Deployments ({', '.join(spec.deployments)}); give one per Deployment"
+            )
         self.spec = spec
         self._cluster = cluster
         self.log_group = log_group(self, "Logs", spec.log_retention_days)
         self._memory()
-        role = self._role(neuron_group_names)
+        role = self._role([*neuron_group_names, *gpu_group_names])
         self._network()
-        self._function(role, subnets, neuron_group_names)
+        self._function(role, subnets, neuron_group_names, gpu_group_names)
         self._access(role)
         self._schedule()
         self._alarm(alarm_topic)
@@ -156,7 +177,7 @@ class GpuSpill(Construct):
             description=f"neuronkit: the {self.spec.fleet} spill function calls the Kubernetes API",
         )
 
-    def _function(self, role: iam.Role, subnets: Sequence[ec2.ISubnet], groups: Sequence[str]) -> None:
+    def _function(self, role: iam.Role, subnets: Sequence[ec2.ISubnet], groups: Sequence[str], gpu_groups: Sequence[str]) -> None:
         s = self.spec
         self.function = python_function(
             self,
@@ -164,7 +185,12 @@ class GpuSpill(Construct):
             code_dir=CODE_DIR,
             role=role,
             log_group=self.log_group,
-            description=f"neuronkit: spills {s.fleet} to its GPU Deployment while Neuron capacity is short, and back",
+            description=(
+                f"neuronkit: spills {s.fleet} to its GPU Deployment{'s' if len(s.deployments) > 1 else ''} while "
+                "Neuron capacity is short, and back"
+                if s.deployments
+                else f"neuronkit: reports {s.fleet}'s rollout and compile state (no GPU fallback)"
+            ),
             # A failed run is not retried: the next run (a minute later) observes afresh.
             retry_attempts=0,
             timeout_seconds=50,
@@ -178,7 +204,10 @@ class GpuSpill(Construct):
                 "CLUSTER_CA": self._cluster.cluster_certificate_authority_data,
                 "FLEET_NAMESPACE": SERVING_NAMESPACE,
                 "NEURON_DEPLOYMENT": neuron_deployment_name(s.fleet),
-                "GPU_DEPLOYMENT": gpu_deployment_name(s.fleet),
+                # GPU_DEPLOYMENT: the first, as before (the handler reads GPU_DEPLOYMENTS when it is there).
+                **({"GPU_DEPLOYMENT": s.deployments[0]} if s.deployments else {}),
+                "GPU_DEPLOYMENTS": ",".join(s.deployments),
+                "GPU_GROUPS": ",".join(gpu_groups),
                 "ENVIRONMENT": s.environment,
                 "POOL": s.fleet,
                 "METRICS_NAMESPACE": s.metrics_namespace,
@@ -208,7 +237,7 @@ class GpuSpill(Construct):
             type="STANDARD",
             kubernetes_groups=[spill_rbac.kubernetes_group(self.spec.fleet)],
         )
-        self.rbac_documents = spill_rbac.manifests(self.spec.fleet)
+        self.rbac_documents = spill_rbac.manifests(self.spec.fleet, self.spec.deployments)
         self.rbac_manifest = eks.KubernetesManifest(
             self, "Rbac", cluster=self._cluster, manifest=self.rbac_documents, overwrite=True
         )
@@ -225,9 +254,17 @@ class GpuSpill(Construct):
         self.rule.node.add_dependency(self.rbac_manifest)
 
     def _alarm(self, topic: sns.ITopic | None) -> None:
-        """A fallback that lasts: GPU replicas above zero in every hour for ``fallback_hours`` (as ``gpu-fallback``)."""
+        """With GPU Deployments, a fallback that lasts: GPU replicas above zero in every hour for ``fallback_hours``
+        (as ``gpu-fallback``); always, the function's errors, a stalled rollout and a failed compile Job."""
         hours = self.spec.fallback_hours
         name = f"{self.spec.environment}-{self.spec.fleet}-gpu-spill"
+        # Only with GPU Deployments: a fleet without fallback never spills, so a lasting spill cannot happen.
+        self.fallback_alarm: cloudwatch.Alarm | None = None
+        if self.spec.deployments:
+            self._fallback_alarm(name, hours)
+        self._other_alarms(topic)
+
+    def _fallback_alarm(self, name: str, hours: int) -> None:
         self.fallback_alarm = cloudwatch.Alarm(
             self,
             "FallbackAlarm",
@@ -243,6 +280,8 @@ class GpuSpill(Construct):
             ),
         )
         Tags.of(self.fallback_alarm).add("neuronkit:pool", self.spec.fleet)
+
+    def _other_alarms(self, topic: sns.ITopic | None) -> None:
         # A scheduled function fails silently unless its Errors metric is watched (Lambda metrics).
         self.errors_alarm = cloudwatch.Alarm(
             self,
@@ -269,7 +308,8 @@ class GpuSpill(Construct):
         )  # fmt: skip
         if topic is not None:
             for alarm in (self.fallback_alarm, self.errors_alarm, self.rollout_alarm, self.compile_alarm):
-                alarm.add_alarm_action(cw_actions.SnsAction(topic))
+                if alarm is not None:
+                    alarm.add_alarm_action(cw_actions.SnsAction(topic))
 
     def _state_alarm(self, id: str, suffix: str, metric: str, description: str) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(

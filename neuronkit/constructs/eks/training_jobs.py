@@ -22,6 +22,7 @@ from constructs import Construct
 
 from neuronkit.catalog import releases
 from neuronkit.constructs.eks.cluster import EksClusterLike
+from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.constructs.eks.workloads import LustreVolume, pod_identity, pod_role
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.kubernetes import lustre, pod_security, scheduling
@@ -121,6 +122,8 @@ class TrainingJobs(Construct):
         self, scope: Construct, id: str, *, cluster: EksClusterLike, spec: TrainingJobsSpec, storage: StorageAccess
     ) -> None:
         super().__init__(scope, id)
+        # Each pool must be a node group of the cluster (issue 49): a Kueue flavor of a pool no node has admits nothing.
+        require_pools("TrainingJobs", cluster, {"pools[].name": [p.name for p in spec.pools]})
         self.spec = spec
         self._cluster = cluster
         self._storage = storage

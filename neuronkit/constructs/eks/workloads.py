@@ -24,6 +24,7 @@ from neuronkit import catalog
 from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import EksClusterLike, addon_placement
+from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart, scheduling
 
 
@@ -91,6 +92,8 @@ class NeuronWorkloads(Construct):
 
     def __init__(self, scope: Construct, id: str, *, cluster: EksClusterLike, spec: WorkloadsSpec) -> None:
         super().__init__(scope, id)
+        # The NVIDIA plugin's affinity names GPU pools: each must be a node group of the cluster (issue 49).
+        require_pools("NeuronWorkloads", cluster, {"gpu_pools": spec.gpu_pools})
         self.spec = spec
         self._cluster = cluster
         self.chart_versions: dict[str, str] = {}

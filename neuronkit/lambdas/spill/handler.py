@@ -18,6 +18,13 @@ minute. Each run:
    record (``GpuReplicas``, ``NeuronShortfall``, ``NeuronReady``; namespace ``NAMESPACE``, dimensions Environment and
    Pool).
 
+A fleet with several GPU fallback types has one GPU Deployment per type (``GPU_DEPLOYMENTS``, in the file's priority
+order, each on its node group ``GPU_GROUPS``): :func:`decide` gives the GPU total and :func:`distribute` places it,
+filling the types in order: a type whose pods cannot get a node (Cluster Autoscaler declined or gave up the scale-up,
+its group's launch failed for capacity: :func:`gpu_blocked`) keeps the pods that have one and hands the rest to the
+next type; a return takes the last type down first. A fleet without GPU types runs the same observation for its
+alarms (``RolloutStalled``, ``CompileFailed``) and never scales anything.
+
 It talks to the Kubernetes API with a bearer token made as aws-iam-authenticator makes one: an STS
 GetCallerIdentity URL presigned with the function's role, carrying the ``x-k8s-aws-id`` header of the cluster
 (nothing is sent to STS; the API server's authenticator calls it). The only dependencies are the standard library
@@ -59,6 +66,9 @@ SCALE_UP_TRIGGERED, SCALE_UP_DECLINED = "TriggeredScaleUp", "NotTriggerScaleUp"
 # wait for a node (--max-node-provision-time), after which it gives the node up and backs the group off. The kit sets
 # it to 20 minutes (neuronkit/kubernetes/autoscaler.py; cluster-autoscaler's default is 15): a test holds the two equal.
 SCALE_UP_BUDGET_MINUTES = 20
+# The label of a fleet's further GPU Deployments' pods (neuronkit/kubernetes/scheduling.GPU_TYPE_LABEL; this module
+# imports nothing of the kit, a test holds the two equal). The first GPU Deployment's pods never carry it.
+GPU_TYPE_LABEL = "neuronkit.io/gpu-type"
 # Container waiting reasons of a pod that will not become Ready on its own (kubelet: CrashLoopBackOff after repeated
 # exits, the image pull and container-config failures).
 BROKEN_REASONS = (
@@ -98,6 +108,18 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class GpuSide:
+    """One GPU fallback type's Deployment as observed: ``replicas`` asked for, ``placed`` (its pods bound to a node, not
+    being deleted), and ``blocked``: no node can be had for it now (:func:`gpu_blocked`), with the reason."""
+
+    deployment: str
+    replicas: int
+    placed: int = 0
+    blocked: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Observed:
     """One look at the fleet. ``unschedulable_since``: the earliest time one of the Neuron pods that are unschedulable
     now became so (None if none is); ``capacity_failed_at``: the latest failed Neuron launch for capacity (None if
@@ -120,6 +142,9 @@ class Observed:
     # Deployment's rollout exceeded its progress deadline; compile Jobs of the fleet that failed.
     rollout_stalled: bool = False
     compile_failed: int = 0
+    # With several GPU fallback types: each type's Deployment, in priority order (``gpu_replicas`` is their sum). Empty
+    # with one type (its replicas are ``gpu_replicas``) or none.
+    gpu: tuple[GpuSide, ...] = ()
 
     @property
     def shortfall(self) -> int:
@@ -211,6 +236,70 @@ def decide(observed: Observed, *, spill_after_minutes: int, return_after_minutes
     )
 
 
+def distribute(total: int, sides: tuple[GpuSide, ...]) -> tuple[int, ...]:
+    """The replicas of each GPU type for a GPU total of ``total``, in the fleet's priority order (a pure function).
+
+    1. **Move on**: a blocked type keeps the replicas that have a node and hands the rest to the next type; the next
+       one, blocked too, hands them on (the last keeps what it gets: there is nowhere further). Scaling a blocked
+       type down removes its pending pods first (the ReplicaSet controller deletes unscheduled pods before scheduled
+       ones: Kubernetes documentation, ReplicaSet, "Scaling a ReplicaSet").
+    2. **Spill and grow** into the first type that is not blocked (all blocked: the last).
+    3. **Return** in reverse order: the last type comes down first, the first type last.
+
+    Replicas that run stay where they are: a type that is no longer blocked does not take pods back from a later one
+    (that would start pods to stop others); the return empties the later types first all the same.
+    """
+    want = [s.replicas for s in sides]
+    for i, side in enumerate(sides[:-1]):
+        keep = max(0, side.placed) if side.blocked else want[i]
+        if want[i] > keep:
+            want[i + 1] += want[i] - keep
+            want[i] = keep
+    have = sum(want)
+    if total > have and sides:
+        first_open = next((i for i, side in enumerate(sides) if not side.blocked), len(sides) - 1)
+        want[first_open] += total - have
+    excess = have - total
+    for i in reversed(range(len(sides))):
+        if excess <= 0:
+            break
+        take = min(excess, want[i])
+        want[i] -= take
+        excess -= take
+    return tuple(want)
+
+
+def gpu_blocked(
+    now: dt.datetime,
+    pods: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    capacity_failed: dt.datetime | None,
+    *,
+    wait_minutes: int,
+) -> tuple[bool, str]:
+    """Whether one GPU type can get no node now, and why: its node group's launch failed for capacity in the window;
+    or a pod of it is unschedulable and Cluster Autoscaler declined to scale up for it (``NotTriggerScaleUp`` after
+    any ``TriggeredScaleUp``: no group can fit it, or the group is at its maximum or backed off); or its scale-up is
+    older than the autoscaler's provision time; or, with no autoscaler event at all, it has been unschedulable for
+    ``wait_minutes`` (the fleet's spill_after). A pod whose scale-up is under way is not blocked."""
+    if capacity_failed is not None and now - capacity_failed <= dt.timedelta(minutes=CAPACITY_FAILURE_WINDOW_MINUTES):
+        return True, f"its node group's launch failed for capacity at {_text(capacity_failed)}"
+    since = unschedulable_since(pods)
+    if since is None:
+        return False, ""
+    declined = scale_up_declined_at(pods, events)
+    if declined is not None:
+        return True, f"Cluster Autoscaler declined its scale-up at {_text(declined)}"
+    up = scale_up_at(pods, events)
+    if up is not None:
+        if now - up > dt.timedelta(minutes=SCALE_UP_BUDGET_MINUTES):
+            return True, f"its scale-up of {_text(up)} brought no node in {SCALE_UP_BUDGET_MINUTES} min"
+        return False, ""
+    if now - since >= dt.timedelta(minutes=wait_minutes):
+        return True, f"unschedulable since {_text(since)} with no scale-up"
+    return False, ""
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The thin loop: settings, observation, the PATCH, the memory, the record.
 # ----------------------------------------------------------------------------------------------------------------
@@ -224,7 +313,7 @@ class Settings:
     region: str
     namespace: str  # Kubernetes namespace of the fleet's Deployments
     neuron_deployment: str
-    gpu_deployment: str
+    gpu_deployments: tuple[str, ...]  # the fleet's GPU Deployments in priority order (none: alarms only, no spill)
     environment: str
     pool: str
     metrics_namespace: str
@@ -233,10 +322,18 @@ class Settings:
     return_after_minutes: int
     max_gpu_replicas: int
     neuron_groups: tuple[str, ...] = ()
+    gpu_groups: tuple[str, ...] = ()  # the GPU Deployments' node groups' Auto Scaling groups, in the same order
+
+    @property
+    def gpu_deployment(self) -> str | None:
+        """The first (or only) GPU Deployment."""
+        return self.gpu_deployments[0] if self.gpu_deployments else None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         e = dict(os.environ if env is None else env)
+        # GPU_DEPLOYMENTS (comma-separated, priority order); GPU_DEPLOYMENT, one name, as functions deployed before.
+        names = e["GPU_DEPLOYMENTS"] if "GPU_DEPLOYMENTS" in e else e.get("GPU_DEPLOYMENT", "")
         return cls(
             cluster_name=e["CLUSTER_NAME"],
             endpoint=e["CLUSTER_ENDPOINT"].rstrip("/"),
@@ -244,7 +341,7 @@ class Settings:
             region=e.get("AWS_REGION", e.get("AWS_DEFAULT_REGION", "us-east-1")),
             namespace=e["FLEET_NAMESPACE"],
             neuron_deployment=e["NEURON_DEPLOYMENT"],
-            gpu_deployment=e["GPU_DEPLOYMENT"],
+            gpu_deployments=_names(names),
             environment=e["ENVIRONMENT"],
             pool=e["POOL"],
             metrics_namespace=e["METRICS_NAMESPACE"],
@@ -252,8 +349,13 @@ class Settings:
             spill_after_minutes=int(e["SPILL_AFTER_MINUTES"]),
             return_after_minutes=int(e["RETURN_AFTER_MINUTES"]),
             max_gpu_replicas=int(e["MAX_GPU_REPLICAS"]),
-            neuron_groups=tuple(g for g in e.get("NEURON_GROUPS", "").split(",") if g),
+            neuron_groups=_names(e.get("NEURON_GROUPS", "")),
+            gpu_groups=_names(e.get("GPU_GROUPS", "")),
         )
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(n for n in text.split(",") if n)
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -271,7 +373,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         event_time(event),
         kube=kube,
         ssm=session.client("ssm"),
-        autoscaling=session.client("autoscaling") if settings.neuron_groups else None,
+        autoscaling=session.client("autoscaling") if settings.neuron_groups or settings.gpu_groups else None,
     )
     print(json.dumps(record, sort_keys=True))  # one EMF line: the decision and its metrics
     return record
@@ -286,44 +388,85 @@ def run(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: Any, 
         return_after_minutes=settings.return_after_minutes,
         max_gpu_replicas=settings.max_gpu_replicas,
     )
-    if decision.gpu_replicas != observed.gpu_replicas:
+    placed: tuple[int, ...] = (decision.gpu_replicas,) if settings.gpu_deployment else ()
+    if observed.gpu:
+        placed = distribute(decision.gpu_replicas, observed.gpu)
+        before = tuple(side.replicas for side in observed.gpu)
+        # Growth first, then the decreases: pods moved to the next type start before the pending ones go.
+        changes = sorted(zip(settings.gpu_deployments, before, placed, strict=True), key=lambda c: c[2] < c[1])
+        for name, old, new in changes:
+            if new != old:
+                kube.scale(settings.namespace, name, new)
+    elif settings.gpu_deployment and decision.gpu_replicas != observed.gpu_replicas:
         kube.scale(settings.namespace, settings.gpu_deployment, decision.gpu_replicas)
     if decision.memory != observed.memory:
         ssm.put_parameter(Name=settings.memory_parameter, Value=decision.memory.dumps(), Type="String", Overwrite=True)
-    return emf_record(settings, observed, decision)
+    return emf_record(settings, observed, decision, placed)
 
 
 def observe(settings: Settings, now: dt.datetime, *, kube: KubernetesApi, ssm: Any, autoscaling: Any) -> Observed:
     """The state :func:`decide` needs, read from the API server, Auto Scaling and the memory parameter."""
     ns = settings.namespace
     neuron = kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{settings.neuron_deployment}")
-    gpu = kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{settings.gpu_deployment}")
+    gpus = [kube.get(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}") for name in settings.gpu_deployments]
     labels = neuron.get("spec", {}).get("selector", {}).get("matchLabels", {})
     if not labels:
         raise RuntimeError(f"deployment {ns}/{settings.neuron_deployment} has no spec.selector.matchLabels")
-    selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-    pods = kube.get(f"/api/v1/namespaces/{ns}/pods?" + urllib.parse.urlencode({"labelSelector": selector}))
+    pods = kube.get(f"/api/v1/namespaces/{ns}/pods?" + urllib.parse.urlencode({"labelSelector": _selector(labels)}))
+    # With several GPU types, each type's pods (where they are placed, whether a node can be had for them).
+    several = len(gpus) > 1
+    gpu_pods = [_pods_of(kube, ns, d, several) for d in gpus] if several else []
     # Cluster Autoscaler's events on the fleet's pods (only read when a pod is pending).
-    pending = any(p.get("status", {}).get("phase") == "Pending" for p in pods.get("items", []))
+    pending = any(p.get("status", {}).get("phase") == "Pending" for p in pods.get("items", []) + sum(gpu_pods, []))
     query = urllib.parse.urlencode({"fieldSelector": "involvedObject.kind=Pod"})
     events = kube.get(f"/api/v1/namespaces/{ns}/events?{query}") if pending else {"items": []}
     memory_text = ssm.get_parameter(Name=settings.memory_parameter)["Parameter"]["Value"]
     fleet = labels.get("neuronkit.io/fleet", "")
     jobs_query = urllib.parse.urlencode({"labelSelector": f"neuronkit.io/fleet={fleet},neuronkit.io/role=compile"})
     jobs = kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs?{jobs_query}")
+    sides: list[GpuSide] = []
+    for i, (name, deployment, its_pods) in enumerate(zip(settings.gpu_deployments, gpus, gpu_pods, strict=False)):
+        group = settings.gpu_groups[i : i + 1]
+        failed = capacity_failed_at(autoscaling, group) if autoscaling and group else None
+        blocked, why = gpu_blocked(now, its_pods, events.get("items", []), failed, wait_minutes=settings.spill_after_minutes)
+        sides.append(GpuSide(name, _replicas(deployment), placed=_placed(its_pods), blocked=blocked, reason=why))
     return Observed(
         now=now,
         rollout_stalled=rollout_stalled(neuron),
         compile_failed=compile_failed(jobs.get("items", [])),
         neuron_wanted=int(neuron.get("spec", {}).get("replicas", 0) or 0),
         neuron_ready=int(neuron.get("status", {}).get("readyReplicas", 0) or 0),
-        gpu_replicas=int(gpu.get("spec", {}).get("replicas", 0) or 0),
+        gpu_replicas=sum(_replicas(d) for d in gpus),
+        gpu=tuple(sides),
         unschedulable_since=unschedulable_since(pods.get("items", [])),
         capacity_failed_at=capacity_failed_at(autoscaling, settings.neuron_groups) if autoscaling else None,
         memory=Memory.parse(memory_text),
         broken_since=broken_since(pods.get("items", [])),
         scale_up_at=scale_up_at(pods.get("items", []), events.get("items", [])),
     )
+
+
+def _selector(labels: dict[str, str], *, absent: tuple[str, ...] = ()) -> str:
+    return ",".join([*(f"{k}={v}" for k, v in sorted(labels.items())), *(f"!{k}" for k in absent)])
+
+
+def _replicas(deployment: dict[str, Any]) -> int:
+    return int(deployment.get("spec", {}).get("replicas", 0) or 0)
+
+
+def _pods_of(kube: KubernetesApi, ns: str, deployment: dict[str, Any], several: bool) -> list[dict[str, Any]]:
+    """A GPU Deployment's pods by its own selector; the first GPU Deployment's (no type label) without the further
+    types' pods, whose labels include its own."""
+    labels = deployment.get("spec", {}).get("selector", {}).get("matchLabels", {})
+    absent = (GPU_TYPE_LABEL,) if several and GPU_TYPE_LABEL not in labels else ()
+    query = urllib.parse.urlencode({"labelSelector": _selector(labels, absent=absent)})
+    items: list[dict[str, Any]] = kube.get(f"/api/v1/namespaces/{ns}/pods?{query}").get("items", [])
+    return items
+
+
+def _placed(pods: list[dict[str, Any]]) -> int:
+    """Pods bound to a node and not being deleted."""
+    return sum(1 for p in pods if _scheduled(p) and not p.get("metadata", {}).get("deletionTimestamp"))
 
 
 def unschedulable_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
@@ -385,6 +528,31 @@ def broken_since(pods: list[dict[str, Any]]) -> dt.datetime | None:
 def scale_up_at(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> dt.datetime | None:
     """The latest Cluster Autoscaler ``TriggeredScaleUp`` event of a pending pod among ``pods`` that no later
     ``NotTriggerScaleUp`` of the same pod contradicts (the pod's events, ``lastTimestamp`` or ``eventTime``)."""
+    latest = _autoscaler_events(pods, events)
+    up = [
+        r[SCALE_UP_TRIGGERED]
+        for r in latest.values()
+        if SCALE_UP_TRIGGERED in r and (SCALE_UP_DECLINED not in r or r[SCALE_UP_DECLINED] < r[SCALE_UP_TRIGGERED])
+    ]
+    return max(up) if up else None
+
+
+def scale_up_declined_at(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> dt.datetime | None:
+    """The latest ``NotTriggerScaleUp`` of a pending pod among ``pods`` with no later ``TriggeredScaleUp`` of the same
+    pod: Cluster Autoscaler found no node group that could give it a node (cluster-autoscaler's
+    EventingScaleUpStatusProcessor: "pod didn't trigger scale-up ...", e.g. a group at its maximum or backed off
+    after failed launches)."""
+    latest = _autoscaler_events(pods, events)
+    down = [
+        r[SCALE_UP_DECLINED]
+        for r in latest.values()
+        if SCALE_UP_DECLINED in r and (SCALE_UP_TRIGGERED not in r or r[SCALE_UP_TRIGGERED] < r[SCALE_UP_DECLINED])
+    ]
+    return max(down) if down else None
+
+
+def _autoscaler_events(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> dict[str, dict[str, dt.datetime]]:
+    """Per pending pod of ``pods``: the latest time of each of Cluster Autoscaler's two scale-up events."""
     pending = {
         p.get("metadata", {}).get("name")
         for p in pods
@@ -402,12 +570,7 @@ def scale_up_at(pods: list[dict[str, Any]], events: list[dict[str, Any]]) -> dt.
         seen = latest.setdefault(str(name), {})
         if reason not in seen or when > seen[reason]:
             seen[reason] = when
-    up = [
-        r[SCALE_UP_TRIGGERED]
-        for r in latest.values()
-        if SCALE_UP_TRIGGERED in r and (SCALE_UP_DECLINED not in r or r[SCALE_UP_DECLINED] < r[SCALE_UP_TRIGGERED])
-    ]
-    return max(up) if up else None
+    return latest
 
 
 def rollout_stalled(deployment: dict[str, Any]) -> bool:
@@ -446,8 +609,14 @@ def capacity_failed_at(autoscaling: Any, groups: tuple[str, ...]) -> dt.datetime
     return latest
 
 
-def emf_record(settings: Settings, observed: Observed, decision: Decision) -> dict[str, Any]:
-    """The run's decision with its metrics in CloudWatch embedded metric format (the log line is the metric)."""
+def emf_record(
+    settings: Settings, observed: Observed, decision: Decision, placed: tuple[int, ...] | None = None
+) -> dict[str, Any]:
+    """The run's decision with its metrics in CloudWatch embedded metric format (the log line is the metric); ``gpu``
+    names each GPU Deployment's replicas after the run (``placed``, in the order of ``settings.gpu_deployments``) and
+    ``blocked`` the types that could get no node, with the reason."""
+    if placed is None:
+        placed = (decision.gpu_replicas,) if settings.gpu_deployment else ()
     return {
         "_aws": {
             "Timestamp": int(observed.now.timestamp() * 1000),
@@ -471,6 +640,8 @@ def emf_record(settings: Settings, observed: Observed, decision: Decision) -> di
         "action": decision.action,
         "reason": decision.reason,
         "memory": asdict(decision.memory),
+        "gpu": dict(zip(settings.gpu_deployments, placed, strict=False)),
+        "blocked": {side.deployment: side.reason for side in observed.gpu if side.blocked},
     }
 
 

@@ -22,7 +22,7 @@ from neuronkit.constructs.serving_specs import ServingSpec
 from neuronkit.kubernetes import scheduling
 from neuronkit.kubernetes import serving as ks
 from neuronkit.kubernetes import spill as rbac
-from tests.templates import bare_stack, resources, template
+from tests.templates import bare_stack, group_name, resources, template
 from tests.unit.test_eks import _cluster
 
 ROOT = Path(__file__).parents[2]
@@ -266,7 +266,7 @@ def _manifests(t: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_the_users_file_synthesizes_two_gpu_groups_two_deployments_one_binding(mlp_two: tuple[dict[str, Any], Any]) -> None:
     t, eks = mlp_two
-    groups = {r["Properties"]["NodegroupName"]: r["Properties"] for r in resources(t, "AWS::EKS::Nodegroup").values()}
+    groups = {group_name(r): r["Properties"] for r in resources(t, "AWS::EKS::Nodegroup").values()}
     gpu = {n: p for n, p in groups.items() if n.startswith("mlp-llama-gpu")}
     assert sorted(gpu) == ["mlp-llama-gpu", "mlp-llama-gpu-g6-2xlarge"]
     assert gpu["mlp-llama-gpu"]["AmiType"] == gpu["mlp-llama-gpu-g6-2xlarge"]["AmiType"] == "AL2023_x86_64_NVIDIA"
@@ -305,7 +305,7 @@ def test_adding_a_second_fallback_type_replaces_nothing_of_the_first(
     first = [
         k
         for k, r in before["Resources"].items()
-        if r["Type"] == "AWS::EKS::Nodegroup" and r["Properties"]["NodegroupName"] == "mlp-llama-gpu"
+        if r["Type"] == "AWS::EKS::Nodegroup" and group_name(r) == "mlp-llama-gpu"
     ]
     assert len(first) == 1
     assert before["Resources"][first[0]]["Properties"] == after["Resources"][first[0]]["Properties"]

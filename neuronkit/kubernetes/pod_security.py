@@ -2,8 +2,11 @@
 
 Kubernetes' built-in Pod Security admission reads a namespace's labels ``pod-security.kubernetes.io/<mode>: <level>``
 (modes enforce, audit, warn; levels privileged, baseline, restricted; kubernetes.io "Pod Security Admission"). The kit
-labels every namespace it creates with the level its pods need (:data:`LEVELS`): serving and training pods pass
-"baseline", the Neuron node problem detector's DaemonSet (a chart's, watching the kernel log) needs "privileged".
+labels every namespace it creates with the level its pods need: serving and training pods pass "baseline", the
+Neuron node problem detector's DaemonSet (a chart's, watching the kernel log) needs "privileged", and the controllers'
+charts that would create their own namespace (KEDA, JobSet, Kueue: catalog ``pod_security`` beside each pin) get it
+from the kit instead, labelled "restricted" (:func:`chart_namespace`). ``kube-system`` is not the kit's: it is never
+labelled (docs/eks.md, "Pod Security").
 
 :func:`baseline_violations` is the "Baseline" profile of kubernetes.io/docs/concepts/security/pod-security-standards
 (checked 2026-11-28), control by control: HostProcess, host namespaces (hostNetwork, hostPID, hostIPC), privileged
@@ -43,6 +46,19 @@ def labels(level: Level) -> dict[str, str]:
     """A namespace's Pod Security labels: ``level`` enforced, audited and warned (the latest version of the standard,
     the admission controller's default when no ``-version`` label is given)."""
     return {f"{LABEL_PREFIX}{mode}": level for mode in ("enforce", "audit", "warn")}
+
+
+def chart_namespace(name: str, level: str) -> dict[str, Any]:
+    """The Namespace a chart's release goes into, created by the kit before the chart (whose ``createNamespace`` is then
+    off) so that it carries Pod Security labels from the start: Helm's ``--create-namespace`` makes a bare namespace.
+    ``level`` comes from the catalog beside the chart's pin."""
+    if level not in ORDER:
+        raise ValueError(f"pod security level {level!r}: one of {', '.join(ORDER)}")
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "neuronkit", **labels(level)}},  # type: ignore[arg-type]
+    }
 
 
 def at_least(level: str, floor: Level) -> bool:
@@ -121,6 +137,11 @@ def pod_specs(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 MANIFEST = "Custom::AWSCDK-EKS-KubernetesResource"
 PATCH = "Custom::AWSCDK-EKS-KubernetesPatch"
+CHART = "Custom::AWSCDK-EKS-HelmChart"
+# Namespaces the kit uses but never creates or labels: the cluster's own (EKS puts its add-ons there; the kit's
+# kube-system charts are node agents and controllers AWS and the projects install there). Labelling it would change a
+# namespace the kit does not own, and deleting the stack could not give it back.
+NOT_THE_KITS = frozenset({"kube-system"})
 
 
 def _json(raw: Any) -> Any:
@@ -159,11 +180,54 @@ def applied(template: Mapping[str, Any]) -> tuple[dict[str, str], list[tuple[str
     return namespaces, pods
 
 
+def chart_namespaces(template: Mapping[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Each Helm release of a synthesized template: release name -> (its namespace, whether Helm creates it)."""
+    out: dict[str, tuple[str, bool]] = {}
+    for r in (template.get("Resources") or {}).values():
+        if r.get("Type") == CHART:
+            props = r.get("Properties") or {}
+            create = str(props.get("CreateNamespace", "false")).lower() == "true"
+            out[str(props.get("Release"))] = (str(props.get("Namespace") or "default"), create)
+    return out
+
+
+def targeted(template: Mapping[str, Any]) -> dict[str, set[str]]:
+    """Every namespace a synthesized template puts something into -> what: Helm releases, namespaced objects of the
+    kubectl manifests (``metadata.namespace``; a pod-creating object without one goes to ``default``) and patches."""
+    out: dict[str, set[str]] = {}
+    for release, (ns, _) in chart_namespaces(template).items():
+        out.setdefault(ns, set()).add(f"chart {release}")
+    for r in (template.get("Resources") or {}).values():
+        props = r.get("Properties") or {}
+        if r.get("Type") == MANIFEST:
+            for d in _json(props.get("Manifest")) or []:
+                if not isinstance(d, dict):
+                    continue
+                meta = d.get("metadata") or {}
+                ns = meta.get("namespace") or ("default" if pod_specs(d) else None)
+                if ns:
+                    out.setdefault(str(ns), set()).add(f"{d.get('kind')}/{meta.get('name')}")
+        elif r.get("Type") == PATCH and props.get("ResourceNamespace"):
+            out.setdefault(str(props["ResourceNamespace"]), set()).add(f"patch of {props.get('ResourceName')}")
+    return out
+
+
 def template_problems(template: Mapping[str, Any], floors: Mapping[str, Level]) -> list[str]:
-    """One line per namespace the template creates without an enforced level (or below its floor in ``floors``), and
-    per pod it applies into such a namespace that the namespace's level would refuse."""
+    """One line per namespace the template creates without an enforced level (or below its floor in ``floors``), per
+    namespace it puts a chart or object into without creating it labelled (``kube-system`` aside), per chart whose Helm
+    creates its namespace (unlabelled), and per pod it applies into a namespace whose level would refuse it."""
     namespaces, pods = applied(template)
     out = [f"namespace {n}: no {ENFORCE_LABEL} label" for n, level in sorted(namespaces.items()) if not level]
+    out += [
+        f"namespace {n}: {', '.join(sorted(what))} go into it, but the template does not create it with Pod Security labels"
+        for n, what in sorted(targeted(template).items())
+        if n not in NOT_THE_KITS and n not in namespaces
+    ]
+    out += [
+        f"chart {release}: Helm creates namespace {ns} (createNamespace), without Pod Security labels"
+        for release, (ns, create) in sorted(chart_namespaces(template).items())
+        if create and ns not in NOT_THE_KITS  # aws-cdk-lib's default; a no-op on a namespace that always exists
+    ]
     out += [
         f"namespace {n}: enforces {namespaces[n] or 'nothing'}, needs at least {floor}"
         for n, floor in sorted(floors.items())
@@ -176,7 +240,7 @@ def template_problems(template: Mapping[str, Any], floors: Mapping[str, Level]) 
 
 
 __all__ = [
-    "applied", "template_problems",
+    "applied", "chart_namespace", "chart_namespaces", "targeted", "template_problems", "NOT_THE_KITS",
     "BASELINE_CAPABILITIES", "ENFORCE_LABEL", "LABEL_PREFIX", "SAFE_SYSCTLS", "at_least", "baseline_violations",
     "labels", "pod_specs",
 ]  # fmt: skip

@@ -192,8 +192,10 @@ def chart_namespaces(template: Mapping[str, Any]) -> dict[str, tuple[str, bool]]
 
 
 def targeted(template: Mapping[str, Any]) -> dict[str, set[str]]:
-    """Every namespace a synthesized template puts something into -> what: Helm releases, namespaced objects of the
-    kubectl manifests (``metadata.namespace``; a pod-creating object without one goes to ``default``) and patches."""
+    """Every namespace a synthesized template runs pods in -> what: Helm releases (their pods), the pod-creating
+    objects of the kubectl manifests (a Deployment, Job ... without ``metadata.namespace`` goes to ``default``) and
+    the template patches of Deployments. Objects that run nothing (a PersistentVolumeClaim the kit leaves in
+    ``default`` for the user's pods, a ScaledObject) are not counted: Pod Security admits pods only."""
     out: dict[str, set[str]] = {}
     for release, (ns, _) in chart_namespaces(template).items():
         out.setdefault(ns, set()).add(f"chart {release}")
@@ -204,8 +206,8 @@ def targeted(template: Mapping[str, Any]) -> dict[str, set[str]]:
                 if not isinstance(d, dict):
                     continue
                 meta = d.get("metadata") or {}
-                ns = meta.get("namespace") or ("default" if pod_specs(d) else None)
-                if ns:
+                if pod_specs(d):
+                    ns = meta.get("namespace") or "default"
                     out.setdefault(str(ns), set()).add(f"{d.get('kind')}/{meta.get('name')}")
         elif r.get("Type") == PATCH and props.get("ResourceNamespace"):
             out.setdefault(str(props["ResourceNamespace"]), set()).add(f"patch of {props.get('ResourceName')}")

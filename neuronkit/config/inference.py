@@ -137,6 +137,14 @@ class InferenceFleet(Strict):
         default=None, description="With serve: files for GPU nodes; defaults to model_s3_prefix."
     )
     serve: Serve | None = Field(default=None, description="Bring your own server commands instead of model (advanced).")
+    p99_latency_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="The fleet's latency alarm (ALB only): p99 of the load balancer's target response time, in seconds, "
+        "above which it fires after 5 minutes. A non-streaming completion counts whole, so take it from a benchmark "
+        "of your prompts. Defaults to monitoring.alarms.p99_latency_ms when that is set, else to half the idle timeout "
+        "(300 s), where completions start to be cut.",
+    )
     requests_per_target: int = Field(
         default=100,
         ge=1,
@@ -237,6 +245,18 @@ def _inference_problems(
             add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
         if f.load_balancer == "nlb" and f.idle_timeout_seconds is not None:
             add("idle_timeout_seconds", "an NLB's TCP idle timeout is fixed at 350 s; remove it or use load_balancer: alb")
+        if f.p99_latency_seconds is not None:
+            if f.load_balancer == "nlb":
+                add("p99_latency_seconds", "an NLB publishes no target response time to alarm on; remove it or use load_balancer: alb")
+            else:
+                idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+                if f.p99_latency_seconds >= idle:
+                    add(
+                        "p99_latency_seconds",
+                        f"{f.p99_latency_seconds:g} s is not below the listener's idle timeout of {idle} s, where the load "
+                        "balancer cuts a non-streaming completion (504) before it is measured; set it lower or raise "
+                        "idle_timeout_seconds",
+                    )
         if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
             add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
         if not f.internal:
@@ -473,6 +493,16 @@ def serving_image_problems(loc: str, release: releases.Release) -> list[tuple[st
     if serving.invocation(image) is None:
         return [(f"{loc}.images.neuron", f"the catalog does not say how to start {image}; add it to catalog/serving.yaml")]
     return []
+
+
+def p99_latency_alarm_seconds(f: InferenceFleet, environment_ms: int | None) -> float:
+    """The threshold of the fleet's latency alarm: its own ``p99_latency_seconds``, else the environment's
+    ``monitoring.alarms.p99_latency_ms``, else the catalog's default from the idle timeout."""
+    if f.p99_latency_seconds is not None:
+        return f.p99_latency_seconds
+    if environment_ms is not None:
+        return environment_ms / 1000
+    return serving.default_p99_latency_seconds(f.idle_timeout_seconds)
 
 
 def serving_warnings(loc: str, f: InferenceFleet) -> list[str]:

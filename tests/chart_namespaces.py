@@ -13,9 +13,9 @@ def assert_chart_namespaces_are_labelled(template: dict[str, Any], expected: dic
     it; a kubectl manifest does, with the level enforced, audited and warned, by ``kubectl apply`` on Create
     (``Overwrite``: adopts a namespace an earlier deploy's Helm created), and the chart waits for that manifest."""
     res = template["Resources"]
-    charts = {k: r for k, r in res.items() if r["Type"] == pod_security.CHART}
+    charts = [r for r in res.values() if r["Type"] == pod_security.CHART]
     found = 0
-    for key, chart in charts.items():
+    for chart in charts:
         ns = chart["Properties"]["Namespace"]
         if ns not in expected:
             continue

@@ -247,7 +247,10 @@ def _inference_problems(
             add("idle_timeout_seconds", "an NLB's TCP idle timeout is fixed at 350 s; remove it or use load_balancer: alb")
         if f.p99_latency_seconds is not None:
             if f.load_balancer == "nlb":
-                add("p99_latency_seconds", "an NLB publishes no target response time to alarm on; remove it or use load_balancer: alb")
+                add(
+                    "p99_latency_seconds",
+                    "an NLB publishes no target response time to alarm on; remove it or use load_balancer: alb",
+                )
             else:
                 idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
                 if f.p99_latency_seconds >= idle:

@@ -188,6 +188,27 @@ class InferenceFleet(Strict):
         return self.return_after_minutes if self.return_after_minutes is not None else self.rebalance_minutes
 
 
+def _latency_problems(f: InferenceFleet) -> list[tuple[str, str]]:
+    """The fleet's latency alarm threshold: only on an ALB, and below its idle timeout (a completion slower than that
+    is cut with a 504 before its response time is measured)."""
+    if f.p99_latency_seconds is None:
+        return []
+    if f.load_balancer == "nlb":
+        return [
+            ("p99_latency_seconds", "an NLB publishes no target response time to alarm on; remove it or use load_balancer: alb")
+        ]
+    idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+    if f.p99_latency_seconds < idle:
+        return []
+    return [
+        (
+            "p99_latency_seconds",
+            f"{f.p99_latency_seconds:g} s is not below the listener's idle timeout of {idle} s, where the load balancer cuts "
+            "a non-streaming completion (504) before it is measured; set it lower or raise idle_timeout_seconds",
+        )
+    ]
+
+
 def _inference_problems(
     region: str | None, network: Network | None, fleets: list[tuple[int, InferenceFleet]], platform: str = "asg"
 ) -> list[tuple[str, str]]:
@@ -245,21 +266,8 @@ def _inference_problems(
             add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
         if f.load_balancer == "nlb" and f.idle_timeout_seconds is not None:
             add("idle_timeout_seconds", "an NLB's TCP idle timeout is fixed at 350 s; remove it or use load_balancer: alb")
-        if f.p99_latency_seconds is not None:
-            if f.load_balancer == "nlb":
-                add(
-                    "p99_latency_seconds",
-                    "an NLB publishes no target response time to alarm on; remove it or use load_balancer: alb",
-                )
-            else:
-                idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
-                if f.p99_latency_seconds >= idle:
-                    add(
-                        "p99_latency_seconds",
-                        f"{f.p99_latency_seconds:g} s is not below the listener's idle timeout of {idle} s, where the load "
-                        "balancer cuts a non-streaming completion (504) before it is measured; set it lower or raise "
-                        "idle_timeout_seconds",
-                    )
+        for key, msg in _latency_problems(f):
+            add(key, msg)
         if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
             add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
         if not f.internal:

@@ -117,6 +117,43 @@ def _context_violations(where: str, ctx: Mapping[str, Any]) -> list[str]:
     return out
 
 
+# Restricted, "Capabilities": "Containers must drop ALL capabilities, and are only permitted to add back the
+# NET_BIND_SERVICE capability."
+RESTRICTED_CAPABILITIES = frozenset({"NET_BIND_SERVICE"})
+
+
+def restricted_context_violations(
+    pod_context: Mapping[str, Any], container_contexts: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """What the "Restricted" profile's security-context controls refuse in a pod's and its containers' contexts, one line
+    each (kubernetes.io Pod Security Standards, Restricted: Privilege Escalation, Running as Non-root, Running as
+    Non-root user, Seccomp, Capabilities). The volume-type control is the template's, not a context's: not read here.
+    Used on the values the pinned charts ship (a chart's pods are not rendered offline)."""
+    out: list[str] = []
+    pod_seccomp = (pod_context.get("seccompProfile") or {}).get("type")
+    if pod_context.get("runAsUser") == 0:
+        out.append("Running as Non-root user: pod runAsUser 0")
+    for name, ctx in container_contexts.items():
+        if ctx.get("allowPrivilegeEscalation") is not False:
+            out.append(f"Privilege Escalation: container {name} does not set allowPrivilegeEscalation false")
+        if not (
+            ctx.get("runAsNonRoot") is True or (pod_context.get("runAsNonRoot") is True and ctx.get("runAsNonRoot") is not False)
+        ):
+            out.append(f"Running as Non-root: container {name}")
+        if ctx.get("runAsUser") == 0:
+            out.append(f"Running as Non-root user: container {name} runAsUser 0")
+        seccomp = (ctx.get("seccompProfile") or {}).get("type") or pod_seccomp
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            out.append(f"Seccomp: container {name} has no RuntimeDefault or Localhost profile")
+        caps = ctx.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            out.append(f"Capabilities: container {name} does not drop ALL")
+        extra = sorted(set(caps.get("add") or []) - RESTRICTED_CAPABILITIES)
+        if extra:
+            out.append(f"Capabilities: container {name} adds {', '.join(extra)}")
+    return out
+
+
 def pod_specs(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The pod specs an object creates: a Pod's own, a workload's template (Deployment, DaemonSet, StatefulSet,
     ReplicaSet, Job), a CronJob's job template, a JobSet's replicated jobs."""
@@ -243,6 +280,7 @@ def template_problems(template: Mapping[str, Any], floors: Mapping[str, Level]) 
 
 __all__ = [
     "applied", "chart_namespace", "chart_namespaces", "targeted", "template_problems", "NOT_THE_KITS",
+    "RESTRICTED_CAPABILITIES", "restricted_context_violations",
     "BASELINE_CAPABILITIES", "ENFORCE_LABEL", "LABEL_PREFIX", "SAFE_SYSCTLS", "at_least", "baseline_violations",
     "labels", "pod_specs",
 ]  # fmt: skip

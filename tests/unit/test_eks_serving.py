@@ -709,3 +709,7 @@ def test_every_serving_pod_is_created_after_its_service_and_binding(
         assert deps & service, f"{k} creates serving pods without waiting for the Service"
     for k in binding:
         assert _depends_on(t, k) & service, f"{k}: the binding is applied before the Service it names"
+    for k in service:
+        # An environment deployed before has the Service already (it was in the fleet's manifest): the new resource's
+        # Create must be `kubectl apply` (Overwrite), not `kubectl create`, which fails with AlreadyExists.
+        assert t["Resources"][k]["Properties"].get("Overwrite") is True, k

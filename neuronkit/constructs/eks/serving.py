@@ -359,10 +359,12 @@ class EksServingFleet(Construct):
         # readiness gate `target-health.elbv2.k8s.aws/<binding>` only into pods created while a TargetGroupBinding
         # whose Service selects them exists ("injects the necessary readiness gate configuration to the pod spec via
         # mutating webhook during pod creation", docs/deploy/pod_readiness_gate.md at v3.5.0). A stable construct id:
-        # a new target group never replaces it. On an environment deployed before, it is created (adopting the
-        # Service, which takes its prune label) before the fleet's manifest is re-applied without it.
+        # a new target group never replaces it. On an environment deployed before, it is created before the fleet's
+        # manifest is re-applied without the Service: `overwrite` makes that Create a `kubectl apply` (a plain Create
+        # runs `kubectl create`, which fails on the existing Service), which adopts it and moves its prune label, so
+        # the re-applied manifest's `--prune` no longer selects it.
         self.service_manifest = eks.KubernetesManifest(
-            self, "Service", cluster=cluster.cluster, manifest=services, removal_policy=RemovalPolicy.DESTROY
+            self, "Service", cluster=cluster.cluster, manifest=services, overwrite=True, removal_policy=RemovalPolicy.DESTROY
         )
         self.manifest = eks.KubernetesManifest(
             self, "Manifests", cluster=cluster.cluster,

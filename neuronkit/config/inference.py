@@ -209,6 +209,28 @@ def _latency_problems(f: InferenceFleet) -> list[tuple[str, str]]:
     ]
 
 
+def latency_threshold_problems(environment_ms: int | None, fleets: list[tuple[int, InferenceFleet]]) -> list[tuple[str, str]]:
+    """``monitoring.alarms.p99_latency_ms`` for the ALB fleets without their own threshold: below each one's idle
+    timeout, as a fleet's own must be (one line per fleet it could never alarm for)."""
+    if environment_ms is None:
+        return []
+    out = []
+    for i, f in fleets:
+        if f.load_balancer != "alb" or f.p99_latency_seconds is not None:
+            continue
+        idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+        if environment_ms / 1000 >= idle:
+            out.append(
+                (
+                    "monitoring.alarms.p99_latency_ms",
+                    f"{environment_ms} ms is not below inference[{i}]'s idle timeout of {idle} s, where the load balancer "
+                    "cuts a non-streaming completion (504) before it is measured; lower it or set that fleet's "
+                    "p99_latency_seconds",
+                )
+            )
+    return out
+
+
 def _inference_problems(
     region: str | None, network: Network | None, fleets: list[tuple[int, InferenceFleet]], platform: str = "asg"
 ) -> list[tuple[str, str]]:

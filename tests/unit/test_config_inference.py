@@ -243,3 +243,17 @@ def test_the_latency_threshold_is_the_fleets_then_the_environments_then_half_the
     longer = parse_environment(fleet(idle_timeout_seconds=1200), FILE)
     assert p99_latency_alarm_seconds(longer.inference[0], None) == share * 1200
     assert 0 < share < 1  # an alarm before the balancer cuts completions, never after
+
+
+def test_an_environment_latency_threshold_beyond_a_fleets_idle_timeout_is_one_line() -> None:
+    """The environment-wide threshold applies to fleets without their own, so it must lie below each one's idle
+    timeout too; a fleet with its own threshold is not held to it."""
+    data = fleet(idle_timeout_seconds=120)
+    data["monitoring"] = {"alarms": {"p99_latency_ms": 150000}}
+    assert problems(data) == [
+        f"{FILE}: monitoring.alarms.p99_latency_ms: 150000 ms is not below inference[0]'s idle timeout of 120 s, where the "
+        "load balancer cuts a non-streaming completion (504) before it is measured; lower it or set that fleet's "
+        "p99_latency_seconds"
+    ]
+    data["inference"][0]["p99_latency_seconds"] = 60
+    assert parse_environment(data, FILE).monitoring.alarms.p99_latency_ms == 150000

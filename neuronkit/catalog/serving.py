@@ -264,6 +264,14 @@ def compile_budget_seconds() -> int:
     return int(cache["lock_timeout_seconds"]) + int(cache["publish_seconds"])
 
 
+def default_p99_latency_seconds(idle_timeout_seconds: int | None) -> float:
+    """The latency alarm's threshold when neither the fleet nor the environment sets one: the catalog's share of the
+    ALB idle timeout (the fleet's, else the kit's default), where non-streaming completions start to be cut."""
+    f = facts()
+    idle = idle_timeout_seconds or int(f["load_balancer"]["alb_idle_timeout_default_seconds"])
+    return float(f["latency_alarm"]["default_share_of_idle_timeout"]) * idle
+
+
 def keep_alive_env(idle_timeout_seconds: int) -> dict[str, str]:
     """The server keeps idle connections open longer than the balancer does, so the balancer closes them first."""
     lb = facts()["load_balancer"]

@@ -562,7 +562,7 @@ _TRAINING_REFUSED: dict[str, str] = {
 _INFERENCE_ALLOWED = {
     "name", "neuron_types", "fallback_types", "az_ids", "min_size", "max_size", "desired_size", "root_volume_gib",
     "neuron_sdk", "workload", "model", "profiles", "images", "tls", "port", "health_check", "idle_timeout_seconds", "lnc",
-    "spill_after_minutes", "return_after_minutes", "requests_per_target",
+    "spill_after_minutes", "return_after_minutes", "requests_per_target", "p99_latency_seconds",
 }  # fmt: skip
 _BLOCK_REFUSED = {
     "fallback": f"a Capacity Block's fallback on EKS {_LATER}; remove it",

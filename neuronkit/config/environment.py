@@ -25,6 +25,7 @@ from neuronkit.config.inference import (
     InferenceFleet,
     _inference_problems,
     eks_serving_warnings,
+    latency_threshold_problems,
     serving_image_problems,
     serving_warnings,
 )
@@ -80,6 +81,7 @@ class Environment(Strict):
         problems += _inference_problems(self.region, self.network, list(enumerate(self.inference)), self.platform)
         problems += _platform_problems(self)
         problems += _day_night_problems(self.monitoring.day_night, self.training, self.inference)
+        problems += latency_threshold_problems(self.monitoring.alarms.p99_latency_ms, list(enumerate(self.inference)))
         problems += idle_reservation_problems(self.region, self.monitoring.day_night, self.training)
         problems += _neuron_problems(self.neuron_sdk, list(enumerate(self.training)), list(enumerate(self.inference)))[0]
         problems += pilot_problems(self.pilot, self.training, self.inference)

@@ -137,6 +137,14 @@ class InferenceFleet(Strict):
         default=None, description="With serve: files for GPU nodes; defaults to model_s3_prefix."
     )
     serve: Serve | None = Field(default=None, description="Bring your own server commands instead of model (advanced).")
+    p99_latency_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="The fleet's latency alarm (ALB only): p99 of the load balancer's target response time, in seconds, "
+        "above which it fires after 5 minutes. A non-streaming completion counts whole, so take it from a benchmark "
+        "of your prompts. Defaults to monitoring.alarms.p99_latency_ms when that is set, else to half the idle timeout "
+        "(300 s), where completions start to be cut.",
+    )
     requests_per_target: int = Field(
         default=100,
         ge=1,
@@ -178,6 +186,49 @@ class InferenceFleet(Strict):
     def return_after(self) -> int:
         """Minutes before spilled GPU replicas come back down (return_after_minutes, else rebalance_minutes)."""
         return self.return_after_minutes if self.return_after_minutes is not None else self.rebalance_minutes
+
+
+def _latency_problems(f: InferenceFleet) -> list[tuple[str, str]]:
+    """The fleet's latency alarm threshold: only on an ALB, and below its idle timeout (a completion slower than that
+    is cut with a 504 before its response time is measured)."""
+    if f.p99_latency_seconds is None:
+        return []
+    if f.load_balancer == "nlb":
+        return [
+            ("p99_latency_seconds", "an NLB publishes no target response time to alarm on; remove it or use load_balancer: alb")
+        ]
+    idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+    if f.p99_latency_seconds < idle:
+        return []
+    return [
+        (
+            "p99_latency_seconds",
+            f"{f.p99_latency_seconds:g} s is not below the listener's idle timeout of {idle} s, where the load balancer cuts "
+            "a non-streaming completion (504) before it is measured; set it lower or raise idle_timeout_seconds",
+        )
+    ]
+
+
+def latency_threshold_problems(environment_ms: int | None, fleets: list[tuple[int, InferenceFleet]]) -> list[tuple[str, str]]:
+    """``monitoring.alarms.p99_latency_ms`` for the ALB fleets without their own threshold: below each one's idle
+    timeout, as a fleet's own must be (one line per fleet it could never alarm for)."""
+    if environment_ms is None:
+        return []
+    out = []
+    for i, f in fleets:
+        if f.load_balancer != "alb" or f.p99_latency_seconds is not None:
+            continue
+        idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+        if environment_ms / 1000 >= idle:
+            out.append(
+                (
+                    "monitoring.alarms.p99_latency_ms",
+                    f"{environment_ms} ms is not below inference[{i}]'s idle timeout of {idle} s, where the load balancer "
+                    "cuts a non-streaming completion (504) before it is measured; lower it or set that fleet's "
+                    "p99_latency_seconds",
+                )
+            )
+    return out
 
 
 def _inference_problems(
@@ -237,6 +288,8 @@ def _inference_problems(
             add("serve.gpu", "required when fallback_types is set: the command that starts the server on GPU nodes")
         if f.load_balancer == "nlb" and f.idle_timeout_seconds is not None:
             add("idle_timeout_seconds", "an NLB's TCP idle timeout is fixed at 350 s; remove it or use load_balancer: alb")
+        for key, msg in _latency_problems(f):
+            add(key, msg)
         if f.load_balancer == "alb" and f.health_check.protocol != "HTTP":
             add("health_check.protocol", "an ALB checks health over HTTP; use protocol: HTTP or load_balancer: nlb")
         if not f.internal:
@@ -473,6 +526,16 @@ def serving_image_problems(loc: str, release: releases.Release) -> list[tuple[st
     if serving.invocation(image) is None:
         return [(f"{loc}.images.neuron", f"the catalog does not say how to start {image}; add it to catalog/serving.yaml")]
     return []
+
+
+def p99_latency_alarm_seconds(f: InferenceFleet, environment_ms: int | None) -> float:
+    """The threshold of the fleet's latency alarm: its own ``p99_latency_seconds``, else the environment's
+    ``monitoring.alarms.p99_latency_ms``, else the catalog's default from the idle timeout."""
+    if f.p99_latency_seconds is not None:
+        return f.p99_latency_seconds
+    if environment_ms is not None:
+        return environment_ms / 1000
+    return serving.default_p99_latency_seconds(f.idle_timeout_seconds)
 
 
 def serving_warnings(loc: str, f: InferenceFleet) -> list[str]:

@@ -17,7 +17,12 @@ class Alarms(Strict):
 
     idle_utilization_percent: float = Field(default=5.0, ge=0, le=100)
     idle_minutes: int = Field(default=60, ge=5, le=1440, description="One-minute alarm points: at most a day.")
-    p99_latency_ms: int = Field(default=2000, ge=1)
+    p99_latency_ms: int | None = Field(
+        default=None,
+        ge=1,
+        description="The latency alarm of every fleet without its own inference[].p99_latency_seconds; unset, each "
+        "fleet's defaults to half its idle timeout (a non-streaming completion counts whole).",
+    )
     error_5xx_percent: float = Field(default=5.0, ge=0, le=100)
     fallback_hours: int = Field(
         default=6, ge=1, le=168, description="GPU fallback instances in service for longer than this (at most a week)."

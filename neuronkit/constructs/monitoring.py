@@ -16,7 +16,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit import catalog
-from neuronkit.catalog import pricing, quotas
+from neuronkit.catalog import pricing, quotas, serving
 from neuronkit.constructs import durations
 from neuronkit.constructs.notifications import TopicTarget
 from neuronkit.constructs.observability import DEFAULT_NAMESPACE
@@ -49,6 +49,9 @@ class LoadBalancerRef:
     kind: Literal["alb", "nlb"]
     full_name: str
     target_group_full_name: str
+    # The fleet's latency alarm threshold (its file's inference[].p99_latency_seconds, resolved by the stack);
+    # None: the thresholds' p99_latency_ms, else the catalog's default from the ALB's default idle timeout.
+    p99_latency_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class AlarmThresholds:
 
     idle_utilization_percent: float = 5.0
     idle_minutes: int = 60
-    p99_latency_ms: int = 2000
+    p99_latency_ms: int | None = None  # None: each fleet's own (LoadBalancerRef.p99_latency_seconds) or the catalog's
     error_5xx_percent: float = 5.0
     fallback_hours: int = 6
     lustre_free_percent: float = 10.0
@@ -357,6 +360,12 @@ class EnvironmentMonitoring(Construct):
     def _fleet_alarms(self, p: WatchedPool, lb: LoadBalancerRef) -> None:
         t = self.thresholds
         dims = {"LoadBalancer": lb.full_name}
+        if lb.p99_latency_seconds is not None:
+            p99 = lb.p99_latency_seconds
+        elif t.p99_latency_ms is not None:
+            p99 = t.p99_latency_ms / 1000
+        else:
+            p99 = serving.default_p99_latency_seconds(None)
         self._alarm(
             p,
             "p99-latency",
@@ -367,11 +376,14 @@ class EnvironmentMonitoring(Construct):
                 statistic="p99",
                 period=durations.minutes(1),
             ),
-            threshold=t.p99_latency_ms / 1000,
+            threshold=p99,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=5,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"{p.pool}: p99 target response time above {t.p99_latency_ms} ms for 5 minutes.",
+            alarm_description=(
+                f"{p.pool}: p99 target response time above {p99:g} s for 5 minutes (a non-streaming completion counts "
+                "whole; set inference[].p99_latency_seconds from a benchmark)."
+            ),
         )
         share = _number(t.error_5xx_percent)
         self._alarm(

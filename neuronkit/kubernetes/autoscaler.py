@@ -8,6 +8,7 @@ by the tags EKS puts on their Auto Scaling groups, and never removes a node unde
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -66,6 +67,18 @@ def node_group_template_tags(*, neuron_devices: int = 0, gpus: int = 0) -> dict[
     if gpus:
         tags[prefix + GPU_DEVICE] = str(gpus)
     return tags
+
+
+def accelerator_labels(instance_type: str) -> dict[str, str]:
+    """The node labels Cluster Autoscaler needs to tell an initialising accelerator node from ready capacity: on a GPU
+    type its AWS provider's GPU label (catalog ``node_autoscaler.gpu_label``), valued ``nvidia-<model>`` as its
+    metrics name GPUs (``nvidia-l40s``); nothing on a Neuron type (the autoscaler knows no Neuron resource, so the label
+    would keep the node unready for good) or a CPU type."""
+    facts_ = catalog.get(instance_type)
+    if facts_.is_neuron or not facts_.gpus:
+        return {}
+    model = re.sub(r"[^a-z0-9]+", "-", str(facts_.gpu_model or "gpu").lower()).strip("-") or "gpu"
+    return {str(facts()["gpu_label"]): f"nvidia-{model}"[:63].rstrip("-")}
 
 
 def values(

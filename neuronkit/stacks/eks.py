@@ -158,7 +158,7 @@ class EksStack(NeuronkitStack):
                     gpu_types=() if neuron else tuple(spec.instance_types), prepaid=name in blocks,
                     # A training node group running but idle (NeuronCore or GPU utilization) alarms as on the ASG path.
                     idle_alarm=role in ("training", "training-gpu"), idle_scale_down=False,
-                    load_balancer=self._load_balancer_ref(name),
+                    load_balancer=self._load_balancer_ref(config, name),
                 )
             )  # fmt: skip
         return environment_monitoring(self, config, storage, self.alarms_topic.topic, pools)
@@ -295,15 +295,18 @@ class EksStack(NeuronkitStack):
             )  # fmt: skip
         return out
 
-    def _load_balancer_ref(self, pool: str) -> Any:
+    def _load_balancer_ref(self, config: Environment, pool: str) -> Any:
+        from neuronkit.config.inference import p99_latency_alarm_seconds
         from neuronkit.constructs.monitoring import LoadBalancerRef
 
         fleet = getattr(self, "serving", {}).get(pool)
         if fleet is None:
             return None
+        (f,) = [f for f in config.inference if f.name == pool]
         return LoadBalancerRef(
-            kind="alb", full_name=fleet.load_balancer_full_name, target_group_full_name=fleet.target_group_full_name
-        )
+            kind="alb", full_name=fleet.load_balancer_full_name, target_group_full_name=fleet.target_group_full_name,
+            p99_latency_seconds=p99_latency_alarm_seconds(f, config.monitoring.alarms.p99_latency_ms),
+        )  # fmt: skip
 
     @staticmethod
     def _installs(config: Environment, component: str) -> bool:

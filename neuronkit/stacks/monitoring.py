@@ -8,6 +8,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from neuronkit.config import CapacityBlock, Environment
+from neuronkit.config.inference import p99_latency_alarm_seconds
 from neuronkit.constructs.budget import CostBudget
 from neuronkit.constructs.capacity_block import CapacityBlockWatch
 from neuronkit.constructs.day_night import DayNightSchedule, ShiftCapacity
@@ -246,6 +247,7 @@ class MonitoringStack(NeuronkitStack):
                         kind=f.load_balancer,
                         full_name=fleet.load_balancer_full_name,
                         target_group_full_name=fleet.target_group_full_name,
+                        p99_latency_seconds=p99_latency_alarm_seconds(f, config.monitoring.alarms.p99_latency_ms),
                     ),
                 )
             )

@@ -444,16 +444,23 @@ def test_the_example_has_an_on_demand_untainted_system_node_group_in_two_azs(eks
 
 
 def test_every_accelerated_node_group_is_tainted_with_its_accelerator(eks_synth: tuple[Path, dict[str, Any]]) -> None:
-    from neuronkit.kubernetes import scheduling
+    from neuronkit.kubernetes import autoscaler, scheduling
 
     _, templates = eks_synth
-    pools = {n: g["Properties"] for n, g in _groups(templates).items() if "neuronkit" in g.get("Metadata", {})}
+    groups = {n: g for n, g in _groups(templates).items() if "neuronkit" in g.get("Metadata", {})}
+    pools = {n: g["Properties"] for n, g in groups.items()}
     assert len(pools) == 5
     for name, props in pools.items():
+        first_type = groups[name]["Metadata"]["neuronkit"]["instance_types"][0]
         accelerator = "neuron" if props["AmiType"].endswith("NEURON") else "gpu"
         taint = scheduling.taint_of(accelerator)
         assert {"Key": taint.key, "Effect": "NO_SCHEDULE"} in props["Taints"], name
-        assert props["Labels"] == scheduling.pool_node_selector(name.removeprefix("eks-"))
+        # The pool label, and on GPU groups Cluster Autoscaler's GPU label (docs/eks.md, "Accelerator nodes still
+        # initialising"); nothing else.
+        assert props["Labels"] == {
+            **scheduling.pool_node_selector(name.removeprefix("eks-")),
+            **autoscaler.accelerator_labels(first_type),
+        }, name
 
 
 def test_every_kit_deployment_selects_the_system_node_group(eks_synth: tuple[Path, dict[str, Any]]) -> None:

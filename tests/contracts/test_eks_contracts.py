@@ -131,7 +131,9 @@ def test_every_kit_namespace_enforces_pod_security_and_admits_every_kit_pod(eks:
     label makes the API server reject a pod that violates the level. On the example and every environment of the
     project (the user EKS files included): every Namespace the kit applies carries the label, serving and training
     enforce baseline at least, and every pod spec the templates apply (Deployments, Jobs, the GPU Deployment's
-    template patch) is admitted."""
+    template patch) is admitted. And every namespace a chart or object of the template goes into (``kube-system``
+    aside, the cluster's own) is one the template creates with the labels, never one Helm's ``createNamespace`` makes
+    bare (KEDA, JobSet and Kueue get theirs from the kit)."""
     from neuronkit.kubernetes import pod_security
 
     templates = {"eks-eks (example)": eks, **{k: v for k, v in synth.templates.items() if k.endswith("-eks")}}
@@ -178,6 +180,19 @@ def test_the_pod_security_check_refuses_an_added_capability_and_an_unlabelled_na
     unlabelled = json.loads(json.dumps(eks).replace("pod-security.kubernetes.io/enforce", "x-unlabelled"))
     problems = pod_security.template_problems(unlabelled, POD_SECURITY_FLOORS)
     assert f"namespace {scheduling.SERVING_NAMESPACE}: no pod-security.kubernetes.io/enforce label" in problems
+    # A chart whose Helm creates its namespace, and a chart's namespace the template does not create: both refused.
+    import copy
+
+    helm_made = copy.deepcopy(eks)
+    charts = [r for r in helm_made["Resources"].values() if r["Type"] == pod_security.CHART]
+    (keda,) = [r for r in charts if r["Properties"]["Release"] == "keda"]
+    keda["Properties"]["CreateNamespace"] = True
+    for key, r in list(helm_made["Resources"].items()):
+        if r["Type"] == pod_security.MANIFEST and '"name":"keda"' in str(r["Properties"]["Manifest"]).replace(" ", ""):
+            del helm_made["Resources"][key]
+    problems = pod_security.template_problems(helm_made, POD_SECURITY_FLOORS)
+    assert any(p.startswith("chart keda: Helm creates namespace keda") for p in problems), problems
+    assert any(p.startswith("namespace keda: chart keda") for p in problems), problems
 
 
 def _every_template(eks_example: tuple[Any, dict[str, dict[str, Any]]], synth: Synth) -> list[tuple[str, dict[str, Any]]]:

@@ -85,7 +85,10 @@ def test_every_eks_piece_moto_does_not_model_is_named(rehearsed: tuple[Rehearsal
     # Issue 48 adds the Role that lets a pool's job submitters manage JobSets in the training namespace; chat-trn2 (the
     # second release, issue 46) its serving manifests and its ScaledObject; issue 47 the GPU Deployment's create-once
     # seed, its template patch, and the autoscaled groups' desired sizes.
-    assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]) == 2 + 2 + 2 + 3 + 1 + 2 + 1 + 2  # + a binding per fleet
+    # Issue 49 (second round): the KEDA, JobSet and Kueue namespaces the kit creates labelled (3), and per served fleet
+    # its Service, applied before the binding and the pods (2); the last 2 before them: a binding per fleet.
+    manifests = unmodelled["Custom::AWSCDK-EKS-KubernetesResource"]
+    assert len(manifests) == 2 + 2 + 2 + 3 + 1 + 2 + 1 + 2 + 3 + 2
     assert len(unmodelled["Custom::AWSCDK-EKS-KubernetesPatch"]) == 1
     assert len(unmodelled["Custom::NeuronkitNodegroupDesiredSize"]) == 3  # chat, chat-gpu, chat-trn2
     assert len(unmodelled["AWS::EKS::PodIdentityAssociation"]) == 2 + 2 + 2 + 1 + 1  # + chat-trn2's pods

@@ -187,3 +187,73 @@ def test_internet_facing_fleet_quoted_command_bad_prefix_and_cron_are_refused() 
         f"{FILE}: inference[0].scheduled_actions[1].name: 'day' is used twice; give each scheduled action its own name",
         f"{FILE}: inference[0].scheduled_actions[1]: sets no size; give min_size, max_size or desired_size",
     ]
+
+
+# --- the latency alarm's threshold, per fleet (issue 49) ---------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        pytest.param(
+            {"p99_latency_seconds": 600},
+            f"{FILE}: inference[0].p99_latency_seconds: 600 s is not below the listener's idle timeout of 600 s, where "
+            "the load balancer cuts a non-streaming completion (504) before it is measured; set it lower or raise "
+            "idle_timeout_seconds",
+            id="at-the-idle-timeout",
+        ),
+        pytest.param(
+            {"p99_latency_seconds": 90, "idle_timeout_seconds": 60},
+            f"{FILE}: inference[0].p99_latency_seconds: 90 s is not below the listener's idle timeout of 60 s, where "
+            "the load balancer cuts a non-streaming completion (504) before it is measured; set it lower or raise "
+            "idle_timeout_seconds",
+            id="beyond-the-fleets-idle-timeout",
+        ),
+        pytest.param(
+            {"p99_latency_seconds": 30, "load_balancer": "nlb", "health_check": {"protocol": "TCP"}},
+            f"{FILE}: inference[0].p99_latency_seconds: an NLB publishes no target response time to alarm on; remove it "
+            "or use load_balancer: alb",
+            id="on-an-nlb",
+        ),
+    ],
+)
+def test_a_nonsense_latency_threshold_is_one_line(changes: dict[str, Any], expected: str) -> None:
+    assert problems(fleet(**changes)) == [expected]
+
+
+@pytest.mark.parametrize("value", [0, -5, "fast"])
+def test_a_latency_threshold_that_is_no_positive_number_is_one_line(value: Any) -> None:
+    (line,) = problems(fleet(p99_latency_seconds=value))
+    assert line.startswith(f"{FILE}: inference[0].p99_latency_seconds: ") and "\n" not in line
+
+
+def test_the_latency_threshold_is_the_fleets_then_the_environments_then_half_the_idle_timeout() -> None:
+    """A 2 s p99 fired on any non-streaming completion (review of issue 49): a fleet names its own; an environment's
+    monitoring.alarms.p99_latency_ms still applies to fleets that do not; without either, half the idle timeout
+    (catalog/serving.yaml ``latency_alarm``, from the ALB's documented idle timeout)."""
+    from neuronkit.catalog import serving
+    from neuronkit.config.inference import p99_latency_alarm_seconds
+
+    own = parse_environment(fleet(p99_latency_seconds=45), FILE)
+    assert p99_latency_alarm_seconds(own.inference[0], 3000) == 45
+    plain = parse_environment(fleet(), FILE)
+    assert p99_latency_alarm_seconds(plain.inference[0], 3000) == 3.0
+    assert plain.monitoring.alarms.p99_latency_ms is None
+    share = float(serving.facts()["latency_alarm"]["default_share_of_idle_timeout"])
+    default_idle = int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+    assert p99_latency_alarm_seconds(plain.inference[0], None) == share * default_idle
+    longer = parse_environment(fleet(idle_timeout_seconds=1200), FILE)
+    assert p99_latency_alarm_seconds(longer.inference[0], None) == share * 1200
+    assert 0 < share < 1  # an alarm before the balancer cuts completions, never after
+
+
+def test_an_environment_latency_threshold_beyond_a_fleets_idle_timeout_is_one_line() -> None:
+    """The environment-wide threshold applies to fleets without their own, so it must lie below each one's idle
+    timeout too; a fleet with its own threshold is not held to it."""
+    data = fleet(idle_timeout_seconds=120)
+    data["monitoring"] = {"alarms": {"p99_latency_ms": 150000}}
+    assert problems(data) == [
+        f"{FILE}: monitoring.alarms.p99_latency_ms: 150000 ms is not below inference[0]'s idle timeout of 120 s, where the "
+        "load balancer cuts a non-streaming completion (504) before it is measured; lower it or set that fleet's "
+        "p99_latency_seconds"
+    ]
+    data["inference"][0]["p99_latency_seconds"] = 60
+    assert parse_environment(data, FILE).monitoring.alarms.p99_latency_ms == 150000

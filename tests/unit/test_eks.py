@@ -329,3 +329,33 @@ def test_the_submitter_role_grants_jobsets_in_the_training_namespace_only() -> N
     assert "create" in jobsets["verbs"] and jobsets["apiGroups"] == ["jobset.x-k8s.io"]
     assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": tj.SUBMITTERS_GROUP}]
     assert not any("nodes" in r["resources"] for r in role["rules"])
+
+
+def test_gpu_groups_carry_the_autoscalers_gpu_label_and_neuron_groups_no_startup_taint(
+    nodes_template: dict[str, Any],
+) -> None:
+    """cluster-autoscaler 1.35.2, processors/customresources/gpu_processor.go: a Ready node with the provider's
+    ``GPULabel()`` ("k8s.amazonaws.com/accelerator" on AWS) and no GPU allocatable is "Overriding status of node %v,
+    which seems to have unready GPU", so a GPU node whose device plugin has not registered yet is not capacity. A
+    Neuron node must not carry it (aws.amazon.com/neuron is none of utils/gpu/gpu.go's GPUVendorResourceNames: it
+    would stay unready), and no Neuron group carries a ``startup-taint.cluster-autoscaler.kubernetes.io/`` taint,
+    since nothing in the kit removes one (docs/eks.md, "Accelerator nodes still initialising"). For a managed group
+    at zero the autoscaler reads labels and taints from DescribeNodegroup, the same properties the nodes get; the kit
+    writes no node-template/label or /taint tag that could disagree with them."""
+    from neuronkit.kubernetes import autoscaler
+
+    facts = autoscaler.facts()
+    key = str(facts["gpu_label"])
+    groups = _pool_groups(nodes_template)
+    gpu = [g for g in groups.values() if g["Properties"]["AmiType"].endswith("NVIDIA")]
+    neuron = [g for g in groups.values() if g["Properties"]["AmiType"].endswith("NEURON")]
+    assert gpu and neuron
+    for g in gpu:
+        assert g["Properties"]["Labels"][key] == "nvidia-h100"  # p5.48xlarge: EC2's GpuInfo name H100
+    for g in neuron:
+        assert key not in g["Properties"]["Labels"]
+        taints = [t["Key"] for t in g["Properties"].get("Taints") or []]
+        assert taints and not any(t.startswith(str(facts["startup_taint_prefix"])) for t in taints), taints
+    for g in groups.values():
+        tags = g["Properties"].get("Tags") or {}
+        assert not [k for k in tags if k.startswith((facts["template_label_tag_prefix"], facts["template_taint_tag_prefix"]))]

@@ -313,3 +313,15 @@ def test_named_groups_are_the_only_ones_the_autoscaler_resizes_or_may_change() -
     assert _unknown(values, {**_fixture("cluster-autoscaler-9.59.0.values.yaml")["values"], "extraArgs": {}}) == set()
     with pytest.raises(ValueError, match="sizes"):
         ScaledGroup(name="g", min_size=3, max_size=2)
+
+
+def test_the_keda_namespace_is_the_kits_labelled_before_the_chart(scaling_template: dict[str, Any]) -> None:
+    """kubernetes.io, "Pod Security Admission": "Pod Security admission places requirements on a Pod's Security
+    Context ... based on the three levels defined by the Pod Security Standards", read from the namespace's
+    ``pod-security.kubernetes.io/<MODE>`` labels; Helm's ``--create-namespace`` makes a namespace with none. KEDA
+    v2.20.2's pods are secure by default (runAsNonRoot, RuntimeDefault seccomp, drop ALL), so its namespace enforces
+    the catalog's "restricted"."""
+    from tests.chart_namespaces import assert_chart_namespaces_are_labelled
+
+    assert EKS["keda"]["pod_security"] == "restricted"
+    assert_chart_namespaces_are_labelled(scaling_template, {str(EKS["keda"]["namespace"]): "restricted"})

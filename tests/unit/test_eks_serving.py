@@ -662,3 +662,54 @@ def test_a_fleet_without_an_access_logs_bucket_makes_its_own(built: tuple[dict[s
     for b in buckets:
         enc = b["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
         assert enc["SSEAlgorithm"] == "AES256" and b["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicAcls"]
+
+
+def _depends_on(t: dict[str, Any], logical_id: str) -> set[str]:
+    """Every resource ``logical_id`` waits for in CloudFormation (DependsOn and references, transitively)."""
+    out: set[str] = set()
+    todo = [logical_id]
+    while todo:
+        r = t["Resources"][todo.pop()]
+        direct = set(r.get("DependsOn") or [])
+        text = json.dumps(r.get("Properties") or {})
+        direct |= {k for k in t["Resources"] if f'"Ref": "{k}"' in text or f'"Fn::GetAtt": ["{k}"' in text}
+        todo += [d for d in direct if d not in out]
+        out |= direct
+    return out
+
+
+def _kinds_by_resource(t: dict[str, Any]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for k, r in t["Resources"].items():
+        if r["Type"] == "Custom::AWSCDK-EKS-KubernetesResource":
+            docs = json.loads(_render(r["Properties"]["Manifest"]))
+            out[k] = {d["kind"] for d in docs if d["metadata"].get("namespace") == scheduling.SERVING_NAMESPACE}
+    return out
+
+
+def test_every_serving_pod_is_created_after_its_service_and_binding(
+    built: tuple[dict[str, Any], dict[str, EksServingFleet]],
+) -> None:
+    """aws-load-balancer-controller v3.5.0, docs/deploy/pod_readiness_gate.md: "The controller automatically injects
+    the necessary readiness gate configuration to the pod spec via mutating webhook during pod creation." A pod
+    created before the TargetGroupBinding (and the Service it names) exists gets no `target-health.elbv2.k8s.aws`
+    gate, so the first rollout could mark pods Ready before the load balancer sends them traffic. Every manifest
+    resource that creates serving pods (Deployments, compile Jobs) and the GPU Deployment's seed wait for the
+    resource holding the fleet's binding, which waits for the one holding its Service."""
+    t, fleets = built
+    kinds = _kinds_by_resource(t)
+    binding = {k for k, v in kinds.items() if "TargetGroupBinding" in v}
+    service = {k for k, v in kinds.items() if "Service" in v}
+    pods = {k for k, v in kinds.items() if v & {"Deployment", "Job"}}
+    assert len(binding) == len(service) == len(fleets) and len(pods) >= len(fleets) + 1  # the GPU seed too
+    assert not binding & pods and not service & pods
+    for k in pods:
+        deps = _depends_on(t, k)
+        assert deps & binding, f"{k} creates serving pods without waiting for a TargetGroupBinding"
+        assert deps & service, f"{k} creates serving pods without waiting for the Service"
+    for k in binding:
+        assert _depends_on(t, k) & service, f"{k}: the binding is applied before the Service it names"
+    for k in service:
+        # An environment deployed before has the Service already (it was in the fleet's manifest): the new resource's
+        # Create must be `kubectl apply` (Overwrite), not `kubectl create`, which fails with AlreadyExists.
+        assert t["Resources"][k]["Properties"].get("Overwrite") is True, k

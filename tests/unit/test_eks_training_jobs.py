@@ -217,3 +217,15 @@ def test_the_submitter_rbac_validates_and_is_applied_after_the_namespace(built: 
     for d in tj.submitter_rbac():
         kubernetes_validate.validate(d, K8S, strict=True)
     assert jobs.namespace in jobs.submitter_rbac.node.dependencies
+
+
+def test_the_jobset_and_kueue_namespaces_are_the_kits_labelled_before_their_charts(built: Any) -> None:
+    """kubernetes.io, "Pod Security Admission" reads ``pod-security.kubernetes.io/<MODE>`` labels on the namespace;
+    Helm's ``--create-namespace`` makes it without any. The controllers' pods at the pinned charts set every
+    "restricted" control (catalog ``pod_security`` beside each pin, with the templates it was read from)."""
+    from tests.chart_namespaces import assert_chart_namespaces_are_labelled
+
+    _, data = built
+    assert_chart_namespaces_are_labelled(
+        data, {str(PINS[k]["namespace"]): str(PINS[k]["pod_security"]) for k in ("jobset", "kueue")}
+    )

@@ -10,6 +10,7 @@ import pytest
 
 from neuronkit import catalog
 from neuronkit.catalog import pricing
+from neuronkit.catalog import serving as catalog_serving
 from tests.conftest import ROOT, Synth, reserved_prod
 from tests.project import environment_of, monitoring_stack
 from tests.project import environments as project_environments
@@ -220,7 +221,17 @@ def test_fleet_latency_and_5xx_alarms_watch_the_load_balancer(synth: Synth, env:
     )
     lb = dims(latency)["LoadBalancer"]
     assert "Fn::ImportValue" in lb and f"Fleet{pool}LoadBalancer" in lb["Fn::ImportValue"]
-    assert latency["Threshold"] == a.p99_latency_ms / 1000  # prod: 3000 ms from the file
+    (fleet,) = [f for f in ENVS[env].inference if f.name == pool]
+    # The fleet's own p99_latency_seconds, else monitoring.alarms.p99_latency_ms (prod: 3000 ms), else half the idle
+    # timeout (catalog/serving.yaml latency_alarm).
+    expected = (
+        fleet.p99_latency_seconds
+        if fleet.p99_latency_seconds is not None
+        else a.p99_latency_ms / 1000
+        if a.p99_latency_ms is not None
+        else catalog_serving.default_p99_latency_seconds(fleet.idle_timeout_seconds)
+    )
+    assert latency["Threshold"] == expected
     assert (latency["EvaluationPeriods"], latency["ComparisonOperator"]) == (5, "GreaterThanThreshold")
     rate = found[f"{env}-{pool}-5xx-rate"]
     assert expression(rate) == "100 * (FILL(target5xx, 0) + FILL(elb5xx, 0)) / requests"
@@ -796,3 +807,33 @@ def test_a_day_night_shift_that_scales_training_down_really_stops_nodes() -> Non
     data["monitoring"]["day_night"]["training_day_desired"] = 1
     env = parse_environment(data, "environments/dev.yaml")
     assert protected(env, env.training[0]) is True
+
+
+def test_every_fleets_latency_alarm_has_the_fleets_threshold(synth: Synth, eks_example: Any) -> None:
+    """ALB metrics: TargetResponseTime is "the time elapsed, in seconds, after the request leaves the load balancer
+    until a response from the target is received", so a non-streaming completion counts whole and one environment-wide
+    2 s fired on any (review of issue 49). On both platforms, in every environment of the project and the EKS example
+    (whose chat fleet sets 45 s): each ALB fleet's p99 alarm uses its own p99_latency_seconds, else the file's
+    monitoring.alarms.p99_latency_ms, else half its idle timeout."""
+    from neuronkit.config import load_environment
+    from neuronkit.config.inference import p99_latency_alarm_seconds
+
+    example = load_environment(ROOT / "examples" / "environments" / "eks.yaml")
+    cases = [(env, synth.templates[monitoring_stack(env)]) for env in ENVS.values()]
+    cases.append((example, next(t for name, t in eks_example[1].items() if name.endswith("-eks"))))
+    checked, platforms, own = 0, set(), 0
+    for env, template in cases:
+        found = {
+            r["Properties"]["AlarmName"]: r["Properties"]
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::CloudWatch::Alarm"
+        }
+        for f in env.inference:
+            name = f"{env.name}-{f.name}-p99-latency"
+            if f.load_balancer != "alb" or (env.platform == "eks" and f.model is None):
+                assert name not in found
+                continue
+            assert found[name]["Threshold"] == p99_latency_alarm_seconds(f, env.monitoring.alarms.p99_latency_ms), name
+            checked, own = checked + 1, own + (f.p99_latency_seconds is not None)
+            platforms.add(env.platform)
+    assert checked and own and platforms == {"asg", "eks"}, (checked, own, platforms)

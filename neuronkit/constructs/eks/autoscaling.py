@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
@@ -21,7 +21,7 @@ from neuronkit.constructs import pseudo
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
 from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
-from neuronkit.kubernetes import autoscaler, keda
+from neuronkit.kubernetes import autoscaler, keda, pod_security
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,13 @@ class ClusterAutoscaling(Construct):
         acknowledge(
             self.keda_role, "AwsSolutions-IAM5[Resource::*]", "cloudwatch:GetMetricData has no resource-level permissions"
         )
+        # The namespace is the kit's, labelled before the chart's pods exist (Helm's createNamespace makes it bare).
+        # overwrite: Create runs `kubectl apply`, which adopts the namespace Helm created in an environment deployed
+        # before; deleting the stack deletes it after the chart (docs/eks.md, "Pod Security").
+        self.keda_namespace = eks.KubernetesManifest(
+            self, "KedaNamespace", cluster=self._cluster.cluster, overwrite=True, removal_policy=RemovalPolicy.DESTROY,
+            manifest=[pod_security.chart_namespace(str(f["namespace"]), str(f["pod_security"]))],
+        )  # fmt: skip
         chart = eks.HelmChart(
             self,
             "KedaChart",
@@ -154,9 +161,10 @@ class ClusterAutoscaling(Construct):
             version=str(f["version"]),
             release="keda",
             namespace=str(f["namespace"]),
-            create_namespace=True,
+            create_namespace=False,
             values=keda.chart_values(),
         )
+        chart.node.add_dependency(self.keda_namespace)
         chart.node.add_dependency(
             self._pod_identity("KedaPodIdentity", str(f["namespace"]), str(f["service_account"]), self.keda_role)
         )

@@ -34,7 +34,7 @@ from neuronkit.constructs.python_function import drop_implied_role_dependency
 from neuronkit.constructs.security import EfaSecurityGroup
 from neuronkit.constructs.storage import StorageAccess
 from neuronkit.constructs.training_cluster import CapacitySpec, block_over_message, capacity_metadata
-from neuronkit.kubernetes import scheduling
+from neuronkit.kubernetes import autoscaler, scheduling
 from neuronkit.kubernetes.neuron_chart import Taint
 from neuronkit.reports.pools import pool_metadata
 
@@ -361,7 +361,14 @@ class NeuronNodeGroup(Construct):
             force_update=not self._serving,
             max_unavailable=1,
             node_role=self.role,
-            labels={**scheduling.pool_node_selector(spec.name), **spec.labels},
+            # A GPU group's nodes carry Cluster Autoscaler's GPU label, so that a node whose GPUs are not allocatable
+            # yet (device plugin not registered) counts as unready, not as capacity (docs/eks.md, "Accelerator nodes
+            # still initialising"); the autoscaler reads a group's labels from DescribeNodegroup at zero nodes too.
+            labels={
+                **scheduling.pool_node_selector(spec.name),
+                **autoscaler.accelerator_labels(spec.instance_types[0]),
+                **spec.labels,
+            },
             taints=[eks.TaintSpec(key=t.key, value=t.value, effect=eks.TaintEffect[_EFFECTS[t.effect]]) for t in spec.all_taints]
             or None,
             tags=self._tags,

@@ -160,7 +160,8 @@ class EksServingFleet(Construct):
     GPU type's), ``gpu_deployments`` (every GPU type's, in priority order), ``service``
     (name), ``binding`` (the TargetGroupBinding's name, new with each target group), ``pod_role`` (iam.Role, by pod
     identity), ``profiles`` (instance type -> ServingProfile), ``workloads`` (FleetWorkload per Deployment),
-    ``documents`` (the re-applied manifests), ``manifest`` (eks.KubernetesManifest), ``seeds`` and ``template_patches``
+    ``documents`` (the re-applied manifests), ``manifest`` (eks.KubernetesManifest: all but the Service and the
+    binding, applied after both), ``service_manifest`` and ``binding_manifest``, ``seeds`` and ``template_patches``
     (Deployment name -> the create-once manifest and the template patch of a Deployment a controller owns),
     ``timing`` (preStop and grace from the target group's deregistration delay), ``image_cache``.
     """
@@ -374,8 +375,21 @@ class EksServingFleet(Construct):
             binding_name=self.binding,
         )  # fmt: skip
         bound = [d for d in self.documents if d["kind"] == "TargetGroupBinding"]
+        services = [d for d in self.documents if d["kind"] == "Service"]
+        # The Service in a manifest resource of its own, applied first: the controller's pod webhook injects the
+        # readiness gate `target-health.elbv2.k8s.aws/<binding>` only into pods created while a TargetGroupBinding
+        # whose Service selects them exists ("injects the necessary readiness gate configuration to the pod spec via
+        # mutating webhook during pod creation", docs/deploy/pod_readiness_gate.md at v3.5.0). A stable construct id:
+        # a new target group never replaces it. On an environment deployed before, it is created before the fleet's
+        # manifest is re-applied without the Service: `overwrite` makes that Create a `kubectl apply` (a plain Create
+        # runs `kubectl create`, which fails on the existing Service), which adopts it and moves its prune label, so
+        # the re-applied manifest's `--prune` no longer selects it.
+        self.service_manifest = eks.KubernetesManifest(
+            self, "Service", cluster=cluster.cluster, manifest=services, overwrite=True, removal_policy=RemovalPolicy.DESTROY
+        )
         self.manifest = eks.KubernetesManifest(
-            self, "Manifests", cluster=cluster.cluster, manifest=[d for d in self.documents if d not in bound],
+            self, "Manifests", cluster=cluster.cluster,
+            manifest=[d for d in self.documents if d not in bound and d not in services],
             removal_policy=RemovalPolicy.DESTROY,
         )  # fmt: skip
         # The binding in a manifest resource of its own, its construct id the binding's name: when the target group is
@@ -385,13 +399,17 @@ class EksServingFleet(Construct):
             self, f"Binding-{self.binding}", cluster=cluster.cluster, manifest=bound, removal_policy=RemovalPolicy.DESTROY
         )
         # The controller (its webhook and the TargetGroupBinding CRD) and the labelled namespace come first, and the
-        # pods' role before the pods; the binding after the Service it names. An existing controller has no chart here.
-        for m in (self.manifest, self.binding_manifest):
+        # pods' role before the pods. Then the Service, the binding that names it, and only then the pods (the
+        # Deployments and compile Jobs in the manifest; the seeded GPU Deployment after it), so that every serving pod,
+        # the first included, carries the readiness gate (review of issue 49). On delete the pods go first, while the
+        # binding still deregisters them. An existing controller has no chart here.
+        for m in (self.service_manifest, self.manifest, self.binding_manifest):
             if controller.chart is not None:
                 m.node.add_dependency(controller.chart)
             m.node.add_dependency(controller.namespace)
         self.manifest.node.add_dependency(self.pod_identity)
-        self.binding_manifest.node.add_dependency(self.manifest)
+        self.binding_manifest.node.add_dependency(self.service_manifest)
+        self.manifest.node.add_dependency(self.binding_manifest)
         self._seeded(cluster)
 
     def _seeded(self, cluster: EksClusterLike) -> None:

@@ -138,7 +138,14 @@ class TrainingJobs(Construct):
     def _chart(self, id: str, key: str, values: dict[str, Any]) -> eks.HelmChart:
         pin = tj.facts()[key]
         self.chart_versions[str(pin["chart"])] = str(pin["version"])
-        return eks.HelmChart(
+        # The namespace is the kit's, labelled before the chart's pods exist (Helm's createNamespace makes it bare).
+        # overwrite: Create runs `kubectl apply`, which adopts the namespace Helm created in an environment deployed
+        # before; deleting the stack deletes it after the chart (docs/eks.md, "Pod Security").
+        namespace = eks.KubernetesManifest(
+            self, f"{id}Namespace", cluster=self._cluster.cluster, overwrite=True, removal_policy=RemovalPolicy.DESTROY,
+            manifest=[pod_security.chart_namespace(str(pin["namespace"]), str(pin["pod_security"]))],
+        )  # fmt: skip
+        chart = eks.HelmChart(
             self,
             id,
             cluster=self._cluster.cluster,
@@ -147,13 +154,15 @@ class TrainingJobs(Construct):
             version=str(pin["version"]),
             release=str(pin["chart"]),
             namespace=str(pin["namespace"]),
-            create_namespace=True,
+            create_namespace=False,
             values=values,
             # helm --wait: the controllers' webhooks (failurePolicy Fail) serve before the next resource applies
             # objects they intercept (the queues after Kueue); without it the CDK handler returns at once.
             wait=True,
             timeout=Duration.minutes(int(pin["helm_wait_minutes"])),
         )
+        chart.node.add_dependency(namespace)
+        return chart
 
     def _controllers(self) -> None:
         """JobSet and Kueue unless the cluster runs them already (eks.components: existing; the kit then relies on

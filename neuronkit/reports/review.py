@@ -17,13 +17,14 @@ fails the command.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -506,14 +507,8 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
     from neuronkit.reports import cost
     from neuronkit.reports.pools import PoolError, pools_from_cdk_out
 
-    if _run(["git", "rev-parse", "--verify", f"{base}^{{commit}}"], repo).returncode != 0:
-        raise ReviewError(f"{base} is not a commit of {repo}; fetch it first (e.g. git fetch origin main)")
-    scratch = Path(tempfile.mkdtemp(prefix="neuronkit-review-", dir=work))
-    tree = scratch / "base"
-    try:
-        added = _run(["git", "worktree", "add", "--detach", str(tree), base], repo)
-        if added.returncode != 0:
-            raise ReviewError(f"git worktree add {base} failed: {added.stderr.strip()}")
+    with base_worktree(base, repo, work) as (tree, _):
+        scratch = tree.parent
         old_envs, old_data, old_why = _load(tree)
         new_envs, new_data, new_why = _load(repo)
         known = sorted(set(old_data) | set(new_data))
@@ -553,6 +548,25 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
             result.cost = f"Cost change not computed: {str(err).splitlines()[0]}"
         result.budgets = _budgets([new_envs[n] for n in chosen if n in new_envs], scratch / "new.out")
         return result
+
+
+@contextlib.contextmanager
+def base_worktree(base: str, repo: Path, work: Path | None = None) -> Iterator[tuple[Path, Path]]:
+    """The revision ``base`` of the git repository holding ``repo``, checked out as a detached worktree in a scratch
+    folder (removed afterwards): yields (the worktree's top folder, the repository's top folder). ``review`` and
+    ``rehearse --base`` materialize BASE this way."""
+    if _run(["git", "rev-parse", "--verify", f"{base}^{{commit}}"], repo).returncode != 0:
+        raise ReviewError(f"{base} is not a commit of {repo}; fetch it first (e.g. git fetch origin main)")
+    top = _run(["git", "rev-parse", "--show-toplevel"], repo)
+    if top.returncode != 0:
+        raise ReviewError(f"{repo} is not in a git checkout (git rev-parse --show-toplevel failed)")
+    scratch = Path(tempfile.mkdtemp(prefix="neuronkit-review-", dir=work))
+    tree = scratch / "base"
+    try:
+        added = _run(["git", "worktree", "add", "--detach", str(tree), base], repo)
+        if added.returncode != 0:
+            raise ReviewError(f"git worktree add {base} failed: {added.stderr.strip()}")
+        yield tree, Path(top.stdout.strip()).resolve()
     finally:
         _run(["git", "worktree", "remove", "--force", str(tree)], repo)
         shutil.rmtree(scratch, ignore_errors=True)

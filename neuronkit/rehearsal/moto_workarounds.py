@@ -19,6 +19,7 @@ moto is a test/dev dependency: it is imported only inside the functions here.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import inspect
 import threading
@@ -329,6 +330,55 @@ def _target_group_attributes() -> bool:
         raise UnformattedGetAttTemplateException()
 
     _install(FakeTargetGroup, "get_cfn_attribute", get_cfn_attribute, name)
+    return True
+
+
+# Create-only properties of AWS::ElasticLoadBalancingV2::TargetGroup (the provider schema cfn-lint ships) -> the
+# attribute moto's target group keeps each in.
+_TARGET_GROUP_CREATE_ONLY = {
+    "Port": "port", "Protocol": "protocol", "ProtocolVersion": "protocol_version", "VpcId": "vpc_id",
+    "TargetType": "target_type", "Name": "name", "IpAddressType": "ip_address_type",
+}  # fmt: skip
+
+
+def _target_group_updates() -> bool:
+    from moto.elbv2.models import FakeTargetGroup, elbv2_backends
+
+    name = "target-group-updates"
+    if is_installed(FakeTargetGroup, "update_from_cloudformation_json", name):
+        return False
+    create = FakeTargetGroup.create_from_cloudformation_json
+
+    def update_from_cloudformation_json(
+        cls: Any,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        p = cloudformation_json["Properties"]
+        moved = [k for k, attr in _TARGET_GROUP_CREATE_ONLY.items()
+                 if k in p and str(p[k]).lower() != str(getattr(original_resource, attr, None)).lower()]  # fmt: skip
+        if moved:  # replaced: a new group (the listener moves to it on its own update); the old one goes if free
+            new = create(new_resource_name, cloudformation_json, account_id, region_name)
+            with contextlib.suppress(Exception):
+                elbv2_backends[account_id][region_name].delete_target_group(original_resource.arn)
+            return new
+        elbv2_backends[account_id][region_name].modify_target_group(
+            original_resource.arn,
+            health_check_proto=p.get("HealthCheckProtocol"),
+            health_check_port=p.get("HealthCheckPort"),
+            health_check_path=p.get("HealthCheckPath"),
+            health_check_interval=p.get("HealthCheckIntervalSeconds"),
+            health_check_timeout=p.get("HealthCheckTimeoutSeconds"),
+            healthy_threshold_count=p.get("HealthyThresholdCount"),
+            unhealthy_threshold_count=p.get("UnhealthyThresholdCount"),
+            http_codes=(p.get("Matcher") or {}).get("HttpCode"),
+        )
+        return original_resource
+
+    _install(FakeTargetGroup, "update_from_cloudformation_json", classmethod(update_from_cloudformation_json), name)
     return True
 
 
@@ -812,6 +862,23 @@ def _refuse_named_replacement(resource_type: str, name_key: str, before: dict[st
     return True
 
 
+def _previous_default_parameters() -> bool:
+    from moto.cloudformation.models import CloudFormationBackend
+
+    name = "previous-default-parameters"
+    if is_installed(CloudFormationBackend, "_resolve_update_parameters", name):
+        return False
+    original = CloudFormationBackend._resolve_update_parameters
+
+    def _resolve_update_parameters(self: Any, instance: Any, incoming_params: list[dict[str, str]]) -> dict[str, str]:
+        given = getattr(instance, "parameters", None) or {}
+        kept = [p for p in incoming_params if not (p.get("UsePreviousValue") and p.get("ParameterKey") not in given)]
+        return original(self, instance, kept)  # type: ignore[no-any-return]
+
+    _install(CloudFormationBackend, "_resolve_update_parameters", _resolve_update_parameters, name)
+    return True
+
+
 def _updates_keep_unupdatable_resources() -> bool:
     from moto.cloudformation import parsing
 
@@ -953,6 +1020,15 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         _target_group_attributes,
     ),
     Workaround(
+        "target-group-updates",
+        "moto's target groups have no CloudFormation update: a health check change left the group as created (and, "
+        "without the workaround updates-keep-unupdatable-resources, dropped it from the stack). CloudFormation changes "
+        "the health check in place and replaces the group when a create-only property (Port, Protocol, VpcId, "
+        "TargetType, Name, ...) changes. Installed: FakeTargetGroup.update_from_cloudformation_json does both.",
+        ("tests/moto/test_rehearse_update.py::test_a_health_path_change_updates_eks_in_place_over_head",),
+        _target_group_updates,
+    ),
+    Workaround(
         "listener-certificates-of-the-account",
         "an HTTPS/TLS listener is refused (CertificateNotFound) unless moto's ACM holds the certificate, and moto's "
         "ACM cannot import one under a given ARN; the file names the user's own ACM certificate. Installed: the "
@@ -987,6 +1063,16 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         "and passes a Tags map as a Key/Value list.",
         ("tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",),
         _ssm_parameter_generated_name,
+    ),
+    Workaround(
+        "previous-default-parameters",
+        "`cdk deploy` over an existing stack passes its BootstrapVersion parameter with UsePreviousValue; moto looks the "
+        "previous value up among the parameters given at creation only and fails with a KeyError (an HTML 500 the CLI "
+        "cannot parse) when the stack took the template's default, as every CDK stack does. CloudFormation uses the "
+        "stack's current value. Installed: CloudFormationBackend._resolve_update_parameters leaves such a parameter to "
+        "the template's default (for BootstrapVersion: the SSM parameter, resolved again).",
+        ("tests/moto/test_rehearse_update.py::test_a_health_path_change_updates_eks_in_place_over_head",),
+        _previous_default_parameters,
     ),
     Workaround(
         "updates-keep-unupdatable-resources",

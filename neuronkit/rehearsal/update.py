@@ -251,8 +251,14 @@ def _one(
         updated = r.deploy([name])[0]
         report.problems += [f"after the update: {p}" for p in updated.problems]
     except RehearsalError as err:
-        report.problems.append(f"the update over {base} failed: {err.message}")
-        report.problems += [f"  {line}" for line in err.tail if line.strip()]
+        r._keep_work_dir = True  # the server log and both assemblies stay for a look
+        # One line: what failed, and the CLI's own error lines (❌ and ‣), where it printed them.
+        said = [line.strip() for line in err.tail if line.lstrip().startswith(("❌", "‣"))]
+        report.problems.append(
+            f"the update over {base} failed: {err.message.split(';')[0]}"
+            + (f": {' '.join(said)}" if said else "")
+            + f" (work folder kept: {r.work_dir})"
+        )
     report.seconds["update"] = time.monotonic() - start
     after = snapshot(r.client, new)
     words, blocked = _plan_words(old, new)

@@ -92,9 +92,7 @@ def test_the_cli_reads_a_port_change_as_a_replaced_target_group_and_a_new_bindin
 
     path = _edit(clone, port)
     monkeypatch.chdir(clone)
-    code = rehearse.run(
-        argparse.Namespace(file=[path], env=None, cdk_out=None, destroy=False, verbose=False, base="HEAD")
-    )
+    code = rehearse.run(argparse.Namespace(file=[path], env=None, cdk_out=None, destroy=False, verbose=False, base="HEAD"))
     out = capsys.readouterr().out
     assert code == 0, out
     assert "(AWS::ElasticLoadBalancingV2::TargetGroup) replaced" in out

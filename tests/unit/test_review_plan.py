@@ -173,7 +173,7 @@ def test_a_pools_size_changes_its_cluster_queues_quota_in_place() -> None:
 
 
 def test_kueues_conditional_and_webhook_rows() -> None:
-    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"},
+    flavor: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"},
               "spec": {"nodeLabels": {"neuronkit.io/pool": "a"}}}  # fmt: skip
     relabelled = json.loads(json.dumps(flavor))
     relabelled["spec"]["nodeLabels"] = {"neuronkit.io/pool": "b"}
@@ -181,9 +181,9 @@ def test_kueues_conditional_and_webhook_rows() -> None:
     flavor["spec"]["topologyName"] = relabelled["spec"]["topologyName"] = "racks"
     (c,) = immutable.conflicts("s", _objects(flavor), _objects(relabelled))
     assert c.field == "spec.nodeLabels" and "topologyName is set" in c.source
-    cq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"},
+    cq: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"},
           "spec": {"queueingStrategy": "StrictFIFO"}}  # fmt: skip
-    concurrent = {**cq, "spec": {**cq["spec"], "concurrentAdmissionPolicy": {"maxConcurrency": 1}}}
+    concurrent = {**cq, "spec": {**cq["spec"], "concurrentAdmissionPolicy": {"migration": {"mode": "RetainFirstAdmission"}}}}
     (c,) = immutable.conflicts("s", _objects(cq), _objects(concurrent))
     assert c.field == "spec.concurrentAdmissionPolicy" and "ValidateClusterQueueUpdate" in c.source
     assert immutable.conflicts("s", _objects(cq), _objects({**cq, "spec": {"queueingStrategy": "BestEffortFIFO"}})) == []

@@ -84,6 +84,9 @@ class UpdateReport:
     stacks: list[StackUpdate] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)
+    # The Kubernetes objects and Helm releases the update would add, alter or remove (neuronkit.kubernetes.report
+    # .object_changes, as `review` lists them): the mock applies none of them.
+    kubernetes: list[Any] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -263,6 +266,11 @@ def _one(
     after = snapshot(r.client, new)
     words, blocked = _plan_words(old, new)
     report.problems += blocked
+    from neuronkit.kubernetes.report import object_changes
+
+    report.kubernetes = object_changes(
+        {s.name: s.template for s in old}, {s.name: s.template for s in new}, {s.name for s in [*old, *new]}
+    )
 
     def modelled(kind: str) -> bool:
         from moto.cloudformation.parsing import get_model_map
@@ -296,6 +304,11 @@ def render(report: UpdateReport) -> str:
         order = {REPLACED: 0, REMOVED: 1, ADDED: 2, UPDATED: 3}
         for res in sorted(s.resources, key=lambda x: (order[x.action], x.logical_id)):
             lines.append(f"    {res.line()}")
+    if report.kubernetes:
+        from neuronkit.kubernetes.report import object_lines
+
+        lines.append("  Kubernetes objects the update would apply (the mock applies none):")
+        lines += [f"    {line[2:]}" for line in object_lines(report.kubernetes)]
     shown = [r for r in report.resources() if r.mock]
     if shown:
         lines.append(f"  {len(shown)} change(s) the mock did not carry out (marked above). {MOCK_CANNOT_SHOW}")

@@ -73,8 +73,11 @@ def test_a_health_path_change_updates_eks_in_place_over_head(clone: Path) -> Non
     manifests = report.resources(type_="Custom::AWSCDK-EKS-KubernetesResource")
     assert manifests and all(m.mock == update.NOT_RUN for m in manifests)
     assert not report.resources(update.REPLACED) and not report.resources(type_="AWS::EKS::Nodegroup")
+    # What the mock does not apply is listed as review lists it: the new compile Job in, the old one out.
+    assert sorted(c.action for c in report.kubernetes if c.kind == "Job") == ["added", "removed"]
     text = update.render(report)
     assert "== eks: update over HEAD: OK" in text and "eks-eks: " in text and "What the mock cannot show" in text
+    assert "Kubernetes objects the update would apply (the mock applies none):" in text
 
 
 @pytest.mark.slow

@@ -36,6 +36,9 @@ Progress = Callable[[str], None]
 UPDATED, REPLACED, ADDED, REMOVED = "updated", "replaced", "added", "removed"
 NOT_RUN = "not run by the mock"
 NOT_UPDATED = "not updated by the mock"
+# CloudFormation updates a resource whose text is the same when a value it reads changes (a group reading its launch
+# template's LatestVersionNumber); moto compares the template text only, so it leaves it as it was.
+NOT_FOLLOWED = "not updated by the mock: same text, reads a changed value"
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,8 @@ def compare(
                 else:
                     mock = "" if updates_in_mock(kind) else NOT_UPDATED
                     s.resources.append(ResourceUpdate(name, lid, kind, UPDATED, mock, plan))
+            elif plan:  # the plan updates it through a reference (its text is the same)
+                s.resources.append(ResourceUpdate(name, lid, kind, UPDATED, NOT_FOLLOWED if modelled(kind) else NOT_RUN, plan))
         out.append(s)
     return out
 

@@ -132,3 +132,24 @@ def test_an_instance_type_change_of_a_named_node_group_fails_the_update_in_one_l
     assert len(failed) == 1 and "\n" not in failed[0]
     assert "custom-named resource requires replacing" in failed[0]
     assert any(p.startswith("plan: ") and "cannot update" in p for p in report.problems)
+
+
+@pytest.mark.slow
+def test_the_auto_scaling_path_updates_its_launch_template_and_group_in_place(clone: Path) -> None:
+    """The Auto Scaling path (the dev example's first fleet, `--env dev`): a health path change is in the nodes' user
+    data, so the launch template takes a new version in the mock; the group reading its latest version is updated by
+    CloudFormation through that reference, which the mock does not follow (named so), and the plan says it rolls;
+    nothing is replaced."""
+    path = clone / "environments" / "dev.yaml"
+    data = yaml.safe_load(path.read_text())
+    fleet = data["inference"][0]
+    fleet["health_check"] = {**(fleet.get("health_check") or {}), "path": "/v1/rehearsed"}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    (report,) = update.rehearse_update(clone, "HEAD", environments=["dev"])
+    assert report.ok, report.problems
+    templates = report.resources(update.UPDATED, "AWS::EC2::LaunchTemplate")
+    groups = report.resources(update.UPDATED, "AWS::AutoScaling::AutoScalingGroup")
+    assert templates and all(r.mock == "" for r in templates)
+    assert groups and all(g.mock == update.NOT_FOLLOWED for g in groups), groups
+    assert any("rolling update" in g.plan for g in groups), [g.plan for g in groups]
+    assert not report.resources(update.REPLACED)

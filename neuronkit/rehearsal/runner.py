@@ -95,7 +95,9 @@ class Rehearsal:
     ``cdk_out`` deploys an already synthesized cloud assembly instead of synthesizing one (with
     ``environments`` set to one name, the synth passes ``-c env=NAME``); ``env_file`` synthesizes that one
     environment file instead of environments/ (``-c file=PATH``). ``progress`` receives one line per
-    step; ``verbose`` forwards every CLI line to it.
+    step; ``verbose`` forwards every CLI line to it. ``base_dir`` (with ``base_env_file``, its copy of the file): another
+    revision's project folder, synthesized too (``base_assembly``) and deployed by ``deploy(base=True)``; ``neuronkit
+    rehearse --base`` deploys it, then the head over it (:mod:`neuronkit.rehearsal.update`).
     """
 
     _active = False  # one rehearsal per process at a time

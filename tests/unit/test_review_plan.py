@@ -187,3 +187,35 @@ def test_kueues_conditional_and_webhook_rows() -> None:
     (c,) = immutable.conflicts("s", _objects(cq), _objects(concurrent))
     assert c.field == "spec.concurrentAdmissionPolicy" and "ValidateClusterQueueUpdate" in c.source
     assert immutable.conflicts("s", _objects(cq), _objects({**cq, "spec": {"queueingStrategy": "BestEffortFIFO"}})) == []
+
+
+def _transition_rules(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    """(path, message) of every CEL rule that reads ``oldSelf`` (a rule an update can break) in a CRD schema."""
+    out = [
+        (path, str(v.get("message", "")))
+        for v in schema.get("x-kubernetes-validations") or []
+        if "oldSelf" in str(v.get("rule", ""))
+    ]
+    for name, sub in (schema.get("properties") or {}).items():
+        out += _transition_rules(sub, (*path, name))
+    if isinstance(schema.get("items"), dict):
+        out += _transition_rules(schema["items"], path)
+    return out
+
+
+def test_every_update_rule_of_the_pinned_kueue_crds_is_a_row_of_the_table() -> None:
+    """The checked-in Kueue CRD schemas (the pinned version, neuronkit/kubernetes/crds/) carry each "self == oldSelf"
+    rule the table encodes: a pin bump that adds one fails here until the table has its row."""
+    from pathlib import Path
+
+    crds = sorted(Path(immutable.__file__).parent.glob("crds/kueue.x-k8s.io_*.json"))
+    found = 0
+    for path in crds:
+        crd = json.loads(path.read_text())
+        kind = f"{crd['group']}/{crd['kind']}"
+        for where, message in _transition_rules(crd["openAPIV3Schema"]):
+            found += 1
+            # A rule on a field freezes that field; a rule on an object names the field first in its message.
+            field = where if where and "immutable when" not in message else (*where, message.split()[0])
+            assert any(r.kind == kind and r.path == field for r in immutable.IMMUTABLE), (kind, field, message)
+    assert crds and found >= 4  # LocalQueue's clusterQueue and ResourceFlavor's three

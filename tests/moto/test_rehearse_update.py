@@ -131,6 +131,9 @@ def test_an_instance_type_change_of_a_named_node_group_fails_the_update_in_one_l
     failed = [p for p in report.problems if p.startswith("the update over HEAD failed")]
     assert len(failed) == 1 and "\n" not in failed[0]
     assert "custom-named resource requires replacing" in failed[0]
+    kept = Path(failed[0].rpartition("(work folder kept: ")[2].rstrip(")"))
+    assert (kept / "moto-server.log").is_file()  # kept for a user to read; a test removes it
+    shutil.rmtree(kept)
     assert any(p.startswith("plan: ") and "cannot update" in p for p in report.problems)
 
 

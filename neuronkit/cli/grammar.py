@@ -95,7 +95,7 @@ COMMANDS: tuple[Command, ...] = (
         "rehearse",
         arguments="`[FILE]`",
         environments=ENV_REHEARSE,
-        options=("`--destroy`", "`--cdk-out DIR`", "`--verbose/-v`"),
+        options=("`--destroy`", "`--cdk-out DIR`", "`--base REV`", "`--verbose/-v`"),
         synth=True,
     ),
     Command(

@@ -36,6 +36,11 @@ class Immutable:
     source: str
     # Sub-paths of ``path`` an update may change (compared with them left out): "spec other than ...".
     mutable: tuple[tuple[str, ...], ...] = ()
+    # The row holds only when the object as applied before has a value at this path (a rule with a condition).
+    when: tuple[str, ...] = ()
+    # How to make the change instead, when the generic way (a new name, or remove and add back) is not the one;
+    # {namespace} and {name} name the object.
+    instead: str = ""
 
     @property
     def field(self) -> str:
@@ -43,6 +48,9 @@ class Immutable:
         if not self.mutable:
             return dotted
         return f"{dotted} (other than {', '.join('.'.join(m) for m in self.mutable)})"
+
+    def applies(self, before: dict[str, Any]) -> bool:
+        return not self.when or _at(before, self.when) is not None
 
 
 IMMUTABLE: tuple[Immutable, ...] = (
@@ -128,6 +136,60 @@ IMMUTABLE: tuple[Immutable, ...] = (
         ("volumeBindingMode",),
         "kubernetes pkg/apis/storage/validation ValidateStorageClassUpdate (ValidateImmutableField volumeBindingMode)",
     ),
+    # Kueue at the pinned version (catalog/eks.yaml training_jobs.kueue: v0.19.2, commit 8eab687, api kueue.x-k8s.io/
+    # v1beta2). Kueue refuses these updates in two places: the CRDs' CEL rules (x-kubernetes-validations, which the API
+    # server enforces) and its validating webhooks (pkg/webhooks). Only what an update of an applied object refuses:
+    # Workloads are Kueue's own (created from a JobSet), never in a manifest, and not listed.
+    Immutable(
+        "kueue.x-k8s.io/LocalQueue",
+        ("spec", "clusterQueue"),
+        "kueue v0.19.2 apis/kueue/v1beta2/localqueue_types.go LocalQueueSpec.ClusterQueue "
+        '(+kubebuilder:validation:XValidation:rule="self == oldSelf", message="field is immutable"; a CEL rule of the '
+        "CRD, the API server refuses the update; there is no LocalQueue webhook at v0.19.2)",
+        instead="delete the LocalQueue just before the deploy (kubectl -n {namespace} delete localqueue {name}; the jobs "
+        "queued in it are not admitted until it is back), and the deploy's apply creates it pointing at the new "
+        "ClusterQueue",
+    ),
+    Immutable(
+        "kueue.x-k8s.io/ClusterQueue",
+        ("spec", "concurrentAdmissionPolicy"),
+        "kueue v0.19.2 pkg/webhooks/clusterqueue_webhook.go ValidateClusterQueueUpdate "
+        "(ValidateImmutableField spec.concurrentAdmissionPolicy; the rest of the spec is validated as on create)",
+    ),
+    Immutable(
+        "kueue.x-k8s.io/ResourceFlavor",
+        ("spec", "nodeLabels"),
+        'kueue v0.19.2 apis/kueue/v1beta2/resourceflavor_types.go ResourceFlavorSpec (XValidation "nodeLabels are '
+        'immutable when topologyName is set"; the webhook, resourceflavor_webhook.go ValidateUpdate, checks the new '
+        "object only)",
+        when=("spec", "topologyName"),
+    ),
+    Immutable(
+        "kueue.x-k8s.io/ResourceFlavor",
+        ("spec", "tolerations"),
+        'kueue v0.19.2 apis/kueue/v1beta2/resourceflavor_types.go ResourceFlavorSpec (XValidation "tolerations are '
+        'immutable when topologyName is set")',
+        when=("spec", "topologyName"),
+    ),
+    Immutable(
+        "kueue.x-k8s.io/ResourceFlavor",
+        ("spec", "topologyName"),
+        'kueue v0.19.2 apis/kueue/v1beta2/resourceflavor_types.go ResourceFlavorSpec (XValidation "topologyName is '
+        'immutable when topologyName is set")',
+        when=("spec", "topologyName"),
+    ),
+    Immutable(
+        "kueue.x-k8s.io/Topology",
+        ("spec", "levels"),
+        'kueue v0.19.2 apis/kueue/v1beta2/topology_types.go TopologySpec.Levels (XValidation rule="self == oldSelf", '
+        'message="field is immutable")',
+    ),
+    Immutable(
+        "kueue.x-k8s.io/AdmissionCheck",
+        ("spec", "controllerName"),
+        "kueue v0.19.2 apis/kueue/v1beta2/admissioncheck_types.go AdmissionCheckSpec.ControllerName (XValidation "
+        'rule="self == oldSelf", message="field is immutable")',
+    ),
 )
 
 
@@ -141,13 +203,23 @@ class Conflict:
     name: str
     field: str
     source: str
+    instead: str = ""
+
+    @property
+    def how_instead(self) -> str:
+        """How to make the change instead, in one line: the row's own way, else a new name or two deploys."""
+        if self.instead:
+            return self.instead.format(namespace=self.namespace or "default", name=self.name)
+        return (
+            "give the object a new name (the kit derives Job and binding names from their content), or remove it in "
+            "one deploy and add it back in the next"
+        )
 
     def line(self) -> str:
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
         return (
             f"{self.stack}: {self.kind} {where}: {self.field} cannot change under the same name ({self.source}); "
-            "instead give the object a new name (the kit derives Job and binding names from their content), or remove "
-            "it in one deploy and add it back in the next"
+            f"instead {self.how_instead}"
         )
 
 
@@ -236,9 +308,9 @@ def conflicts(
     old, new = applied_objects(before), applied_objects(after, replaced)
     out = []
     for key in sorted(old.keys() & new.keys()):
-        for row in (r for r in IMMUTABLE if r.kind == key[0]):
+        for row in (r for r in IMMUTABLE if r.kind == key[0] and r.applies(old[key])):
             if _frozen(old[key], row) != _frozen(new[key], row):
-                out.append(Conflict(stack, key[0].lstrip("/"), key[1], key[2], row.field, row.source))
+                out.append(Conflict(stack, key[0].lstrip("/"), key[1], key[2], row.field, row.source, row.instead))
     return out
 
 

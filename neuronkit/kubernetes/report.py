@@ -231,4 +231,194 @@ def markdown(views: Sequence[ClusterView]) -> list[str]:
     return out
 
 
-__all__ = ["ClusterView", "Component", "NodeGroupView", "ServingView", "clusters", "markdown", "version_change"]
+# --------------------------------------------------------------------------------------------
+# review: the Kubernetes objects a change adds, removes or alters (issue 47)
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectChange:
+    """One Kubernetes object (or Helm release) the change adds, removes or alters, with what a Kubernetes reviewer
+    looks at: images, added Linux capabilities, RBAC rules and subjects, replicas."""
+
+    stack: str
+    kind: str  # Kind, or "Helm chart"
+    namespace: str
+    name: str
+    action: str  # added | removed | changed
+    details: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where} {self.action}" + (f": {'; '.join(self.details)}" if self.details else "")
+
+
+class _Template:
+    """A template as a stack the readers above take (a name and its resources by type)."""
+
+    def __init__(self, name: str, template: dict[str, Any]):
+        self.name, self.template = name, template
+
+    def resources(self, *types: str) -> list[tuple[str, dict[str, Any]]]:
+        items = sorted((self.template.get("Resources") or {}).items())
+        return [(k, v) for k, v in items if isinstance(v, dict) and (not types or v.get("Type") in types)]
+
+
+def applied(stack: str, template: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(Kind, namespace, name) -> the object as the stack leaves it: the kubectl manifests' objects
+    (neuronkit.kubernetes.immutable's reader), a Deployment's pod template as its patch sets it (the reader above), and
+    each Helm release as a pseudo-object {"chart", "version", "repository", "values"}."""
+    from neuronkit.kubernetes import immutable
+
+    view = _Template(stack, template)
+    patched = _patched_templates(view)
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for (group_kind, namespace, name), doc in immutable.applied_objects(template).items():
+        kind = group_kind.rpartition("/")[2]
+        if kind == "Deployment" and name in patched:
+            doc = {**doc, "spec": {**(doc.get("spec") or {}), "template": patched[name]}}
+        out[(kind, namespace, name)] = doc
+    for _, chart in view.resources(HELM_CHART):
+        p = chart.get("Properties") or {}
+        name = _text(p.get("Release") or p.get("Chart"))
+        out[("Helm chart", _text(p.get("Namespace") or "default"), name)] = {
+            "chart": _text(p.get("Chart")), "version": _text(p.get("Version")),
+            "repository": _text(p.get("Repository")), "values": p.get("Values"),
+        }  # fmt: skip
+    return out
+
+
+def _pod_specs(value: Any) -> list[dict[str, Any]]:
+    """Every pod spec inside an object (a dict with a ``containers`` list), at any depth: Deployments, Jobs, JobSets'
+    replicated jobs, Pods."""
+    if isinstance(value, list):
+        return [spec for v in value for spec in _pod_specs(v)]
+    if not isinstance(value, dict):
+        return []
+    if isinstance(value.get("containers"), list):
+        return [value]
+    return [spec for v in value.values() for spec in _pod_specs(v)]
+
+
+def _containers(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for spec in _pod_specs(doc.get("spec")):
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            if isinstance(c, dict):
+                out[str(c.get("name"))] = c
+    return out
+
+
+def _capabilities(container: dict[str, Any]) -> set[str]:
+    caps = ((container.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+    return {str(c) for c in caps}
+
+
+def _rule(rule: dict[str, Any]) -> str:
+    groups = ",".join(g or '""' for g in rule.get("apiGroups") or [""])
+    what = ",".join(rule.get("resources") or rule.get("nonResourceURLs") or [])
+    names = f" named {','.join(rule['resourceNames'])}" if rule.get("resourceNames") else ""
+    return f"{','.join(rule.get('verbs') or [])} on {what}{names} ({groups})"
+
+
+def _subject(subject: dict[str, Any]) -> str:
+    ns = f"{subject['namespace']}/" if subject.get("namespace") else ""
+    return f"{subject.get('kind')} {ns}{subject.get('name')}"
+
+
+def _replicas(value: Any) -> str:
+    return "unset (kept by its controller)" if value is None else str(value)
+
+
+def _details(kind: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> list[str]:
+    """What a Kubernetes reviewer reads of an object's change (``before``/``after`` None: added/removed)."""
+    a, b = before or {}, after or {}
+    out: list[str] = []
+    if kind == "Helm chart":
+        if a.get("version") != b.get("version"):
+            out.append(f"chart {b.get('chart') or a.get('chart')} {a.get('version', '–')} -> {b.get('version', '–')}"
+                       if before and after else f"chart {(b or a).get('chart')} {(b or a).get('version')}")  # fmt: skip
+        if before and after and a.get("values") != b.get("values"):
+            out.append("values changed")
+        return out
+    old_c, new_c = _containers(a), _containers(b)
+    for name in sorted(old_c.keys() | new_c.keys()):
+        was, now = old_c.get(name, {}).get("image"), new_c.get(name, {}).get("image")
+        if was != now:
+            if before is None or name not in old_c:
+                out.append(f"image {name}: {now}")
+            elif after is not None and name in new_c:
+                out.append(f"image {name}: {was} -> {now}")
+        added = _capabilities(new_c.get(name, {})) - _capabilities(old_c.get(name, {}))
+        if added:
+            out.append(f"capabilities added to {name}: {', '.join(sorted(added))}")
+    if kind in ("Role", "ClusterRole"):
+        old_r = {_rule(r) for r in a.get("rules") or [] if isinstance(r, dict)}
+        new_r = {_rule(r) for r in b.get("rules") or [] if isinstance(r, dict)}
+        out += [f"rule added: {r}" for r in sorted(new_r - old_r)]
+        out += [f"rule removed: {r}" for r in sorted(old_r - new_r)] if after is not None else []
+    if kind in ("RoleBinding", "ClusterRoleBinding"):
+        old_s = {_subject(x) for x in a.get("subjects") or [] if isinstance(x, dict)}
+        new_s = {_subject(x) for x in b.get("subjects") or [] if isinstance(x, dict)}
+        out += [f"subject added: {x}" for x in sorted(new_s - old_s)]
+        out += [f"subject removed: {x}" for x in sorted(old_s - new_s)] if after is not None else []
+        ref_a, ref_b = a.get("roleRef") or {}, b.get("roleRef") or {}
+        if ref_a != ref_b and after is not None:
+            out.append(
+                f"role: {ref_b.get('kind')} {ref_b.get('name')}"
+                + (f" (was {ref_a.get('kind')} {ref_a.get('name')})" if before else "")
+            )
+    spec_a, spec_b = a.get("spec") or {}, b.get("spec") or {}
+    if isinstance(spec_a, dict) and isinstance(spec_b, dict) and kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+        if before is not None and after is not None and spec_a.get("replicas") != spec_b.get("replicas"):
+            out.append(f"replicas {_replicas(spec_a.get('replicas'))} -> {_replicas(spec_b.get('replicas'))}")
+        elif before is None and after is not None:
+            out.append(f"replicas {_replicas(spec_b.get('replicas'))}")
+    if before is not None and after is not None and not out:
+        keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        parts = []
+        for k in keys:
+            if isinstance(a.get(k), dict) and isinstance(b.get(k), dict):
+                parts += [f"{k}.{sub}" for sub in sorted(a[k].keys() | b[k].keys()) if a[k].get(sub) != b[k].get(sub)]
+            else:
+                parts.append(k)
+        out.append(f"{', '.join(parts)} changed")
+    return out
+
+
+def object_changes(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]], stacks: Iterable[str]) -> list[ObjectChange]:
+    """Per stack of ``stacks`` (in either set of templates), the Kubernetes objects and Helm releases the change adds,
+    removes or alters, each with its images, added capabilities, RBAC rules and subjects, and replicas."""
+    out: list[ObjectChange] = []
+    for stack in sorted(stacks):
+        a = applied(stack, old[stack]) if stack in old else {}
+        b = applied(stack, new[stack]) if stack in new else {}
+        for key in sorted(a.keys() | b.keys()):
+            kind, namespace, name = key
+            before, after = a.get(key), b.get(key)
+            if before == after:
+                continue
+            action = "added" if before is None else "removed" if after is None else "changed"
+            out.append(ObjectChange(stack, kind, namespace, name, action, tuple(_details(kind, before, after))))
+    return out
+
+
+def object_lines(changes: Sequence[ObjectChange]) -> list[str]:
+    """Markdown lines: one per object, added first, then changed, then removed."""
+    order = {"added": 0, "changed": 1, "removed": 2}
+    return [
+        f"- {c.stack}: {c.line()}" for c in sorted(changes, key=lambda c: (c.stack, order[c.action], c.kind, c.namespace, c.name))
+    ]
+
+
+__all__ = [
+    "ClusterView",
+    "Component",
+    "NodeGroupView",
+    "ObjectChange",
+    "ServingView",
+    "applied",
+    "clusters",
+    "markdown",
+    "object_changes",
+    "object_lines",
+    "version_change",
+]

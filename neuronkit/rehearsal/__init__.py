@@ -7,6 +7,7 @@ account and can never reach one (docs/rehearsal.md). One job per module:
 - :mod:`~neuronkit.rehearsal.assembly`: the stacks of a cdk.out folder and what they ask of an account;
 - :mod:`~neuronkit.rehearsal.runner`: the embedded server, seeding, and the CDK CLI against it;
 - :mod:`~neuronkit.rehearsal.report`: reading the result back with boto3, and the tables it prints;
+- :mod:`~neuronkit.rehearsal.update`: ``--base``, another revision deployed first and the working tree over it;
 - :mod:`~neuronkit.rehearsal.moto_workarounds`: every patch to moto, applied by one idempotent ``apply()``.
 
 Two deviations from a real deployment, both forced by moto 5.2: stacks are deployed with

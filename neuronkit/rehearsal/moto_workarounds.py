@@ -19,6 +19,7 @@ moto is a test/dev dependency: it is imported only inside the functions here.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import inspect
 import threading
@@ -332,6 +333,55 @@ def _target_group_attributes() -> bool:
     return True
 
 
+# Create-only properties of AWS::ElasticLoadBalancingV2::TargetGroup (the provider schema cfn-lint ships) -> the
+# attribute moto's target group keeps each in.
+_TARGET_GROUP_CREATE_ONLY = {
+    "Port": "port", "Protocol": "protocol", "ProtocolVersion": "protocol_version", "VpcId": "vpc_id",
+    "TargetType": "target_type", "Name": "name", "IpAddressType": "ip_address_type",
+}  # fmt: skip
+
+
+def _target_group_updates() -> bool:
+    from moto.elbv2.models import FakeTargetGroup, elbv2_backends
+
+    name = "target-group-updates"
+    if is_installed(FakeTargetGroup, "update_from_cloudformation_json", name):
+        return False
+    create = FakeTargetGroup.create_from_cloudformation_json
+
+    def update_from_cloudformation_json(
+        cls: Any,
+        original_resource: Any,
+        new_resource_name: str,
+        cloudformation_json: Any,
+        account_id: str,
+        region_name: str,
+    ) -> Any:
+        p = cloudformation_json["Properties"]
+        moved = [k for k, attr in _TARGET_GROUP_CREATE_ONLY.items()
+                 if k in p and str(p[k]).lower() != str(getattr(original_resource, attr, None)).lower()]  # fmt: skip
+        if moved:  # replaced: a new group (the listener moves to it on its own update); the old one goes if free
+            new = create(new_resource_name, cloudformation_json, account_id, region_name)
+            with contextlib.suppress(Exception):
+                elbv2_backends[account_id][region_name].delete_target_group(original_resource.arn)
+            return new
+        elbv2_backends[account_id][region_name].modify_target_group(
+            original_resource.arn,
+            health_check_proto=p.get("HealthCheckProtocol"),
+            health_check_port=p.get("HealthCheckPort"),
+            health_check_path=p.get("HealthCheckPath"),
+            health_check_interval=p.get("HealthCheckIntervalSeconds"),
+            health_check_timeout=p.get("HealthCheckTimeoutSeconds"),
+            healthy_threshold_count=p.get("HealthyThresholdCount"),
+            unhealthy_threshold_count=p.get("UnhealthyThresholdCount"),
+            http_codes=(p.get("Matcher") or {}).get("HttpCode"),
+        )
+        return original_resource
+
+    _install(FakeTargetGroup, "update_from_cloudformation_json", classmethod(update_from_cloudformation_json), name)
+    return True
+
+
 def _listener_certificates_of_the_account() -> bool:
     import moto.elbv2.models as elbv2_models
 
@@ -580,8 +630,9 @@ def _eks_cluster_model() -> type:
     class EksCluster(CloudFormationModel):
         """AWS::EKS::Cluster through moto's EKS backend, with a cluster security group in the cluster's VPC."""
 
-        def __init__(self, cluster: Any, security_group_id: str) -> None:
+        def __init__(self, cluster: Any, security_group_id: str, properties: dict[str, Any] | None = None) -> None:
             self.cluster, self.security_group_id = cluster, security_group_id
+            self.properties = properties or {}
 
         @staticmethod
         def cloudformation_type() -> str:
@@ -631,7 +682,26 @@ def _eks_cluster_model() -> type:
                 ],
                 tags={t["Key"]: t["Value"] for t in p.get("Tags", [])},
             )
-            return cls(cluster, group.id)
+            return cls(cluster, group.id, p)
+
+        @classmethod
+        def update_from_cloudformation_json(  # type: ignore[override]
+            cls,
+            original_resource: Any,
+            new_resource_name: str,
+            cloudformation_json: Any,
+            account_id: str,
+            region_name: str,
+        ) -> EksCluster:
+            """A stack update: what EKS updates in place (the version) in place; a replacement of the named cluster is
+            refused as CloudFormation refuses it (the cluster keeps its name)."""
+            p = cloudformation_json["Properties"]
+            _refuse_named_replacement("AWS::EKS::Cluster", "Name", original_resource.properties, p)
+            cluster = original_resource.cluster
+            if p.get("Version"):
+                cluster.version = p["Version"]
+            original_resource.properties = p
+            return original_resource  # type: ignore[no-any-return]
 
         def delete(self, account_id: str, region_name: str) -> None:
             """`cdk destroy`: the cluster and the security group made for it go (its node groups went first)."""
@@ -671,8 +741,9 @@ def _eks_nodegroup_model() -> type:
     class EksNodegroup(CloudFormationModel):
         """AWS::EKS::Nodegroup through moto's EKS backend (instances are not launched)."""
 
-        def __init__(self, nodegroup: Any) -> None:
+        def __init__(self, nodegroup: Any, properties: dict[str, Any] | None = None) -> None:
             self.nodegroup = nodegroup
+            self.properties = properties or {}
 
         @staticmethod
         def cloudformation_type() -> str:
@@ -712,7 +783,36 @@ def _eks_nodegroup_model() -> type:
                 version=p.get("Version"),
                 release_version=p.get("ReleaseVersion"),
             )
-            return cls(nodegroup)
+            return cls(nodegroup, p)
+
+        @classmethod
+        def update_from_cloudformation_json(  # type: ignore[override]
+            cls,
+            original_resource: Any,
+            new_resource_name: str,
+            cloudformation_json: Any,
+            account_id: str,
+            region_name: str,
+        ) -> EksNodegroup:
+            """A stack update: a create-only property changed replaces the group (refused while it keeps its name, as
+            CloudFormation refuses it); otherwise sizes, labels, release and launch template version change in place
+            (no instance is launched or replaced: moto runs none)."""
+            p = cloudformation_json["Properties"]
+            if _refuse_named_replacement("AWS::EKS::Nodegroup", "NodegroupName", original_resource.properties, p):
+                original_resource.delete(account_id, region_name)
+                return cls.create_from_cloudformation_json(new_resource_name, cloudformation_json, account_id, region_name)
+            n = original_resource.nodegroup
+            scaling = p.get("ScalingConfig", {})
+            n.scaling_config = {"minSize": scaling.get("MinSize"), "maxSize": scaling.get("MaxSize"),
+                                "desiredSize": scaling.get("DesiredSize")}  # fmt: skip
+            n.labels = p.get("Labels") or n.labels
+            n.release_version = p.get("ReleaseVersion") or n.release_version
+            n.version = p.get("Version") or n.version
+            template = p.get("LaunchTemplate")
+            if template:
+                n.launch_template = {"id": template.get("Id"), "version": str(template.get("Version"))}
+            original_resource.properties = p
+            return original_resource  # type: ignore[no-any-return]
 
         def delete(self, account_id: str, region_name: str) -> None:
             """`cdk destroy`: moto's EKS forgets the node group (before its cluster, which refuses while it has any)."""
@@ -729,6 +829,85 @@ def _eks_nodegroup_model() -> type:
                     "Id": self.physical_resource_id}[attribute_name]  # fmt: skip
 
     return EksNodegroup
+
+
+def _create_only_changed(resource_type: str, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The create-only properties (the provider schema cfn-lint ships, as ``neuronkit review`` reads it) whose value
+    differs between two resolved property sets."""
+    from neuronkit.reports.review import create_only
+
+    def at(value: Any, pointer: str) -> Any:
+        for part in pointer.split("/")[2:]:
+            value = value.get(part) if isinstance(value, dict) else None
+        return value
+
+    return sorted({p.split("/")[2] for p in create_only(resource_type) if at(before, p) != at(after, p)})
+
+
+def _refuse_named_replacement(resource_type: str, name_key: str, before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """True when the update replaces the resource; raises CloudFormation's error when it keeps its custom name
+    (CloudFormation User Guide, "Name type": "You can't perform an update that causes a custom-named resource to be
+    replaced")."""
+    from moto.cloudformation.exceptions import ValidationError
+
+    changed = _create_only_changed(resource_type, before, after)
+    if not changed:
+        return False
+    name = after.get(name_key)
+    if name and name == before.get(name_key):
+        raise ValidationError(
+            message=f"CloudFormation cannot update a stack when a custom-named resource requires replacing. Rename {name} "
+            f"and update the stack again ({resource_type}: {', '.join(changed)} changed)"
+        )
+    return True
+
+
+def _previous_default_parameters() -> bool:
+    from moto.cloudformation.models import CloudFormationBackend
+
+    name = "previous-default-parameters"
+    if is_installed(CloudFormationBackend, "_resolve_update_parameters", name):
+        return False
+    original = CloudFormationBackend._resolve_update_parameters
+
+    def _resolve_update_parameters(self: Any, instance: Any, incoming_params: list[dict[str, str]]) -> dict[str, str]:
+        given = getattr(instance, "parameters", None) or {}
+        kept = [p for p in incoming_params if not (p.get("UsePreviousValue") and p.get("ParameterKey") not in given)]
+        return original(self, instance, kept)  # type: ignore[no-any-return]
+
+    _install(CloudFormationBackend, "_resolve_update_parameters", _resolve_update_parameters, name)
+    return True
+
+
+def _updates_keep_unupdatable_resources() -> bool:
+    from moto.cloudformation import parsing
+
+    name = "updates-keep-unupdatable-resources"
+    if is_installed(parsing, "parse_and_update_resource", name):
+        return False
+    original = parsing.parse_and_update_resource
+
+    def parse_and_update_resource(
+        logical_id: str, resource_json: dict[str, Any], resources_map: Any, account_id: str, region_name: str
+    ) -> Any:
+        updated = original(logical_id, resource_json, resources_map, account_id, region_name)
+        if updated is None:  # no update in moto's model (or an unmodelled type): the resource stays as it was
+            return resources_map._parsed_resources.get(logical_id)
+        return updated
+
+    _install(parsing, "parse_and_update_resource", parse_and_update_resource, name)
+    return True
+
+
+def mock_updates(resource_type: str) -> bool:
+    """Whether the mock changes a resource of this type on a stack update (its moto model implements an update, or a
+    workaround here does); otherwise it keeps the resource as it was created."""
+    from moto.cloudformation import parsing
+
+    model = parsing.get_model_map().get(resource_type)
+    if model is None:
+        return False
+    return not hasattr(model.update_from_cloudformation_json, "__isabstractmethod__")
 
 
 WORKAROUNDS: tuple[Workaround, ...] = (
@@ -841,6 +1020,15 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         _target_group_attributes,
     ),
     Workaround(
+        "target-group-updates",
+        "moto's target groups have no CloudFormation update: a health check change left the group as created (and, "
+        "without the workaround updates-keep-unupdatable-resources, dropped it from the stack). CloudFormation changes "
+        "the health check in place and replaces the group when a create-only property (Port, Protocol, VpcId, "
+        "TargetType, Name, ...) changes. Installed: FakeTargetGroup.update_from_cloudformation_json does both.",
+        ("tests/moto/test_rehearse_update.py::test_a_health_path_change_updates_eks_in_place_over_head",),
+        _target_group_updates,
+    ),
+    Workaround(
         "listener-certificates-of-the-account",
         "an HTTPS/TLS listener is refused (CertificateNotFound) unless moto's ACM holds the certificate, and moto's "
         "ACM cannot import one under a given ARN; the file names the user's own ACM certificate. Installed: the "
@@ -877,12 +1065,35 @@ WORKAROUNDS: tuple[Workaround, ...] = (
         _ssm_parameter_generated_name,
     ),
     Workaround(
+        "previous-default-parameters",
+        "`cdk deploy` over an existing stack passes its BootstrapVersion parameter with UsePreviousValue; moto looks the "
+        "previous value up among the parameters given at creation only and fails with a KeyError (an HTML 500 the CLI "
+        "cannot parse) when the stack took the template's default, as every CDK stack does. CloudFormation uses the "
+        "stack's current value. Installed: CloudFormationBackend._resolve_update_parameters leaves such a parameter to "
+        "the template's default (for BootstrapVersion: the SSM parameter, resolved again).",
+        ("tests/moto/test_rehearse_update.py::test_a_health_path_change_updates_eks_in_place_over_head",),
+        _previous_default_parameters,
+    ),
+    Workaround(
+        "updates-keep-unupdatable-resources",
+        "on a stack update moto replaces a changed resource whose model has no update (a target group, a KMS key, "
+        "every unmodelled type) with None: it vanishes from the stack, and a later Ref or GetAtt of it fails. "
+        "CloudFormation updates it. Installed: parsing.parse_and_update_resource keeps the resource as it was; the "
+        "update rehearsal names each such resource as not updated by the mock (neuronkit.rehearsal.update).",
+        ("tests/moto/test_rehearse_update.py::test_a_health_path_change_updates_eks_in_place_over_head",),
+        _updates_keep_unupdatable_resources,
+    ),
+    Workaround(
         "eks-from-cloudformation",
         "moto models EKS clusters and node groups in its EKS API but not in CloudFormation, so AWS::EKS::Cluster and "
         "AWS::EKS::Nodegroup would be skipped. Installed: CloudFormation models of both that call moto's EKS backend "
         "(the cluster gets a cluster security group in its VPC, as EKS creates one); access entries, add-ons and "
-        "everything inside Kubernetes stay unmodelled and are reported.",
-        ("tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",),
+        "everything inside Kubernetes stay unmodelled and are reported. On a stack update both change in place what EKS "
+        "changes in place, and refuse a replacement under the same name as CloudFormation does.",
+        (
+            "tests/moto/test_eks_rehearse.py::test_the_eks_example_rehearses_cluster_and_node_groups",
+            "tests/moto/test_rehearse_update.py::test_a_health_path_change_updates_eks_in_place_over_head",
+        ),
         _eks_from_cloudformation,
     ),
 )

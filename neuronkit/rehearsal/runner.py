@@ -95,7 +95,9 @@ class Rehearsal:
     ``cdk_out`` deploys an already synthesized cloud assembly instead of synthesizing one (with
     ``environments`` set to one name, the synth passes ``-c env=NAME``); ``env_file`` synthesizes that one
     environment file instead of environments/ (``-c file=PATH``). ``progress`` receives one line per
-    step; ``verbose`` forwards every CLI line to it.
+    step; ``verbose`` forwards every CLI line to it. ``base_dir`` (with ``base_env_file``, its copy of the file): another
+    revision's project folder, synthesized too (``base_assembly``) and deployed by ``deploy(base=True)``; ``neuronkit
+    rehearse --base`` deploys it, then the head over it (:mod:`neuronkit.rehearsal.update`).
     """
 
     _active = False  # one rehearsal per process at a time
@@ -110,12 +112,18 @@ class Rehearsal:
         verbose: bool = False,
         work_dir: str | Path | None = None,
         env_file: str | Path | None = None,
+        base_dir: str | Path | None = None,
+        base_env_file: str | Path | None = None,
     ):
         safety.assert_local_endpoint(f"http://{safety.ENDPOINT_HOST}/")  # refuse before anything starts or is created
         self.project_dir = project_root(project_dir)
         self.wanted = list(environments) if environments else None
         self.given_cdk_out = Path(cdk_out).resolve() if cdk_out is not None else None
         self.env_file = Path(env_file).resolve() if env_file is not None else None
+        # ``neuronkit rehearse --base``: another revision's project folder (and its copy of the file), synthesized too
+        self.base_dir = Path(base_dir).resolve() if base_dir is not None else None
+        self.base_env_file = Path(base_env_file).resolve() if base_env_file is not None else None
+        self.base_assembly: Assembly | None = None
         self.progress: Progress = progress or _quiet_print
         self.verbose = verbose
         self._own_work_dir = work_dir is None
@@ -197,17 +205,21 @@ class Rehearsal:
         self._exit.callback(self._reset_moto)
         self._exit.callback(restore_amis)  # runs first on close: the closing reset then loads the bundled images
         self.progress(f"moto server on {self.endpoint} (bound to {safety.BIND_ADDRESS}); work folder {self.work_dir}")
-        self.app_dir = self._private_app()
-        self.assembly = self._assembly()
+        self.app_dir, self.context = self._private_app(self.project_dir, "app", self.env_file)
+        self.assembly = self._assembly(self.app_dir, self.work_dir / "cdk.out", self.env_file)
         missing = [e for e in self.wanted or [] if e not in self.assembly.environments()]
         if missing:
             known = ", ".join(self.assembly.environments()) or "none"
             raise RehearsalError(
                 f"no stacks for environment(s) {', '.join(missing)} in {self.assembly.path}; known: {known}", code=2
             )
+        if self.base_dir is not None:
+            self.base_assembly = self._base_assembly(self.base_dir)
         for name in self.environment_names:
             for account, region in self._targets(name):
                 self._seed(account, region)
+                if self.base_assembly is not None:
+                    self._seed(account, region, self.base_assembly)
         self._users_clusters()
 
     def _users_clusters(self) -> None:
@@ -228,6 +240,20 @@ class Rehearsal:
                 )
                 self.users_clusters.setdefault(env.name, []).append(line)
                 self.progress(line)
+
+    def _base_assembly(self, base_dir: Path) -> Assembly:
+        """The other revision synthesized with the same selection, in its own private folder (its own pins, the
+        stand-ins of both)."""
+        app, _ = self._private_app(base_dir, "base-app", self.base_env_file)
+        assembly = self._assembly(app, self.work_dir / "base.out", self.base_env_file, label="base synth")
+        missing = [e for e in self.environment_names if e not in assembly.environments()]
+        if missing:
+            raise RehearsalError(
+                f"environment(s) {', '.join(missing)} have no stacks in the base revision: nothing to update; "
+                "rehearse them without --base",
+                code=2,
+            )
+        return assembly
 
     @staticmethod
     def _release() -> None:
@@ -271,11 +297,15 @@ class Rehearsal:
             config=Config(retries={"max_attempts": 2}, s3={"addressing_style": "path"}),
         )
 
-    def deploy(self, environments: Sequence[str] | None = None) -> list[EnvironmentReport]:
-        """Bootstrap, deploy and verify each environment; raises :class:`RehearsalError` when the CLI fails."""
+    def deploy(self, environments: Sequence[str] | None = None, *, base: bool = False) -> list[EnvironmentReport]:
+        """Bootstrap, deploy and verify each environment; raises :class:`RehearsalError` when the CLI fails.
+        ``base``: deploy the base revision's assembly (a rehearsal started with ``base_dir``) instead of the head's."""
+        assembly = self.base_assembly if base else self.assembly
+        if base and assembly is None:
+            raise RehearsalError("deploy(base=True) needs a rehearsal started with base_dir", code=2)
         reports = []
         for name in environments or self.environment_names:
-            report = self._deploy_one(name)
+            report = self._deploy_one(name, assembly)
             self.reports[name] = report
             reports.append(report)
         return reports
@@ -285,64 +315,60 @@ class Rehearsal:
         return [self._destroy_one(name) for name in environments or list(self.reports)]
 
     # ---------------------------------------------------------------- synth and seeding
-    def _assembly(self) -> Assembly:
-        if self.given_cdk_out is not None:
+    def _assembly(self, app_dir: Path, out: Path, env_file: Path | None, label: str = "synth") -> Assembly:
+        if self.given_cdk_out is not None and label == "synth":
             self.progress(f"using the synthesized app in {self.given_cdk_out}")
             return read_assembly(self.given_cdk_out)
-        out = self.work_dir / "cdk.out"
         args = ["synth", "--quiet", "--output", str(out)]
-        if self.env_file is not None:
-            args += ["-c", f"file={self.env_file}"]
+        if env_file is not None:
+            args += ["-c", f"file={env_file}"]
         elif self.wanted and len(self.wanted) == 1:
             args += ["-c", f"env={self.wanted[0]}"]
-        self.progress(f"synthesizing: cdk {' '.join(args)}")
+        self.progress(f"{label}: cdk {' '.join(args)}" + (f" (in {app_dir})" if label != "synth" else ""))
         start = time.monotonic()
-        self._cli(args, account=DEFAULT_ACCOUNT, region=DEFAULT_REGION, label="synth")
-        self.synth_seconds = time.monotonic() - start
+        self._cli(args, account=DEFAULT_ACCOUNT, region=DEFAULT_REGION, label=label, cwd=app_dir)
+        self.synth_seconds += time.monotonic() - start
         return read_assembly(out)
 
-    def _private_app(self) -> Path:
+    def _private_app(self, project_dir: Path, folder: str, env_file: Path | None) -> tuple[Path, dict[str, Any]]:
         """The CLI's working folder: the project's files linked, beside a private copy of cdk.context.json that
         takes the stand-ins of unpinned lookups and whatever the CLI writes. It goes with the work folder, so a
         rehearsal, passed or failed, leaves the project byte for byte as it was."""
-        app = self.work_dir / "app"
+        app = self.work_dir / folder
         app.mkdir(parents=True, exist_ok=True)
-        for entry in self.project_dir.iterdir():
+        for entry in project_dir.iterdir():
             if entry.name not in (CONTEXT_FILE, "cdk.out", ".git") and not (app / entry.name).exists():
                 (app / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
-        context = lookups.read_context(self.project_dir)
+        context = lookups.read_context(project_dir)
         if self.given_cdk_out is None:
-            context.update(self._stand_ins(context))
+            context.update(self._stand_ins(context, project_dir, env_file))
         (app / CONTEXT_FILE).write_text(json.dumps(context, indent=2) + "\n", encoding="utf-8")
-        self.context = context
-        return app
+        return app, context
 
-    def _rehearsed_files(self) -> list[tuple[config.Environment, str]]:
+    def _rehearsed_files(self, project_dir: Path, env_file: Path | None) -> list[tuple[config.Environment, str]]:
         """The environments the synth will build, with how commands name each (``--env NAME`` / ``--file PATH``)."""
         try:
-            if self.env_file is not None:
-                shown = (
-                    self.env_file.relative_to(self.project_dir)
-                    if self.env_file.is_relative_to(self.project_dir)
-                    else self.env_file
-                )
-                return [(config.load_environment(self.env_file), f"--file {shown}")]
-            envs = config.load_all(self.project_dir / "environments")
+            if env_file is not None:
+                shown = env_file.relative_to(project_dir) if env_file.is_relative_to(project_dir) else env_file
+                return [(config.load_environment(env_file), f"--file {shown}")]
+            envs = config.load_all(project_dir / "environments")
         except config.ConfigError:
             return []  # the synth reports the file's problems itself
         # The synth builds one environment with -c env=NAME (one name wanted), else every file: each needs its images.
         only = self.wanted[0] if self.wanted and len(self.wanted) == 1 else None
         return [(e, f"--env {e.name}") for e in envs if only is None or e.name == only]
 
-    def _stand_ins(self, context: dict[str, Any]) -> dict[str, str]:
+    def _stand_ins(self, context: dict[str, Any], project_dir: Path, env_file: Path | None) -> dict[str, str]:
         """An image registered in the mock for each lookup cdk.context.json does not pin: moto's own images would
         answer the CLI's DescribeImages with whatever matches, or nothing. Each is named in the report."""
         from moto.ec2.models import ec2_backends
 
         out: dict[str, str] = {}
-        for env, select in self._rehearsed_files():
+        for env, select in self._rehearsed_files(project_dir, env_file):
             for lookup in lookups.unpinned_lookups(env, context):
-                if lookup.context_key not in out:
+                if lookup.context_key in self.context:  # the head's stand-in serves the base revision too
+                    out[lookup.context_key] = self.context[lookup.context_key]
+                elif lookup.context_key not in out:
                     image = ec2_backends[lookup.account][lookup.region].register_image(
                         name=f"neuronkit-rehearsal/stand-in/{lookup.family}",
                         description=f"stand-in for unpinned lookup {lookup.label}",
@@ -372,7 +398,7 @@ class Rehearsal:
             self._keys[account] = (key.access_key_id, key.secret_access_key)
         return self._keys[account]
 
-    def _seed(self, account: str, region: str) -> list[str]:
+    def _seed(self, account: str, region: str, assembly: Assembly | None = None) -> list[str]:
         """Seed the public SSM parameters the templates resolve, image ids pointing at registered AMIs."""
         from moto.ec2.models import ec2_backends
         from moto.ssm.models import ssm_backends
@@ -380,8 +406,9 @@ class Rehearsal:
         self._credentials(account)
         seeded = []
         wanted: dict[str, str] = {}
-        assert self.assembly is not None
-        for s in self.assembly.stacks:
+        assembly = assembly or self.assembly
+        assert assembly is not None
+        for s in assembly.stacks:
             if (s.account, s.region) == (account, region):
                 wanted.update(ssm_parameter_defaults(s))
                 # Pinned images (cdk.context.json lookups) are literal ids: the mock must know them to launch nodes.
@@ -435,13 +462,14 @@ class Rehearsal:
         region: str,
         label: str,
         on_line: Callable[[str], None] | None = None,
+        cwd: Path | None = None,
     ) -> list[str]:
         command = [str(self.cdk), *args, "--no-notices"]
         tail: deque[str] = deque(maxlen=CLI_TAIL_LINES)
         lines: list[str] = []
         proc = subprocess.Popen(
             command,
-            cwd=self.app_dir,
+            cwd=cwd or self.app_dir,
             env=self._cli_env(account, region),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -471,17 +499,20 @@ class Rehearsal:
             )
         return lines
 
-    def _selection(self, environment: str) -> list[str]:
+    def _selection(self, environment: str, assembly: Assembly | None = None) -> list[str]:
         """``--all`` when the assembly holds only this environment's stacks (as a user would type), else their ids."""
-        assert self.assembly is not None
-        mine = self.stacks(environment)
-        if len(mine) == len(self.assembly.stacks):
+        assembly = assembly or self.assembly
+        assert assembly is not None
+        mine = assembly.environments()[environment]
+        if len(mine) == len(assembly.stacks):
             return ["--all"]
         return [s.artifact_id for s in mine]
 
     # ---------------------------------------------------------------- deploy and verify
-    def _deploy_one(self, name: str) -> EnvironmentReport:
-        stacks = self.stacks(name)
+    def _deploy_one(self, name: str, assembly: Assembly | None = None) -> EnvironmentReport:
+        assembly = assembly or self.assembly
+        assert assembly is not None
+        stacks = assembly.environments()[name]
         targets = self._targets(name)
         account, region = targets[0]
         report = EnvironmentReport(name=name, account=account, region=region)
@@ -490,9 +521,7 @@ class Rehearsal:
             if (acct, reg) in self._bootstrapped:
                 continue
             self.progress(f"[{name}] cdk bootstrap aws://{acct}/{reg}")
-            self._cli(
-                ["bootstrap", f"aws://{acct}/{reg}", "--app", str(self._assembly_path)], account=acct, region=reg, label=name
-            )
+            self._cli(["bootstrap", f"aws://{acct}/{reg}", "--app", str(assembly.path)], account=acct, region=reg, label=name)
             self._ensure_bootstrap_version(acct, reg)
             self._bootstrapped.add((acct, reg))
         report.seconds["bootstrap"] = time.monotonic() - start
@@ -506,7 +535,7 @@ class Rehearsal:
                 self.progress(f"[{name}] {stack_line(stack_report(self.client, stack))}")
 
         start = time.monotonic()
-        selection = self._selection(name)
+        selection = self._selection(name, assembly)
         self.progress(f"[{name}] cdk deploy {' '.join(selection)} --require-approval never --method=direct")
         # One CLI run per environment: all its stacks share one account/region in neuronkit, and the CLI
         # refuses stacks of an account other than its credentials'.
@@ -514,7 +543,7 @@ class Rehearsal:
             mine = [s.artifact_id for s in stacks if (s.account, s.region) == (acct, reg)]
             chosen = selection if len(targets) == 1 else mine
             self._cli(
-                ["deploy", *chosen, "--app", str(self._assembly_path), "--require-approval", "never", "--method=direct"],
+                ["deploy", *chosen, "--app", str(assembly.path), "--require-approval", "never", "--method=direct"],
                 account=acct,
                 region=reg,
                 label=name,

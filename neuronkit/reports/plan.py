@@ -347,8 +347,7 @@ def plan(
                 stack, lid, MANIFEST, CANNOT,
                 f"kubectl apply of {conflict.kind} {conflict.name} is refused and the stack rolls back",
                 f"{conflict.field} cannot change under the same name ({conflict.source})",
-                "give the object a new name (the kit derives Job and binding names from their content), or remove it "
-                "in one deploy and add it back in the next",
+                conflict.how_instead,
             )  # fmt: skip
     return sorted(steps.values(), key=lambda s: (ORDER[s.verdict], s.stack, s.logical_id))
 

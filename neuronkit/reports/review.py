@@ -17,13 +17,14 @@ fails the command.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,7 @@ class Review:
     cannot_update: list[str] = field(default_factory=list)  # resources and Kubernetes objects whose update would fail
     plan: list[Any] = field(default_factory=list)  # neuronkit.reports.plan.Step, per resource the deploy touches
     environment_of: dict[str, str] = field(default_factory=dict)  # stack -> environment, for the plan's sections
+    kubernetes: list[Any] = field(default_factory=list)  # neuronkit.kubernetes.report.ObjectChange, per object changed
 
 
 # The words app.py (neuronkit.stacks.missing_lookups) uses for a pool whose image lookup is not pinned yet.
@@ -302,6 +304,7 @@ def render(review: Review) -> str:
         from neuronkit.reports import plan
 
         lines += plan.render(review.plan, lambda stack: review.environment_of.get(stack))
+    lines += _render_kubernetes(review)
     if review.pins_needed:
         lines += [
             "### Pin needed first",
@@ -337,6 +340,28 @@ def render(review: Review) -> str:
     if review.budgets:
         lines += ["### Against the budgets", ""] + [f"- {b}" for b in review.budgets] + [""]
     return "\n".join(lines)
+
+
+def _render_kubernetes(review: Review) -> list[str]:
+    """For a Kubernetes reviewer, after the plan: per environment the objects and Helm releases the change adds, alters
+    or removes, with images, added capabilities, RBAC rules and subjects, and replicas (before -> after)."""
+    from neuronkit.kubernetes.report import object_lines
+
+    if not review.kubernetes:
+        return []
+    lines = [
+        "### Kubernetes objects",
+        "",
+        "What the kubectl manifests, patches and Helm releases of the touched environments add, change and remove "
+        "(deploy-time values compared as references):",
+        "",
+    ]
+    by_env: dict[str, list[Any]] = {}
+    for change in review.kubernetes:
+        by_env.setdefault(review.environment_of.get(change.stack, change.stack), []).append(change)
+    for env, changes in sorted(by_env.items()):
+        lines += [f"#### {env}", "", *object_lines(changes), ""]
+    return lines
 
 
 _PARTS = (
@@ -506,14 +531,8 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
     from neuronkit.reports import cost
     from neuronkit.reports.pools import PoolError, pools_from_cdk_out
 
-    if _run(["git", "rev-parse", "--verify", f"{base}^{{commit}}"], repo).returncode != 0:
-        raise ReviewError(f"{base} is not a commit of {repo}; fetch it first (e.g. git fetch origin main)")
-    scratch = Path(tempfile.mkdtemp(prefix="neuronkit-review-", dir=work))
-    tree = scratch / "base"
-    try:
-        added = _run(["git", "worktree", "add", "--detach", str(tree), base], repo)
-        if added.returncode != 0:
-            raise ReviewError(f"git worktree add {base} failed: {added.stderr.strip()}")
+    with base_worktree(base, repo, work) as (tree, _):
+        scratch = tree.parent
         old_envs, old_data, old_why = _load(tree)
         new_envs, new_data, new_why = _load(repo)
         known = sorted(set(old_data) | set(new_data))
@@ -533,9 +552,11 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
         stacks = sorted(s for s in set(old) | set(new) if env_of(s, known) in chosen)
         steps = plan.plan(old, new, every, stacks)
         blocked = [s.line() for s in plan.cannot_update(steps)]
+        from neuronkit.kubernetes.report import object_changes
+
         result = Review(
             base=base, changes=mine, pins_needed=pins, cannot_update=blocked, plan=steps,
-            environment_of={s: str(env_of(s, known)) for s in stacks},
+            environment_of={s: str(env_of(s, known)) for s in stacks}, kubernetes=object_changes(old, new, stacks),
         )  # fmt: skip
         for name in chosen:
             section = what_changes(name, old_envs.get(name), new_envs.get(name), old, new, mine)
@@ -553,6 +574,25 @@ def review(base: str, repo: Path, work: Path | None = None, envs: list[str] | No
             result.cost = f"Cost change not computed: {str(err).splitlines()[0]}"
         result.budgets = _budgets([new_envs[n] for n in chosen if n in new_envs], scratch / "new.out")
         return result
+
+
+@contextlib.contextmanager
+def base_worktree(base: str, repo: Path, work: Path | None = None) -> Iterator[tuple[Path, Path]]:
+    """The revision ``base`` of the git repository holding ``repo``, checked out as a detached worktree in a scratch
+    folder (removed afterwards): yields (the worktree's top folder, the repository's top folder). ``review`` and
+    ``rehearse --base`` materialize BASE this way."""
+    if _run(["git", "rev-parse", "--verify", f"{base}^{{commit}}"], repo).returncode != 0:
+        raise ReviewError(f"{base} is not a commit of {repo}; fetch it first (e.g. git fetch origin main)")
+    top = _run(["git", "rev-parse", "--show-toplevel"], repo)
+    if top.returncode != 0:
+        raise ReviewError(f"{repo} is not in a git checkout (git rev-parse --show-toplevel failed)")
+    scratch = Path(tempfile.mkdtemp(prefix="neuronkit-review-", dir=work))
+    tree = scratch / "base"
+    try:
+        added = _run(["git", "worktree", "add", "--detach", str(tree), base], repo)
+        if added.returncode != 0:
+            raise ReviewError(f"git worktree add {base} failed: {added.stderr.strip()}")
+        yield tree, Path(top.stdout.strip()).resolve()
     finally:
         _run(["git", "worktree", "remove", "--force", str(tree)], repo)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -257,3 +257,29 @@ def test_a_replaced_target_group_deletes_the_old_binding_through_cloudformation(
     chat = {lid for lid in base if "Servingchat" in lid and "trn2" not in lid}
     moved = {lid for lid in port if "Servingchat" in lid and "trn2" not in lid}
     assert len(chat) == len(moved) == 1 and chat != moved
+
+
+def test_review_lists_the_kubernetes_objects_a_change_of_the_example_adds_alters_and_removes(
+    synths: dict[str, dict[str, Any]],
+) -> None:
+    """`neuronkit review`'s object list on the example (issue 47): the same file lists nothing; a health path change
+    adds a compile Job (with its images) and removes the old one, and changes the Neuron Deployment's pod template (the
+    probe, not the image) and the GPU Deployment's through its patch; a port change adds a binding and removes one."""
+    from neuronkit.kubernetes.report import object_changes
+
+    def of(name: str) -> dict[tuple[str, str, str], Any]:
+        changes = object_changes({STACK: synths["base"]}, {STACK: synths[name]}, [STACK])
+        return {(c.kind, c.action, c.name): c for c in changes}
+
+    assert of("again") == {}
+    health = of("health_path")
+    jobs = {(a, n): c for (k, a, n), c in health.items() if k == "Job"}
+    assert sorted(a for a, _ in jobs) == ["added", "removed"]
+    (added,) = [c for (a, _), c in jobs.items() if a == "added"]
+    assert added.namespace == "neuronkit-serving" and any(d.startswith("image ") for d in added.details)
+    changed = {n: c for (k, a, n), c in health.items() if k == "Deployment" and a == "changed"}
+    assert {"chat-neuron", "chat-gpu"} <= set(changed)
+    assert all("spec.template changed" in c.details for n, c in changed.items() if n in ("chat-neuron", "chat-gpu"))
+    port = of("port")
+    assert sorted(a for (k, a, _) in port if k == "TargetGroupBinding") == ["added", "removed"]
+    assert not [c for (k, _, _), c in port.items() if k in ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")]

@@ -21,7 +21,7 @@ def test_a_failed_rehearsal_leaves_the_project_byte_for_byte(monkeypatch: pytest
     """It fails after the synth (the CLI ran, with its lookups): nothing it wrote reaches the project."""
     from neuronkit.rehearsal import rehearse
 
-    def fail(self: Rehearsal, name: str) -> EnvironmentReport:
+    def fail(self: Rehearsal, name: str, assembly: object = None) -> EnvironmentReport:
         raise RehearsalError(f"{name}: made to fail after the synth")
 
     monkeypatch.setattr(Rehearsal, "_deploy_one", fail)

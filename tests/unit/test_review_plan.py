@@ -140,3 +140,82 @@ def test_review_prints_the_plan_before_what_changes_and_fails_on_cannot_update(m
     monkeypatch.setattr(review, "review", lambda base, repo, envs=None: result)
     assert review_cmd.run(argparse.Namespace(base="HEAD", env=None, output=None)) == 1
     assert "### Update plan" in capsys.readouterr().out
+
+
+def _kueue(cluster_queue: str | None, max_nodes: int = 4) -> dict[str, Any]:
+    from neuronkit.kubernetes.training_job import kueue_manifests
+
+    docs = kueue_manifests(
+        environment="dev", pool="pretrain", instance_type="trn1.32xlarge", max_nodes=max_nodes, cluster_queue=cluster_queue
+    )
+    return t({"Queues": {"Type": planner.MANIFEST, "Properties": {"Manifest": json.dumps(docs)}}})
+
+
+def test_a_pools_cluster_queue_change_cannot_update_its_local_queue_and_says_how_instead() -> None:
+    """training[].cluster_queue moves the pool's LocalQueue (same name) to another ClusterQueue: Kueue v0.19.2's CRD
+    refuses it (LocalQueueSpec.ClusterQueue, rule "self == oldSelf", "field is immutable"). Both ways: from the kit's
+    own ClusterQueue to a user's, and from one user's queue to another."""
+    for before, after in ((None, "team-a"), ("team-a", "team-b")):
+        (c,) = immutable.conflicts("dev-eks", _kueue(before), _kueue(after))
+        assert (c.kind, c.namespace, c.field) == ("kueue.x-k8s.io/LocalQueue", "neuronkit-training", "spec.clusterQueue")
+        assert "localqueue_types.go" in c.source and "field is immutable" in c.source
+        assert f"kubectl -n neuronkit-training delete localqueue {c.name}" in c.line()
+        (step,) = _plan(_kueue(before), _kueue(after))
+        assert step.verdict == planner.CANNOT and "spec.clusterQueue" in step.why and "delete localqueue" in step.instead
+
+
+def test_a_pools_size_changes_its_cluster_queues_quota_in_place() -> None:
+    """A ClusterQueue's resourceGroups (the quota) are validated on update as on create, not frozen
+    (clusterqueue_webhook.go ValidateClusterQueueUpdate); the flavor's nodeLabels are frozen only with a topologyName."""
+    assert immutable.conflicts("dev-eks", _kueue(None, 4), _kueue(None, 8)) == []
+    (step,) = _plan(_kueue(None, 4), _kueue(None, 8))
+    assert step.verdict == planner.IN_PLACE
+
+
+def test_kueues_conditional_and_webhook_rows() -> None:
+    flavor: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f"},
+              "spec": {"nodeLabels": {"neuronkit.io/pool": "a"}}}  # fmt: skip
+    relabelled = json.loads(json.dumps(flavor))
+    relabelled["spec"]["nodeLabels"] = {"neuronkit.io/pool": "b"}
+    assert immutable.conflicts("s", _objects(flavor), _objects(relabelled)) == []  # no topologyName: mutable
+    flavor["spec"]["topologyName"] = relabelled["spec"]["topologyName"] = "racks"
+    (c,) = immutable.conflicts("s", _objects(flavor), _objects(relabelled))
+    assert c.field == "spec.nodeLabels" and "topologyName is set" in c.source
+    cq: dict[str, Any] = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"},
+          "spec": {"queueingStrategy": "StrictFIFO"}}  # fmt: skip
+    concurrent = {**cq, "spec": {**cq["spec"], "concurrentAdmissionPolicy": {"migration": {"mode": "RetainFirstAdmission"}}}}
+    (c,) = immutable.conflicts("s", _objects(cq), _objects(concurrent))
+    assert c.field == "spec.concurrentAdmissionPolicy" and "ValidateClusterQueueUpdate" in c.source
+    assert immutable.conflicts("s", _objects(cq), _objects({**cq, "spec": {"queueingStrategy": "BestEffortFIFO"}})) == []
+
+
+def _transition_rules(schema: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], str]]:
+    """(path, message) of every CEL rule that reads ``oldSelf`` (a rule an update can break) in a CRD schema."""
+    out = [
+        (path, str(v.get("message", "")))
+        for v in schema.get("x-kubernetes-validations") or []
+        if "oldSelf" in str(v.get("rule", ""))
+    ]
+    for name, sub in (schema.get("properties") or {}).items():
+        out += _transition_rules(sub, (*path, name))
+    if isinstance(schema.get("items"), dict):
+        out += _transition_rules(schema["items"], path)
+    return out
+
+
+def test_every_update_rule_of_the_pinned_kueue_crds_is_a_row_of_the_table() -> None:
+    """The checked-in Kueue CRD schemas (the pinned version, neuronkit/kubernetes/crds/) carry each "self == oldSelf"
+    rule the table encodes: a pin bump that adds one fails here until the table has its row."""
+    from pathlib import Path
+
+    crds = sorted(Path(immutable.__file__).parent.glob("crds/kueue.x-k8s.io_*.json"))
+    found = 0
+    for path in crds:
+        crd = json.loads(path.read_text())
+        kind = f"{crd['group']}/{crd['kind']}"
+        for where, message in _transition_rules(crd["openAPIV3Schema"]):
+            found += 1
+            # A rule on a field freezes that field; a rule on an object names the field first in its message.
+            field = where if where and "immutable when" not in message else (*where, message.split()[0])
+            assert any(r.kind == kind and r.path == field for r in immutable.IMMUTABLE), (kind, field, message)
+    assert crds and found >= 4  # LocalQueue's clusterQueue and ResourceFlavor's three

@@ -225,7 +225,7 @@ class Rehearsal:
     def _users_clusters(self) -> None:
         """eks.existing: the mock holds the user's cluster before the kit's stacks deploy against it, as their account
         would (moto_workarounds.seed_users_cluster); one line each in the progress and the report."""
-        for env, _ in self._rehearsed_files():
+        for env, _ in self._rehearsed_files(self.project_dir, self.env_file):
             if env.name not in self.environment_names:
                 continue
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from neuronkit.config import load_environment
+from neuronkit.constructs.eks.nodegroup_name import prefix_of
 from neuronkit.rehearsal import EnvironmentReport, Rehearsal, render_report
 from tests.conftest import ROOT
 
@@ -36,7 +37,7 @@ def test_the_kit_deploys_onto_the_users_cluster_and_creates_none(rehearsed: tupl
     assert eks.list_clusters()["clusters"] == [CLUSTER]  # the user's, and no second one
     groups = eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"]
     pools = [c.name for c in ENV.training] + [f.name for f in ENV.inference]
-    assert set(groups) >= {f"{ENV.name}-system", *(f"{ENV.name}-{p}" for p in pools)}, groups
+    assert {prefix_of(g) for g in groups} >= {f"{ENV.name}-system", *(f"{ENV.name}-{p}" for p in pools)}, groups
     for group in groups:
         assert eks.describe_nodegroup(clusterName=CLUSTER, nodegroupName=group)["nodegroup"]["clusterName"] == CLUSTER
     # The kit's VPC is the user's: its network stack created none.

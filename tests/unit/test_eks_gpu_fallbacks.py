@@ -302,11 +302,7 @@ def test_adding_a_second_fallback_type_replaces_nothing_of_the_first(
     after, _ = mlp_two
     lost = sorted(set(before["Resources"]) - set(after["Resources"]))
     assert lost == [], f"adding a GPU type deletes or replaces {lost}"
-    first = [
-        k
-        for k, r in before["Resources"].items()
-        if r["Type"] == "AWS::EKS::Nodegroup" and group_name(r) == "mlp-llama-gpu"
-    ]
+    first = [k for k, r in before["Resources"].items() if r["Type"] == "AWS::EKS::Nodegroup" and group_name(r) == "mlp-llama-gpu"]
     assert len(first) == 1
     assert before["Resources"][first[0]]["Properties"] == after["Resources"][first[0]]["Properties"]
     seeds = [k for k, r in before["Resources"].items() if "SeedGpu" in k]

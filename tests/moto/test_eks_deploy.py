@@ -106,6 +106,7 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
                 g.max_size,
             )
     from neuronkit.kubernetes.serving import headroom_nodes
+    from neuronkit.reports.pools import eks_fallback_groups
 
     for f in env.inference:
         # A served fleet's groups keep room above max_size for a compile Job and a surge pod (issue 49).
@@ -116,8 +117,9 @@ def test_the_cluster_and_every_node_group_hold_what_the_file_asks(deployed: tupl
             f.min_size if f.desired_size is None else f.desired_size,
             f.max_size + room("neuron"),
         )
-        if f.fallback_types:
-            expected[f"{name}-{f.name}-gpu"] = (list(f.fallback_types), 0, 0, f.max_size + room("gpu"))
+        # A GPU node group per fallback type of a served fleet (one of every type without a model), as the stack builds.
+        for pool, types in eks_fallback_groups(f.name, list(f.fallback_types), f.model is not None):
+            expected[f"{name}-{pool}"] = (types, 0, 0, f.max_size + room("gpu"))
     if env.eks is not None:  # the system node group for add-ons and controllers
         system = env.eks.system_nodes.resolved()
         expected[f"{name}-system"] = (

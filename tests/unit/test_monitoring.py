@@ -579,7 +579,9 @@ def test_cost_per_hour_multiplies_in_service_instances_by_catalog_prices(synth: 
             expected.append(f"{PRICES.hourly(c.gpu_pool.instance_type, e.region):g}")
     for f in e.inference:
         expected.append(f"{PRICES.hourly(f.neuron_types[0], e.region):g}")
-        if f.fallback_types:
+        if e.platform == "eks":  # a GPU node group per fallback type of a served fleet, each priced at its first type
+            expected += [f"{PRICES.hourly(types[0], e.region):g}" for _, types in _eks_gpu_groups(f)]
+        elif f.fallback_types:
             expected.append(f"{PRICES.hourly(f.fallback_types[0], e.region):g}")
     prices = [term.split(" * ")[1] for term in expr.split(" + ")]
     assert sorted(prices) == sorted(expected)
@@ -590,13 +592,20 @@ def test_cost_per_hour_multiplies_in_service_instances_by_catalog_prices(synth: 
 # --------------------------------------------------------------------------------------------
 # nodes: log groups, permissions, the node kit
 # --------------------------------------------------------------------------------------------
+def _eks_gpu_groups(f: Any) -> list[tuple[str, list[str]]]:
+    """A fleet's GPU fallback node groups on EKS (one per type when it serves a model), as the stack builds them."""
+    from neuronkit.reports.pools import eks_fallback_groups
+
+    return eks_fallback_groups(f.name, list(f.fallback_types), f.model is not None)
+
+
 def _node_pools(env: str) -> tuple[str, list[str]]:
     """The stack of the environment's training nodes and their pools (on EKS: every node group, one stack)."""
     e = ENVS[env]
     clusters = [c for c in e.training if c.scheduler == "none"]
     pools = [c.name for c in clusters] + [f"{c.name}-gpu" for c in clusters if c.gpu_pool]
     if e.platform == "eks":
-        pools += [f.name for f in e.inference] + [f"{f.name}-gpu" for f in e.inference if f.fallback_types]
+        pools += [f.name for f in e.inference] + [name for f in e.inference for name, _ in _eks_gpu_groups(f)]
         return f"{env}-eks", pools
     return f"{env}-training", pools
 

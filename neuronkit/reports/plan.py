@@ -247,7 +247,7 @@ def _replaced_effect(c: Any, after: dict[str, Any]) -> str:
         # drains (EKS User Guide, "Managed node groups": "Node updates and terminations automatically drain nodes").
         return (
             f"nodes of {_group_words(after)} replaced (new group created, then the old one's nodes drained/terminated); "
-            "pods move to the new group"
+            "pods move to the new group; quota and reserved capacity must hold both groups while it runs"
         )
     if t == "AWS::AutoScaling::AutoScalingGroup":
         return f"nodes of {_group_words(after)} replaced: a new group is created, then the old one deleted"

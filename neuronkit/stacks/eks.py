@@ -383,6 +383,7 @@ class EksStack(NeuronkitStack):
                     spec=AutoscaledSizeSpec(
                         cluster=self.cluster.spec.name, nodegroup=group.nodegroup_name,
                         nodegroup_pattern=group.replaceable_name.pattern, min_size=node_spec.min_size,
+                        previous_names=(group.replaceable_name.prefix,),
                         max_size=node_spec.max_size,
                         initial_size=node_spec.desired_size if node_spec.desired_size is not None else node_spec.min_size,
                     ),

@@ -113,6 +113,10 @@ def test_the_auto_scaling_group_name_is_read_again_when_its_group_is_replaced(ba
         call = json.dumps(lookups[0].get(phase))
         assert "describeNodegroup" in call, f"{phase}: no DescribeNodegroup call"
         assert json.dumps({"Fn::GetAtt": [logical, "NodegroupName"]}) in call, f"{phase}: the call does not name the group"
+    # Its policy names the group and its replacements by pattern, so a replacement leaves the policy's text alone and
+    # the call right after it never waits on an IAM change (outside review of fix 5).
+    policies = [json.dumps(r) for r in resources(base, "AWS::IAM::Policy").values() if "eks:DescribeNodegroup" in json.dumps(r)]
+    assert any("-????????/*" in p for p in policies) and not any("NodegroupArn" in p for p in policies), policies
 
 
 def test_the_size_function_may_describe_the_group_and_its_replacements_only() -> None:

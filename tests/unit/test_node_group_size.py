@@ -118,7 +118,7 @@ def test_a_replaced_group_starts_at_the_size_of_the_group_it_replaces(monkeypatc
     monkeypatch.setattr(code.urllib.request, "urlopen", recorder)
     asked: list[str] = []
 
-    def describe(cluster: str, group: str) -> dict[str, Any] | None:
+    def describe(cluster: str, group: str, **_: Any) -> dict[str, Any] | None:
         asked.append(group)
         return _answer("scaled-out") if group == "eks-chat-0a1b2c3d" else None
 
@@ -133,6 +133,53 @@ def test_a_replaced_group_starts_at_the_size_of_the_group_it_replaces(monkeypatc
     same = _event("Update", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="1")
     same["OldResourceProperties"] = dict(same["ResourceProperties"])
     assert code.replaced_group(same) is None and code.replaced_group(replaced) == "eks-chat-0a1b2c3d"
+
+
+def test_the_migration_to_digest_names_reads_the_old_group_or_starts_at_the_initial_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first deploy after node groups took digest names renames every group (``eks-chat`` -> ``eks-chat-<digest>``).
+    The size function must be allowed to read the old name (else AccessDenied rolls ``eks-eks`` back: outside review
+    of fix 5), and a refused read of the group a replacement leaves behind answers the initial size, never FAILED."""
+    from botocore.exceptions import ClientError
+
+    recorder = _Recorder()
+    monkeypatch.setattr(code.urllib.request, "urlopen", recorder)
+
+    class Eks:
+        def describe_nodegroup(self, clusterName: str, nodegroupName: str) -> dict[str, Any]:  # noqa: N803
+            code_ = "AccessDeniedException" if nodegroupName == "eks-chat" else "ResourceNotFoundException"
+            raise ClientError({"Error": {"Code": code_, "Message": "no"}}, "DescribeNodegroup")
+
+    monkeypatch.setattr(boto3, "client", lambda *_a, **_k: Eks())
+    event = _event("Update", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="2")
+    event["OldResourceProperties"] = {**event["ResourceProperties"], "NodegroupName": "eks-chat"}
+    code.handler(event, None)
+    assert recorder.bodies[-1]["Status"] == "SUCCESS" and recorder.bodies[-1]["Data"] == {"DesiredSize": 2}
+    # Refused on the group itself (not a replaced one) is still a failure: the function's policy is wrong.
+    monkeypatch.setattr(Eks, "describe_nodegroup", lambda self, **_: (_ for _ in ()).throw(
+        ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "DescribeNodegroup")))  # fmt: skip
+    code.handler(_event("Create", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="2"), None)
+    assert recorder.bodies[-1]["Status"] == "FAILED"
+
+
+def test_the_examples_size_function_may_read_each_groups_name_before_digests(
+    eks_example: tuple[Any, dict[str, dict[str, Any]]],
+) -> None:
+    """IAM's DescribeNodegroup resource is ``nodegroup/CLUSTER/NAME/UUID``: the function's policy names both the
+    digest pattern and the bare ``ENV-POOL`` of every autoscaled group of the EKS example."""
+    from neuronkit.constructs.eks.nodegroup_name import prefix_of
+
+    (eks_t,) = [t for name, t in eks_example[1].items() if name.endswith("-eks")]
+    sizes = [r for r in eks_t["Resources"].values() if r["Type"] == "Custom::NeuronkitNodegroupDesiredSize"]
+    assert sizes
+    policy = json.dumps([r for r in eks_t["Resources"].values()
+                         if r["Type"] == "AWS::IAM::Policy" and "eks:DescribeNodegroup" in json.dumps(r)])  # fmt: skip
+    for size in sizes:
+        name = str(size["Properties"]["NodegroupName"])
+        cluster = str(size["Properties"]["ClusterName"])
+        assert f"nodegroup/{cluster}/{prefix_of(name)}/*" in policy, name
+        assert f"nodegroup/{cluster}/{prefix_of(name)}-????????/*" in policy, name
 
 
 def test_the_construct_writes_the_answer_as_desired_size_with_one_function_scoped_to_its_groups() -> None:

@@ -39,7 +39,10 @@ class AutoscaledSizeSpec:
     be the kit's ``ENV-POOL-<digest>`` token), ``min_size`` <= ``initial_size`` <= ``max_size`` (``initial_size``: the
     size a new group starts at). ``nodegroup_pattern`` (default ``nodegroup``): the name in the function's IAM
     resource, a wildcard such as ``ENV-POOL-????????`` that also covers the group a replacement leaves behind, whose size
-    a replacement group starts from (docs/eks.md, "Day two")."""
+    a replacement group starts from (docs/eks.md, "Day two"). ``previous_names``: names the group had before the kit
+    named groups by digest (``ENV-POOL``): the first deploy after that rename reads the old group's size under its old
+    name, so the function may describe it too (without it, IAM refuses that call and the deploy rolls back: outside
+    review of issue 47, fix 5)."""
 
     cluster: str
     nodegroup: str
@@ -47,6 +50,7 @@ class AutoscaledSizeSpec:
     max_size: int
     initial_size: int
     nodegroup_pattern: str | None = None
+    previous_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_size <= self.initial_size <= self.max_size:
@@ -116,13 +120,14 @@ def _function(stack: Stack, spec: AutoscaledSizeSpec) -> lambda_.Function:
     role = existing.node.find_child("Role")
     assert isinstance(function, lambda_.Function) and isinstance(role, iam.Role)
     # The node group's ARN ends in an id EKS picks; the name before it is the kit's.
-    name = spec.nodegroup_pattern or spec.nodegroup
-    arn = f"arn:{pseudo.PARTITION}:eks:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:nodegroup/{spec.cluster}/{name}/*"
-    role.add_to_policy(iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[arn]))
-    acknowledge(
-        role, iam5(arn), "the node group's ARN ends in an id EKS assigns at creation; its name is the kit's, the ? after "
-        "ENV-POOL- the digest of a group and of its replacement",
-    )  # fmt: skip
+    names = [spec.nodegroup_pattern or spec.nodegroup, *spec.previous_names]
+    arns = [f"arn:{pseudo.PARTITION}:eks:{pseudo.REGION}:{pseudo.ACCOUNT_ID}:nodegroup/{spec.cluster}/{n}/*" for n in names]
+    role.add_to_policy(iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=arns))
+    for arn in arns:
+        acknowledge(
+            role, iam5(arn), "the node group's ARN ends in an id EKS assigns at creation; its name is the kit's, the ? "
+            "after ENV-POOL- the digest of a group and of its replacement (a bare ENV-POOL: its name before digests)",
+        )  # fmt: skip
     return function
 
 

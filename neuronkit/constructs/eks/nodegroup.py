@@ -424,13 +424,26 @@ class NeuronNodeGroup(Construct):
             physical_resource_id=cr.PhysicalResourceId.of(f"{self.group_name}-asg"),
             output_paths=["nodegroup.resources.autoScalingGroups.0.name"],
         )
+        stack = Stack.of(self)
+        nodegroup_arn = (
+            f"arn:{stack.partition}:eks:{stack.region}:{stack.account}:nodegroup/{cluster.cluster.cluster_name}/"
+            f"{self.replaceable_name.pattern}/*"
+        )
         lookup = cr.AwsCustomResource(
             self,
             "AutoScalingGroupName",
             on_create=call,
             on_update=call,
-            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[self.nodegroup.nodegroup_arn]),
+            # The group and its replacements (ENV-POOL-????????), not one group's ARN: a replacement then leaves this
+            # policy's text alone, so the call right after it never races an IAM change (outside review of fix 5).
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[nodegroup_arn]),
             install_latest_aws_sdk=False,
+        )
+        acknowledge(
+            lookup,
+            f"AwsSolutions-IAM5[Resource::{nodegroup_arn}]",
+            "the node group's ARN ends in an id EKS assigns at creation; ? after ENV-POOL- is the digest of the group "
+            "and of its replacements",
         )
         singleton = Stack.of(self).node.try_find_child(_AWS_CUSTOM_RESOURCE_SINGLETON)
         if singleton is not None:

@@ -51,14 +51,21 @@ def replaced_group(event: dict[str, Any]) -> str | None:
     return str(old)
 
 
-def _describe(cluster: str, nodegroup: str) -> dict[str, Any] | None:
+def _describe(cluster: str, nodegroup: str, *, replaced: bool = False) -> dict[str, Any] | None:
+    """The node group, or None when it does not exist. For the group a replacement leaves behind (``replaced``), a
+    refused call is None too: its size is a better start than ``min_size``, not a reason to roll the stack back."""
     import boto3
     from botocore.exceptions import ClientError
 
     try:
         answer: dict[str, Any] = boto3.client("eks").describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)
     except ClientError as e:
-        if e.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+        code = e.response.get("Error", {}).get("Code")
+        if code == "ResourceNotFoundException":
+            return None
+        if replaced and code in ("AccessDeniedException", "AccessDenied"):
+            LOG.warning("%s/%s: the replaced group's size is not readable (%s): the new group starts at its initial size",
+                        cluster, nodegroup, code)  # fmt: skip
             return None
         raise
     return answer
@@ -88,7 +95,7 @@ def handler(event: dict[str, Any], context: Any) -> None:
             old = replaced_group(event)
             if answer is None and old is not None:
                 # A replacement (a new name, docs/eks.md "Day two"): the new group starts at the old one's size.
-                answer = _describe(p["ClusterName"], old)
+                answer = _describe(p["ClusterName"], old, replaced=True)
             size = desired_size(answer, minimum=int(p["MinSize"]), maximum=int(p["MaxSize"]), initial=int(p["Initial"]))
             current = None if answer is None else answer["nodegroup"]["scalingConfig"].get("desiredSize")
             LOG.info("%s/%s: desired %s -> %s", p["ClusterName"], p["NodegroupName"], current, size)

@@ -14,12 +14,13 @@ resource the failed operation created during the rollback's cleanup, so a first 
 later in the stack would ``kubectl delete`` the adopted Service (the load balancer controller then deregisters every
 target: an outage) or namespace (the controllers in it, leaving their failurePolicy-Fail webhooks), and deleting a
 stack on ``eks.existing`` would delete a namespace the user had before. So DeletionPolicy (and UpdateReplacePolicy)
-``Retain``. CloudFormation honours it for a resource the rolled-back operation created: the UpdateStack/CreateStack
-parameter ``RetainExceptOnCreate`` reads "When set to true, newly created resources are deleted when the operation
-rolls back. This includes newly created resources marked with a deletion policy of Retain. Default: false" (the CDK
+``Retain``. CloudFormation honours it for a resource the rolled-back operation created: the UpdateStack, CreateStack
+and ExecuteChangeSet parameter ``RetainExceptOnCreate`` reads "When set to true, newly created resources are deleted
+when the operation rolls back. This includes newly created resources marked with a deletion policy of Retain. Default: false" (the CDK
 CLI's ``cdk deploy`` does not set it; ``cdk rollback``, and ``cdk deploy`` after a ``--no-rollback`` failure, do:
 docs/eks.md, "Objects the kit adopts"). Not ``RetainExceptOnCreate`` as a DeletionPolicy: "If the stack operation
-that created the resource is rolled back, CloudFormation deletes the resource" (AWS::CloudFormation DeletionPolicy).
+that created the resource is rolled back, CloudFormation deletes the resource" (aws-cdk-lib
+``CfnDeletionPolicy.RETAIN_EXCEPT_ON_CREATE``, after the DeletionPolicy attribute page).
 
 What it costs: removing a served fleet leaves its Service (selecting no pods, no binding naming it), and deleting the
 stack leaves the charts' namespaces (empty once Helm uninstalled the releases) on a cluster the stack does not delete.

@@ -11,7 +11,8 @@ from neuronkit.kubernetes import pod_security
 def assert_chart_namespaces_are_labelled(template: dict[str, Any], expected: dict[str, str]) -> None:
     """Every chart release of ``template`` whose namespace is in ``expected`` (namespace -> level): Helm does not create
     it; a kubectl manifest does, with the level enforced, audited and warned, by ``kubectl apply`` on Create
-    (``Overwrite``: adopts a namespace an earlier deploy's Helm created), and the chart waits for that manifest."""
+    (``Overwrite``: adopts a namespace an earlier deploy's Helm created) and retains it, and the chart waits for that
+    manifest."""
     res = template["Resources"]
     charts = [r for r in res.values() if r["Type"] == pod_security.CHART]
     found = 0
@@ -36,6 +37,9 @@ def assert_chart_namespaces_are_labelled(template: dict[str, Any], expected: dic
             pod_security.labels(expected[ns])  # type: ignore[arg-type]
         )
         assert str(res[makers[0]]["Properties"].get("Overwrite")).lower() == "true"
+        # Retained: neither a rollback's cleanup nor a stack delete runs `kubectl delete` on an adopted namespace
+        # (neuronkit/constructs/eks/adopt.py).
+        assert res[makers[0]].get("DeletionPolicy") == "Retain", f"{ns}: deleted on rollback or stack delete"
         assert makers[0] in (chart.get("DependsOn") or []), f"{ns}: the chart does not wait for its namespace"
     assert found == len(expected), f"charts found for {found} of {sorted(expected)}"
     problems = pod_security.template_problems(template, {})

@@ -24,6 +24,7 @@ from neuronkit.config.eks import (
 from neuronkit.config.inference import (
     InferenceFleet,
     _inference_problems,
+    default_latency_warnings,
     eks_serving_warnings,
     latency_threshold_problems,
     serving_image_problems,
@@ -413,6 +414,7 @@ def neuron_warnings(env: Environment) -> list[str]:
         else:
             warnings += eks_serving_warnings(f"inference[{i}]", f)
         warnings += serving_line_warnings(f"inference[{i}]", f)
+        warnings += default_latency_warnings(f"inference[{i}]", f, env.monitoring.alarms.p99_latency_ms)
     warnings += [f"{key}: {line}" for key, line in offering_warnings(env.region, list(env.training))]
     warnings += [f"{key}: {line}" for key, line in block_only_warnings(env.region, list(env.training))]
     if env.platform == "eks":

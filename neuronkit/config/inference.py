@@ -538,6 +538,19 @@ def p99_latency_alarm_seconds(f: InferenceFleet, environment_ms: int | None) -> 
     return serving.default_p99_latency_seconds(f.idle_timeout_seconds)
 
 
+def default_latency_warnings(loc: str, f: InferenceFleet, environment_ms: int | None) -> list[str]:
+    """A served ALB fleet (``model``) whose latency alarm falls back to the catalog's default, half the idle timeout:
+    a guard against completions cut at the idle timeout, not latency monitoring (docs/monitoring.md)."""
+    if f.model is None or f.load_balancer != "alb" or f.p99_latency_seconds is not None or environment_ms is not None:
+        return []
+    idle = f.idle_timeout_seconds or int(serving.facts()["load_balancer"]["alb_idle_timeout_default_seconds"])
+    return [
+        f"{loc}.p99_latency_seconds: not set, so the latency alarm fires only when p99 passes "
+        f"{serving.default_p99_latency_seconds(f.idle_timeout_seconds):g} s (half the {idle} s idle timeout): a guard "
+        "against cut completions, not latency monitoring; set it from a benchmark of the fleet's prompts"
+    ]
+
+
 def serving_warnings(loc: str, f: InferenceFleet) -> list[str]:
     """Plain-HTTP listeners and grace periods shorter than the model needs: allowed, visibly."""
     out: list[str] = []

@@ -251,3 +251,91 @@ def test_every_addon_created_over_a_self_managed_one_overwrites_conflicts(
     over = [(stack, a) for stack, a in addons if a["AddonName"] in bootstrapped]
     assert len(over) >= len(bootstrapped)
     assert [f"{stack}: {a['AddonName']}" for stack, a in over if a.get("ResolveConflicts") != "OVERWRITE"] == []
+
+
+# Objects the kit adopts (review of issue 49): a manifest whose Create may find its object there adopts it with
+# `kubectl apply` (Overwrite) and is retained, so that neither a rollback's cleanup nor a stack delete runs
+# `kubectl delete` on it (neuronkit/constructs/eks/adopt.py; docs/eks.md, "Objects the kit adopts").
+def _manifest_documents(raw: Any) -> list[dict[str, Any]]:
+    """A kubectl manifest's objects: a JSON string, or a Fn::Join of JSON pieces around deploy-time values."""
+    if isinstance(raw, dict) and "Fn::Join" in raw:
+        raw = "".join(p if isinstance(p, str) else "TOKEN" for p in raw["Fn::Join"][1])
+    return [d for d in json.loads(raw) if isinstance(d, dict)]
+
+
+def _adoption_findings(name: str, template: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(adopting manifests, problems) of one template. An object can exist before its manifest's Create when it is a
+    Namespace (Helm's `--create-namespace` made the charts' ones in an environment deployed before; on eks.existing
+    the user may have it), a Service (each fleet's moved out of the fleet's manifest, issue 49), or it lives in a
+    namespace that no create-only manifest of the template makes (so the namespace, and what is in it, may predate
+    the stack). A create-only manifest (no Overwrite) fails on such an object instead of adopting it: not checked."""
+    from neuronkit.kubernetes import pod_security
+
+    res = template["Resources"]
+    manifests = {k: r for k, r in res.items() if r["Type"] == pod_security.MANIFEST}
+    overwrites = {k for k, r in manifests.items() if str(r["Properties"].get("Overwrite")).lower() == "true"}
+    made = {
+        d["metadata"]["name"]
+        for k, r in manifests.items()
+        if k not in overwrites
+        for d in _manifest_documents(r["Properties"]["Manifest"])
+        if d["kind"] == "Namespace"
+    }
+    adopting, problems = [], []
+    for k, r in manifests.items():
+        docs = _manifest_documents(r["Properties"]["Manifest"])
+        may_exist = [
+            f"{d['kind']}/{d['metadata']['name']}"
+            for d in docs
+            if d["kind"] in ("Namespace", "Service") or d["metadata"].get("namespace", "default") not in made
+        ]
+        if not may_exist or k not in overwrites:
+            continue  # a create-only manifest fails on an existing object (the Lustre volume's), it never adopts one
+        adopting.append(k)
+        policies = (r.get("DeletionPolicy"), r.get("UpdateReplacePolicy"))
+        if policies != ("Retain", "Retain"):
+            problems.append(f"{name}: {k} adopts {may_exist} but its Deletion/UpdateReplacePolicy is {policies}")
+    return adopting, problems
+
+
+def test_every_manifest_that_can_adopt_an_existing_object_is_retained(eks: dict[str, Any], synth: Synth) -> None:
+    """CloudFormation UpdateStack/CreateStack, ``RetainExceptOnCreate``: "When set to true, newly created resources are
+    deleted when the operation rolls back. This includes newly created resources marked with a deletion policy of
+    Retain. Default: false" (the CDK CLI's ``cdk deploy`` leaves it unset), so a ``Retain`` resource created by a
+    failed deploy survives the rollback's cleanup; and the DeletionPolicy attribute "also applies to stack update
+    operations that lead to resources being deleted from stacks". aws-cdk-lib 2.275.0's kubectl handler runs
+    ``kubectl delete`` on a manifest's Delete. On the example and every EKS environment of the project: every
+    manifest that may find its objects already there (the charts' and the node problem detector's namespaces, each
+    fleet's Service) adopts them (``Overwrite``) and is retained, and every chart namespace and Service the template
+    applies is among them."""
+    templates = {"eks-eks (example)": eks, **{k: v for k, v in synth.templates.items() if k.endswith("-eks")}}
+    problems: list[str] = []
+    services = namespaces = 0
+    for name, template in templates.items():
+        adopting, found = _adoption_findings(name, template)
+        problems += found
+        kinds = [d["kind"] for k in adopting for d in _manifest_documents(template["Resources"][k]["Properties"]["Manifest"])]
+        services += kinds.count("Service")
+        namespaces += kinds.count("Namespace")
+    assert services and namespaces, "no adopted Service or namespace found: the rule was not exercised"
+    assert problems == []
+
+
+def test_the_adoption_rule_fails_on_a_manifest_that_deletes_what_it_adopted(eks: dict[str, Any]) -> None:
+    """The check above catches the defect it exists for: the example with the KEDA namespace's and each Service's
+    manifest back at DeletionPolicy Delete (as before the review)."""
+    import copy
+
+    reverted = copy.deepcopy(eks)
+    adopting, problems = _adoption_findings("example", eks)
+    assert problems == [] and adopting
+    changed = 0
+    for k in adopting:
+        r = reverted["Resources"][k]
+        kinds = {d["kind"] for d in _manifest_documents(r["Properties"]["Manifest"])}
+        if "Service" in kinds or "KedaNamespace" in k:
+            r["DeletionPolicy"] = r["UpdateReplacePolicy"] = "Delete"
+            changed += 1
+    assert changed >= 2
+    _, problems = _adoption_findings("example", reverted)
+    assert len(problems) == changed and all("adopts" in p for p in problems)

@@ -1,5 +1,7 @@
 """The charts whose namespaces the kit labels "restricted" (KEDA, JobSet, Kueue) ship pods that pass it: their pinned
-values set every security-context control of the Restricted profile, and the kit's values change none of them."""
+values set every security-context control of the Restricted profile, and the kit's values change none of them.
+Checked on the values files, not on rendered pods: no helm binary renders the charts' templates offline, so a
+template that ignores a value shows only at deploy (docs/eks.md, "Pod Security")."""
 
 from __future__ import annotations
 

@@ -245,6 +245,26 @@ def test_a_grace_period_shorter_than_the_boot_warns() -> None:
     assert any("health_check_grace_seconds: 300 s is shorter than" in w for w in env.warnings)
 
 
+def test_a_served_fleet_on_the_default_latency_threshold_warns_that_it_only_guards_the_idle_timeout() -> None:
+    """Review of issue 49: without its own p99_latency_seconds or the environment's p99_latency_ms, a served ALB fleet's
+    latency alarm sits at half the idle timeout (300 s at the default): one line saying it is no latency monitoring."""
+    data = _prod()
+    data.get("monitoring", {}).get("alarms", {}).pop("p99_latency_ms", None)
+    fleet = data["inference"][0]
+    fleet.pop("p99_latency_seconds", None)
+    fleet["load_balancer"] = "alb"
+    env = parse_environment(copy.deepcopy(data), "prod.yaml")
+    assert env.inference[0].model is not None, "prod's first fleet is served with model"
+    threshold = serving.default_p99_latency_seconds(env.inference[0].idle_timeout_seconds)
+    found = [w for w in env.warnings if w.startswith("inference[0].p99_latency_seconds: not set")]
+    assert len(found) == 1 and f"passes {threshold:g} s (half the" in found[0] and "\n" not in found[0], env.warnings
+    fleet["p99_latency_seconds"] = 45
+    assert not any("p99_latency_seconds: not set" in w for w in parse_environment(copy.deepcopy(data), "prod.yaml").warnings)
+    fleet.pop("p99_latency_seconds")
+    data.setdefault("monitoring", {}).setdefault("alarms", {})["p99_latency_ms"] = 3000
+    assert not any("p99_latency_seconds: not set" in w for w in parse_environment(copy.deepcopy(data), "prod.yaml").warnings)
+
+
 def test_the_engine_follows_family_and_release_and_the_key_names_it() -> None:
     """inf2/trn1 run the NxD Inference-based vLLM (frozen at 2.31), trn2/trn3 the vLLM Neuron plugin from 2.31: a trn2
     fleet on 2.31.1 gets the plugin image the catalog lists for that release, an inf2 fleet the release's container."""

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
@@ -19,6 +19,7 @@ from constructs import Construct, IConstruct
 
 from neuronkit.constructs import pseudo
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
+from neuronkit.constructs.eks.adopt import adopting_manifest
 from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
 from neuronkit.kubernetes import autoscaler, keda, pod_security
@@ -146,10 +147,10 @@ class ClusterAutoscaling(Construct):
             self.keda_role, "AwsSolutions-IAM5[Resource::*]", "cloudwatch:GetMetricData has no resource-level permissions"
         )
         # The namespace is the kit's, labelled before the chart's pods exist (Helm's createNamespace makes it bare).
-        # overwrite: Create runs `kubectl apply`, which adopts the namespace Helm created in an environment deployed
-        # before; deleting the stack deletes it after the chart (docs/eks.md, "Pod Security").
-        self.keda_namespace = eks.KubernetesManifest(
-            self, "KedaNamespace", cluster=self._cluster.cluster, overwrite=True, removal_policy=RemovalPolicy.DESTROY,
+        # Adopted: Create runs `kubectl apply` over the namespace Helm created in an environment deployed before (or
+        # the user's own), and it is retained, never deleted (constructs/eks/adopt.py; docs/eks.md, "Pod Security").
+        self.keda_namespace = adopting_manifest(
+            self, "KedaNamespace", cluster=self._cluster.cluster,
             manifest=[pod_security.chart_namespace(str(f["namespace"]), str(f["pod_security"]))],
         )  # fmt: skip
         chart = eks.HelmChart(

@@ -27,6 +27,7 @@ from constructs import Construct
 from neuronkit.catalog import serving
 from neuronkit.constructs import durations, pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each, iam5
+from neuronkit.constructs.eks.adopt import adopting_manifest
 from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.constructs.eks.workloads import pod_identity, pod_role
@@ -383,10 +384,9 @@ class EksServingFleet(Construct):
         # a new target group never replaces it. On an environment deployed before, it is created before the fleet's
         # manifest is re-applied without the Service: `overwrite` makes that Create a `kubectl apply` (a plain Create
         # runs `kubectl create`, which fails on the existing Service), which adopts it and moves its prune label, so
-        # the re-applied manifest's `--prune` no longer selects it.
-        self.service_manifest = eks.KubernetesManifest(
-            self, "Service", cluster=cluster.cluster, manifest=services, overwrite=True, removal_policy=RemovalPolicy.DESTROY
-        )
+        # the re-applied manifest's `--prune` no longer selects it. Retained: a rollback's cleanup of that first deploy
+        # must not `kubectl delete` the Service the old manifest serves through (constructs/eks/adopt.py).
+        self.service_manifest = adopting_manifest(self, "Service", cluster=cluster.cluster, manifest=services)
         self.manifest = eks.KubernetesManifest(
             self, "Manifests", cluster=cluster.cluster,
             manifest=[d for d in self.documents if d not in bound and d not in services],

@@ -21,6 +21,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from neuronkit.catalog import releases
+from neuronkit.constructs.eks.adopt import adopting_manifest
 from neuronkit.constructs.eks.cluster import EksClusterLike
 from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.constructs.eks.workloads import LustreVolume, pod_identity, pod_role
@@ -139,10 +140,10 @@ class TrainingJobs(Construct):
         pin = tj.facts()[key]
         self.chart_versions[str(pin["chart"])] = str(pin["version"])
         # The namespace is the kit's, labelled before the chart's pods exist (Helm's createNamespace makes it bare).
-        # overwrite: Create runs `kubectl apply`, which adopts the namespace Helm created in an environment deployed
-        # before; deleting the stack deletes it after the chart (docs/eks.md, "Pod Security").
-        namespace = eks.KubernetesManifest(
-            self, f"{id}Namespace", cluster=self._cluster.cluster, overwrite=True, removal_policy=RemovalPolicy.DESTROY,
+        # Adopted: Create runs `kubectl apply` over the namespace Helm created in an environment deployed before (or
+        # the user's own), and it is retained, never deleted (constructs/eks/adopt.py; docs/eks.md, "Pod Security").
+        namespace = adopting_manifest(
+            self, f"{id}Namespace", cluster=self._cluster.cluster,
             manifest=[pod_security.chart_namespace(str(pin["namespace"]), str(pin["pod_security"]))],
         )  # fmt: skip
         chart = eks.HelmChart(

@@ -23,6 +23,7 @@ from constructs import Construct
 from neuronkit import catalog
 from neuronkit.constructs import pseudo, values
 from neuronkit.constructs.compliance import acknowledge, acknowledge_each
+from neuronkit.constructs.eks.adopt import adopting_manifest
 from neuronkit.constructs.eks.cluster import EksClusterLike, addon_placement
 from neuronkit.constructs.eks.pools import require_pools
 from neuronkit.kubernetes import efa_chart, lustre, neuron_chart, nvidia_chart, scheduling
@@ -121,12 +122,12 @@ class NeuronWorkloads(Construct):
         )
         self.neuron_values: dict[str, Any] = neuron_chart.values(options)
         # The node problem detector's namespace, before the chart (the chart does not create it; see npd_namespace).
-        self.npd_namespace = eks.KubernetesManifest(
+        # Adopted and retained: an earlier deploy, or the user's own cluster, may hold it (constructs/eks/adopt.py).
+        self.npd_namespace = adopting_manifest(
             self,
             "NpdNamespace",
             cluster=self._cluster.cluster,
             manifest=[neuron_chart.npd_namespace(release="neuron", release_namespace=str(facts["namespace"]))],
-            overwrite=True,
         )
         self.neuron_chart = eks.HelmChart(
             self,

@@ -171,41 +171,13 @@ def _kueue_config(
         return [Check("WARN", name, f"not checked: no {pin['config_key']} in ConfigMap {namespace}/{config_map}",
                       "check waitForPodsReady and the JobSet integration by hand (docs/training-on-eks.md)")]  # fmt: skip
     where = f"ConfigMap {namespace}/{config_map}"
-    kit = catalog.eks_facts()["training_jobs"]
-    deadline_s = int(kit["defaults"]["check_deadline_seconds"])
-    ready_pin = kit["kueue"]["wait_for_pods_ready"]
-    kit_timeout_s = duration_seconds(str(ready_pin["timeout"])) or 0
-    lacks: list[str] = []
-    frameworks = [str(f) for f in ((config.get("integrations") or {}).get("frameworks") or [])]
-    if pin["jobset_framework"] not in frameworks:
-        lacks.append(f"integrations.frameworks has no {pin['jobset_framework']} (Kueue would not admit the JobSets)")
-    ready = config.get("waitForPodsReady")
-    warns: list[str] = []
-    if not isinstance(ready, dict) or ready.get("enable") is False:
-        lacks.append("no waitForPodsReady (an admitted job would hold its pool with some pods not ready)")
-    else:
-        timeout_s = duration_seconds(str(ready.get("timeout") or pin["default_timeout"]))
-        if timeout_s is None or timeout_s <= deadline_s:
-            lacks.append(f"waitForPodsReady.timeout {ready.get('timeout') or str(pin['default_timeout']) + ' (default)'} does not outlast the pre-job "
-                         f"check's {deadline_s // 60} minutes (Kueue would evict every job during its checks)")  # fmt: skip
-        elif timeout_s < kit_timeout_s:
-            warns.append(f"waitForPodsReady.timeout {ready.get('timeout')} is below the kit's {ready_pin['timeout']} "
-                         "(image pulls and the checks); big images may be evicted and requeued")  # fmt: skip
-        if ready.get("blockAdmission") is True:
-            warns.append("waitForPodsReady.blockAdmission is true: in Kueue it is cluster-wide, so one job waiting for its "
-                         "nodes (a Capacity Block not started) stops admission in every ClusterQueue")  # fmt: skip
-        strategy = ready.get("requeuingStrategy") or {}
-        if str(strategy.get("timestamp") or pin["default_requeuing_timestamp"]) != str(ready_pin["requeuing_timestamp"]):
-            warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or pin['default_requeuing_timestamp'] + ' (default)'}: an evicted job "
-                         "goes behind every job queued meanwhile (the kit requeues by Creation)")  # fmt: skip
-        if strategy.get("backoffLimitCount") is not None:
-            warns.append(f"requeuingStrategy.backoffLimitCount {strategy['backoffLimitCount']}: a job whose nodes are "
-                         "late is deactivated after that many requeues")  # fmt: skip
-        recovery = ready.get("recoveryTimeout")
-        recovery_s = duration_seconds(str(recovery)) if recovery is not None else None
-        if recovery is not None and (recovery_s is None or recovery_s <= deadline_s):
-            warns.append(f"waitForPodsReady.recoveryTimeout {recovery}: a restart (node replaced, checks again) is "
-                         f"evicted before the pre-job check's {deadline_s // 60} minutes end")  # fmt: skip
+    api_version = str(config.get("apiVersion") or "")
+    defaults = (pin["configurations"] or {}).get(api_version)
+    if defaults is None:
+        return [Check("WARN", name, f"not checked: {where} has apiVersion {api_version or '(none)'}, not one of "
+                      f"{', '.join(pin['configurations'])} (Kueue {catalog.eks_facts()['training_jobs']['kueue']['version']})",
+                      "check waitForPodsReady and the JobSet integration by hand (docs/training-on-eks.md)")]  # fmt: skip
+    lacks, warns, timeout = _kueue_settings(config, defaults, pin)
     out: list[Check] = []
     if lacks:
         fix = f"set them in {where} (docs/training-on-eks.md, 'Kueue')"
@@ -218,9 +190,58 @@ def _kueue_config(
         else:
             out.append(Check("FAIL", name, f"{where}: " + "; ".join(lacks), fix))
     else:
-        out.append(Check("PASS", name, f"{where}: JobSet integration, waitForPodsReady {ready.get('timeout')}"))  # type: ignore[union-attr]
+        out.append(Check("PASS", name, f"{where} ({api_version}): JobSet integration, waitForPodsReady {timeout}"))
     out += [Check("WARN", name, w, f"see docs/training-on-eks.md, 'Kueue' ({where})") for w in warns]
     return out
+
+
+def _kueue_settings(config: dict[str, Any], defaults: dict[str, Any], pin: dict[str, Any]) -> tuple[list[str], list[str], str]:
+    """What the configuration lacks (FAIL), what it risks (WARN), and its effective waitForPodsReady timeout, with the
+    defaults of its apiVersion (catalog ``existing_components.kueue.configurations``)."""
+    kit = catalog.eks_facts()["training_jobs"]
+    deadline_s = int(kit["defaults"]["check_deadline_seconds"])
+    ready_pin = kit["kueue"]["wait_for_pods_ready"]
+    kit_timeout_s = duration_seconds(str(ready_pin["timeout"])) or 0
+    lacks: list[str] = []
+    warns: list[str] = []
+    frameworks = [str(f) for f in ((config.get("integrations") or {}).get("frameworks") or [])]
+    if pin["jobset_framework"] not in frameworks:
+        lacks.append(f"integrations.frameworks has no {pin['jobset_framework']} (Kueue would not admit the JobSets)")
+    ready = config.get("waitForPodsReady")
+    if defaults["wait_for_pods_ready"] == "always":  # v1beta2: on whether or not the section is there
+        ready = ready if isinstance(ready, dict) else {}
+    elif not isinstance(ready, dict) or ready.get("enable") is not True:  # v1beta1: off unless enable: true
+        lacks.append(f"waitForPodsReady is not enabled ({config.get('apiVersion')} needs waitForPodsReady.enable: true; "
+                     "without it an admitted job would hold its pool with some pods not ready)")  # fmt: skip
+        return lacks, warns, ""
+    timeout = str(ready.get("timeout") or f"{defaults['default_timeout']} (default)")
+    timeout_s = duration_seconds(str(ready.get("timeout") or defaults["default_timeout"]))
+    if timeout_s is None or timeout_s <= deadline_s:
+        lacks.append(f"waitForPodsReady.timeout {timeout} does not outlast the pre-job check's {deadline_s // 60} "
+                     "minutes (Kueue would evict every job during its checks)")  # fmt: skip
+    elif timeout_s < kit_timeout_s:
+        warns.append(f"waitForPodsReady.timeout {timeout} is below the kit's {ready_pin['timeout']} "
+                     "(image pulls and the checks); big images may be evicted and requeued")  # fmt: skip
+    block = ready.get("blockAdmission")
+    if (defaults["default_block_admission"] if block is None else block) is True:
+        warns.append(f"waitForPodsReady.blockAdmission is {'true' if block else 'true (default)'}: in Kueue it is "
+                     "cluster-wide, so one job waiting for its nodes (a Capacity Block not started) stops admission in "
+                     "every ClusterQueue")  # fmt: skip
+    strategy = ready.get("requeuingStrategy") or {}
+    if str(strategy.get("timestamp") or pin["default_requeuing_timestamp"]) != str(ready_pin["requeuing_timestamp"]):
+        warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or pin['default_requeuing_timestamp'] + ' (default)'}: an evicted job "
+                     "goes behind every job queued meanwhile (the kit requeues by Creation)")  # fmt: skip
+    if strategy.get("backoffLimitCount") is not None:
+        warns.append(f"requeuingStrategy.backoffLimitCount {strategy['backoffLimitCount']}: a job whose nodes are "
+                     "late is deactivated after that many requeues")  # fmt: skip
+    # Unset, it is the timeout (checked above); "0s" disables it (configuration_types.go: "Setting to "0s" disables
+    # recovery timeout checking"), so a restart is never evicted for it.
+    recovery = ready.get("recoveryTimeout")
+    recovery_s = duration_seconds(str(recovery)) if recovery is not None else None
+    if recovery is not None and recovery_s != 0 and (recovery_s is None or recovery_s <= deadline_s):
+        warns.append(f"waitForPodsReady.recoveryTimeout {recovery}: a restart (node replaced, checks again) is "
+                     f"evicted before the pre-job check's {deadline_s // 60} minutes end")  # fmt: skip
+    return lacks, warns, timeout
 
 
 def _cluster_queue(cluster: str, i: int, pool: str, queue: str, get: Get) -> Check:

@@ -44,24 +44,43 @@ def facts() -> dict[str, Any]:
     return {k: v for k, v in catalog.eks_facts()["existing_components"].items() if k != "source"}
 
 
-def _wanted(env: Environment) -> tuple[list[str], list[tuple[int, str, str]]]:
-    """The ``existing`` components preflight can check here, and (index, pool, ClusterQueue) per pool naming one."""
+def _wanted(env: Environment) -> tuple[list[str], list[tuple[int, str, str]], list[str]]:
+    """The ``existing`` components preflight can check here, (index, pool, ClusterQueue) per pool naming one, and the
+    components the kit installs on the user's cluster (whose controller must not run there already)."""
     if env.eks is None or env.eks.existing is None:
-        return [], []
+        return [], [], []
     components = [name for name in facts() if env.eks.component(name) == "existing"]
     queues = [(i, c.name, c.cluster_queue) for i, c in enumerate(env.training) if c.cluster_queue]
-    return components, queues
+    installs = [name for name in facts() if env.eks.component(name) == "install"]
+    return components, queues, installs
+
+
+def kit_release(component: str) -> tuple[str, str]:
+    """The Helm release (name, namespace) the kit installs ``component`` as: each is named after its chart (the
+    constructs in neuronkit/constructs/eks/ pass the catalog's ``chart`` as the release)."""
+    eks = catalog.eks_facts()
+    section = {
+        "load_balancer_controller": eks["load_balancer_controller"],
+        "cluster_autoscaler": eks["node_autoscaler"],
+        "keda": eks["keda"],
+        "jobset": eks["training_jobs"]["jobset"],
+        "kueue": eks["training_jobs"]["kueue"],
+    }[component]
+    return str(section["chart"]), str(section["namespace"])
 
 
 def check_cluster_api(env: Environment, session: Any, *, endpoint: str | None = None) -> list[Check]:
     """The checks above against the cluster of ``env`` (``endpoint`` replaces the file's, for tests)."""
-    components, queues = _wanted(env)
-    if not components and not queues:
+    components, queues, installs = _wanted(env)
+    if not components and not queues and not installs:
         return []
     assert env.eks is not None and env.eks.existing is not None
     ex = env.eks.existing
     name = f"EKS cluster {ex.cluster_name} Kubernetes API"
     unchecked = ", ".join(components + [f"ClusterQueue {q}" for _, _, q in queues])
+    if installs:
+        what = f"whether {', '.join(installs)} (install) already run"
+        unchecked = f"{unchecked} and {what}" if unchecked else what
     try:
         if session.get_credentials() is None:
             raise LookupError("no AWS credentials")
@@ -83,19 +102,22 @@ def check_cluster_api(env: Environment, session: Any, *, endpoint: str | None = 
 
 def api_checks(env: Environment, get: Get) -> list[Check]:
     """The checks, on any ``get(path) -> dict`` that raises :class:`KubernetesApiError` for non-2xx answers."""
-    components, queues = _wanted(env)
+    components, queues, installs = _wanted(env)
     assert env.eks is not None and env.eks.existing is not None
     cluster = env.eks.existing.cluster_name
     pins = facts()
     out: list[Check] = []
-    deployments = (get("/apis/apps/v1/deployments").get("items") or []) if components else []
+    deployments = (get("/apis/apps/v1/deployments").get("items") or []) if components or installs else []
     found: dict[str, list[dict[str, Any]]] = {}
-    for component in components:
+    for component in components + installs:
         images = set(pins[component]["images"])
         found[component] = [d for d in deployments if images & set(map(_image_name, _images(d)))]
-        out.append(_controller(cluster, component, found[component], images))
+    for component in components:
+        out.append(_controller(cluster, component, found[component], set(pins[component]["images"])))
         for crd, version in pins[component]["crds"].items():
             out.append(_crd(cluster, component, crd, str(version), get))
+    for component in installs:
+        out.append(_not_running(cluster, component, found[component], set(pins[component]["images"])))
     if "kueue" in components:
         out += _kueue_config(env, cluster, found["kueue"], queues, pins["kueue"], get)
     for i, pool, queue in queues:
@@ -127,6 +149,31 @@ def _controller(cluster: str, component: str, deployments: list[dict[str, Any]],
     if not ready:
         return Check("WARN", name, f"{', '.join(map(_where, deployments))}: no ready replica", "see why its pods are not Ready")
     return Check("PASS", name, f"{', '.join(map(_where, ready))} is ready")
+
+
+def _not_running(cluster: str, component: str, deployments: list[dict[str, Any]], images: set[str]) -> Check:
+    """A component the kit installs must not run already: the kit's Helm release would clash with the user's (CRDs,
+    webhooks, ClusterRoles of one name) or, named alike, adopt it. Helm marks what it installs with the annotations
+    meta.helm.sh/release-name and release-namespace; a Deployment of the kit's release name and namespace is the kit's
+    own from an earlier deploy or a default install of the user's, which the cluster alone cannot tell apart: a WARN."""
+    name = f"EKS cluster {cluster} {component} controller"
+    release, namespace = kit_release(component)
+    fix = f"set eks.components.{component}: existing"
+    theirs = [d for d in deployments if _release(d) != (release, namespace)]
+    if theirs:
+        return Check("FAIL", name, f"{', '.join(map(_where, theirs))} already runs the {'/'.join(sorted(images))} image "
+                     f"and eks.components.{component} is install: the kit's Helm release {namespace}/{release} would "
+                     "clash with it", fix)  # fmt: skip
+    if deployments:
+        return Check("WARN", name, f"{', '.join(map(_where, deployments))} is Helm release {namespace}/{release}, the kit's: "
+                     "the kit's own from an earlier deploy, or yours, which the kit's release would then adopt and "
+                     "upgrade", f"if you installed it, {fix}")  # fmt: skip
+    return Check("PASS", name, f"no Deployment runs the {'/'.join(sorted(images))} image: the kit installs it")
+
+
+def _release(d: dict[str, Any]) -> tuple[str, str]:
+    annotations = (d.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get("meta.helm.sh/release-name") or ""), str(annotations.get("meta.helm.sh/release-namespace") or "")
 
 
 def _crd(cluster: str, component: str, crd: str, version: str, get: Get) -> Check:
@@ -268,4 +315,4 @@ def duration_seconds(text: str) -> float | None:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
-__all__ = ["api_checks", "check_cluster_api", "duration_seconds", "facts"]
+__all__ = ["api_checks", "check_cluster_api", "duration_seconds", "facts", "kit_release"]

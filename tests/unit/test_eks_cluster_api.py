@@ -43,7 +43,7 @@ def _all_existing() -> Environment:
 
 def _routes(config: str = "good", override: dict[str, Any] | None = None) -> dict[str, Any]:
     routes: dict[str, Any] = {
-        "GET /apis/apps/v1/deployments": "deployments.json",
+        "GET /apis/apps/v1/deployments": "deployments-kueue-ca.json",
         "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": f"kueue-manager-config-{config}.json",
         "GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": "clusterqueue-research-cq.json",
     }
@@ -66,7 +66,7 @@ def _run(env: Environment, routes: dict[str, Any]) -> dict[str, Check]:
 
 
 def test_every_existing_component_found_serving_the_kits_versions_passes() -> None:
-    checks = _run(_all_existing(), _routes())
+    checks = _run(_all_existing(), _routes(override={"GET /apis/apps/v1/deployments": "deployments.json"}))
     assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
     for component in ALL:
         assert f"EKS cluster platform-prod {component} controller" in checks
@@ -171,7 +171,7 @@ def test_without_credentials_or_a_reachable_api_preflight_says_what_it_did_not_c
 
     (warn,) = check_cluster_api(env, NoCredentials())
     assert warn.status == "WARN" and "no AWS credentials" in warn.detail
-    assert "cluster_autoscaler, kueue, ClusterQueue research-cq not checked" in warn.detail
+    assert "cluster_autoscaler, kueue, ClusterQueue research-cq and whether load_balancer_controller, keda, jobset (install) already run not checked" in warn.detail
     session = boto3.session.Session(region_name="us-east-1")
     (warn,) = check_cluster_api(env, session, endpoint="http://127.0.0.1:9")  # the discard port: refused
     assert warn.status == "WARN" and warn.detail.startswith("unreachable from here") and "not checked" in warn.detail
@@ -215,3 +215,25 @@ def test_a_wait_for_pods_ready_without_timeout_has_its_versions_default_which_is
     (refused,) = [c for c in checks if c.status == "FAIL"]
     default = cluster_api.facts()["kueue"]["configurations"][api_version]["default_timeout"]
     assert f"waitForPodsReady.timeout {default} (default) does not outlast" in refused.detail
+
+
+def test_a_component_left_at_install_whose_controller_runs_already_fails_with_the_fix() -> None:
+    """The user's own Cluster Autoscaler (Helm release platform-ca) with eks.components.cluster_autoscaler: install."""
+    checks = _run(_env(cluster_autoscaler="install"), _routes())
+    clash = checks["EKS cluster platform-prod cluster_autoscaler controller"]
+    assert clash.status == "FAIL" and clash.fix == "set eks.components.cluster_autoscaler: existing"
+    assert clash.detail.startswith("kube-system/platform-ca-aws-cluster-autoscaler already runs the cluster-autoscaler image")
+    for component in ("load_balancer_controller", "keda", "jobset"):  # installed by the kit, not running yet
+        free = checks[f"EKS cluster platform-prod {component} controller"]
+        assert free.status == "PASS" and free.detail.endswith("the kit installs it")
+
+
+def test_a_running_controller_named_as_the_kits_release_is_warned_not_refused() -> None:
+    """deployments.json: LBC, KEDA and JobSet as Helm releases of the kit's names and namespaces."""
+    checks = _run(_env(), _routes(override={"GET /apis/apps/v1/deployments": "deployments.json"}))
+    for component in ("load_balancer_controller", "keda", "jobset"):
+        release, namespace = cluster_api.kit_release(component)
+        warned = checks[f"EKS cluster platform-prod {component} controller"]
+        assert warned.status == "WARN" and f"is Helm release {namespace}/{release}, the kit's" in warned.detail
+        assert warned.fix == f"if you installed it, set eks.components.{component}: existing"
+

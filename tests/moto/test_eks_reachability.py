@@ -6,6 +6,7 @@ in publicAccessCidrs), and the ALB's network.cidr lies inside the VPC. Each case
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,3 +196,14 @@ def test_the_albs_network_cidr_must_be_inside_the_vpc(vpc: Vpc, cidr: str, statu
     assert alb.status == status
     if status == "FAIL":
         assert "outside" in alb.detail and alb.fix == "set network.cidr to the VPC's block (10.70.0.0/16)"
+
+
+def test_the_preflight_policy_in_the_docs_allows_every_call_preflight_makes() -> None:
+    from neuronkit.account.preflight import IAM_ACTIONS
+
+    text = (ROOT / "docs" / "preflight.md").read_text()
+    policy = json.loads(text[text.index("```json") + len("```json") : text.index("```", text.index("```json") + 7)])
+    allowed = {a for statement in policy["Statement"] for a in statement["Action"]}
+    # sts:GetCallerIdentity needs no policy (allowed to every principal, docs/preflight.md)
+    assert "ec2:DescribeVpcAttribute" in allowed
+    assert set(IAM_ACTIONS.values()) - {"sts:GetCallerIdentity"} <= allowed

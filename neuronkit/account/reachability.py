@@ -72,7 +72,9 @@ def _s3_reachable(endpoints: list[dict[str, Any]], interface: set[str], table: d
         return True
     table_id = (table or {}).get("RouteTableId")
     return any(
-        e.get("VpcEndpointType") == "Gateway" and str(e.get("ServiceName", "")).endswith(".s3") and table_id in (e.get("RouteTableIds") or [])
+        e.get("VpcEndpointType") == "Gateway"
+        and str(e.get("ServiceName", "")).endswith(".s3")
+        and table_id in (e.get("RouteTableIds") or [])
         for e in endpoints
     )
 

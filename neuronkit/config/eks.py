@@ -351,7 +351,10 @@ def existing_cluster_problems(eks: Eks) -> list[tuple[str, str]]:
         ipaddress.ip_network(ex.service_cidr)
     except ValueError:
         out.append(
-            ("eks.existing.service_cidr", f"'{ex.service_cidr}' is not a CIDR block; copy serviceIpv4Cidr (serviceIpv6Cidr on an IPv6 cluster), e.g. 172.20.0.0/16")
+            (
+                "eks.existing.service_cidr",
+                f"'{ex.service_cidr}' is not a CIDR block; copy serviceIpv4Cidr (serviceIpv6Cidr on an IPv6 cluster), e.g. 172.20.0.0/16",
+            )
         )
     refused = {
         "kubernetes_version": "the version is the cluster's: give it as eks.existing.kubernetes_version",

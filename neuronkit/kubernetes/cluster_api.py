@@ -12,7 +12,13 @@ this reads, with GETs only:
   (docs/training-on-eks.md): the JobSet integration and ``waitForPodsReady`` with a timeout that outlasts the pre-job
   check, else each pool that names a ClusterQueue is refused in one line; a requeue by eviction time, a
   ``blockAdmission``, a ``backoffLimitCount`` or a short ``recoveryTimeout`` are WARN lines;
-- each ClusterQueue a pool names (``training[].cluster_queue``) exists.
+- each ClusterQueue a pool names (``training[].cluster_queue``) exists;
+- for each component of ``existing_components`` left at ``install``, that no controller of it runs already (the
+  user's would clash with the kit's Helm release; one of the kit's release name and namespace is a WARN: maybe the
+  kit's own).
+
+Kueue's defaults depend on the Configuration's ``apiVersion`` (v1beta1 and v1beta2 both load in Kueue v0.19.2): the
+catalog's ``existing_components.kueue.configurations``.
 
 The token is made as the spill function makes its own (an STS GetCallerIdentity URL presigned with the caller's
 credentials and the ``x-k8s-aws-id`` header: :func:`neuronkit.lambdas.spill.handler.eks_token`, one place for both),

@@ -114,7 +114,9 @@ def test_no_route_and_no_endpoints_fail_for_the_apis_and_the_charts(vpc: Vpc) ->
     assert len(failed) == 2 * len(vpc.subnets)
     apis = [c for c in failed if not c.name.endswith("charts")]
     assert apis and all("has no default route" in c.detail and "no endpoint for eks, lambda, s3" in c.detail for c in apis)
-    assert all("NAT gateway" in c.fix and f"com.amazonaws.{REGION}.{{eks,lambda}} (interface, private DNS)" in c.fix for c in apis)
+    assert all(
+        "NAT gateway" in c.fix and f"com.amazonaws.{REGION}.{{eks,lambda}} (interface, private DNS)" in c.fix for c in apis
+    )
     assert all(f"com.amazonaws.{REGION}.s3 (gateway, on route table {vpc.table})" in c.fix for c in apis)
     charts = [c for c in failed if c.name.endswith("charts")]
     assert all("public registries" in c.detail and "neuron" in c.detail for c in charts)

@@ -118,7 +118,9 @@ def test_a_v1beta1_configuration_waits_for_pods_only_with_enable_true() -> None:
 
 
 def _config_answer(text: str) -> dict[str, Any]:
-    return {"GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": {"data": {"controller_manager_config.yaml": text}}}
+    return {
+        "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": {"data": {"controller_manager_config.yaml": text}}
+    }
 
 
 def test_block_admission_defaults_to_enable_in_v1beta1_and_to_false_in_v1beta2() -> None:
@@ -171,7 +173,10 @@ def test_without_credentials_or_a_reachable_api_preflight_says_what_it_did_not_c
 
     (warn,) = check_cluster_api(env, NoCredentials())
     assert warn.status == "WARN" and "no AWS credentials" in warn.detail
-    assert "cluster_autoscaler, kueue, ClusterQueue research-cq and whether load_balancer_controller, keda, jobset (install) already run not checked" in warn.detail
+    assert (
+        "cluster_autoscaler, kueue, ClusterQueue research-cq and whether load_balancer_controller, keda, jobset (install) already run not checked"
+        in warn.detail
+    )
     session = boto3.session.Session(region_name="us-east-1")
     (warn,) = check_cluster_api(env, session, endpoint="http://127.0.0.1:9")  # the discard port: refused
     assert warn.status == "WARN" and warn.detail.startswith("unreachable from here") and "not checked" in warn.detail
@@ -236,4 +241,3 @@ def test_a_running_controller_named_as_the_kits_release_is_warned_not_refused() 
         warned = checks[f"EKS cluster platform-prod {component} controller"]
         assert warned.status == "WARN" and f"is Helm release {namespace}/{release}, the kit's" in warned.detail
         assert warned.fix == f"if you installed it, set eks.components.{component}: existing"
-

@@ -6,7 +6,8 @@ On EKS the kubectl/Helm handler (aws-cdk-lib ``aws_eks_v2`` ``KubectlProvider``)
 gives it, which are ``network.existing.subnet_ids`` (neuronkit/stacks/eks.py), and so does the provider framework's
 onEvent function (kubectl-provider.js: ``new cr.Provider(this, "Provider", {onEventHandler: handler, vpc, vpcSubnets:
 privateSubnets, securityGroups})``). From there the handler calls the EKS API (``aws eks update-kubeconfig``:
-eks:DescribeCluster; its token is an STS URL presigned locally, no STS call), the framework invokes the handler
+eks:DescribeCluster, no --role-arn in its kubectl-handler apply/helm; its token is a GetCallerIdentity URL presigned
+locally by aws-cli's eks/get_token.py, so no STS call), the framework invokes the handler
 through Lambda and PUTs its answer to CloudFormation's pre-signed S3 URL (custom-resources provider-framework
 runtime cfn-response.js, ``submitResponse`` to ``event.ResponseURL``), and Helm pulls the kit's charts from their
 public registries (catalog ``repository`` of each chart: registry.k8s.io, public.ecr.aws, aws.github.io,

@@ -149,6 +149,9 @@ def test_an_s3_interface_endpoint_with_private_dns_also_serves_the_answer(vpc: V
 
 
 def test_sts_is_not_required_the_handlers_token_is_presigned_locally(vpc: Vpc) -> None:
+    """The handler's `aws eks update-kubeconfig` calls eks:DescribeCluster (the one action aws-cdk-lib 2.275
+    kubectl-provider.js grants it besides ECR read-only); its token (`aws eks get-token`) is a GetCallerIdentity URL
+    presigned locally, which the API server, not the handler, sends to STS."""
     vpc.endpoints("eks", "lambda", "s3")
     vpc.cluster(private=True)
     checks = check_handler_network(vpc.env(charts="existing"), vpc.ec2, vpc.eks)
@@ -157,6 +160,9 @@ def test_sts_is_not_required_the_handlers_token_is_presigned_locally(vpc: Vpc) -
 
 @pytest.mark.parametrize("attribute", ["enableDnsSupport", "enableDnsHostnames"])
 def test_private_access_needs_the_vpcs_dns_support_and_hostnames(vpc: Vpc, attribute: str) -> None:
+    """EKS user guide, "Cluster API server endpoint", "Cluster private endpoint": "In order for the private hosted zone
+    to properly route traffic to your API server, your VPC must have enableDnsHostnames and enableDnsSupport set to
+    true"."""
     vpc.nat()
     vpc.cluster(private=True)
     vpc.ec2.modify_vpc_attribute(VpcId=vpc.vpc_id, **{attribute[0].upper() + attribute[1:]: {"Value": False}})

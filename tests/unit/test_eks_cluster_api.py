@@ -106,6 +106,8 @@ def test_a_pool_naming_a_cluster_queue_is_refused_in_one_line_when_kueue_lacks_w
 
 
 def test_a_v1beta1_configuration_waits_for_pods_only_with_enable_true() -> None:
+    """kubernetes-sigs/kueue v0.19.2 apis/config/v1beta1/configuration_conversion.go: "if in.WaitForPodsReady == nil ||
+    !in.WaitForPodsReady.Enable { out.WaitForPodsReady = nil }" (defaults.go applies the timeout only when enabled)."""
     checks = _run(_env(), _routes("v1beta1-off"))
     (refused,) = [c for c in checks.values() if c.status == "FAIL"]
     assert refused.name == "training[0] research (ClusterQueue research-cq)"
@@ -134,6 +136,8 @@ def test_block_admission_defaults_to_enable_in_v1beta1_and_to_false_in_v1beta2()
 
 @pytest.mark.parametrize(("recovery", "warns"), [("0s", False), ("10m", True)])
 def test_a_recovery_timeout_of_0s_disables_it_and_is_not_warned(recovery: str, warns: bool) -> None:
+    """kubernetes-sigs/kueue v0.19.2 apis/config/v1beta2/configuration_types.go, RecoveryTimeout: "Defaults to the value
+    of timeout. Setting to "0s" disables recovery timeout checking."."""
     config = yaml.safe_load(yaml.safe_load((FIXTURES / "kueue-manager-config-good.json").read_text())["data"][
         "controller_manager_config.yaml"])  # fmt: skip
     config["waitForPodsReady"]["recoveryTimeout"] = recovery

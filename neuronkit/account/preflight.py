@@ -77,6 +77,7 @@ IAM_ACTIONS = {
     "DescribeRouteTables": "ec2:DescribeRouteTables",
     "DescribeVpcEndpoints": "ec2:DescribeVpcEndpoints",
     "DescribeNatGateways": "ec2:DescribeNatGateways",
+    "DescribeVpcAttribute": "ec2:DescribeVpcAttribute",
     "DescribeCluster": "eks:DescribeCluster",
     "ListAddons": "eks:ListAddons",
 }

@@ -1,18 +1,25 @@
 """``neuronkit preflight`` on an existing VPC: can the kit's deploy-time functions reach what they call, and is the
 CIDR the ALB admits the VPC's? Read-only EC2 and EKS calls (DescribeRouteTables, DescribeVpcEndpoints,
-DescribeNatGateways, DescribeVpcs, eks:DescribeCluster).
+DescribeNatGateways, DescribeVpcs, DescribeVpcAttribute, eks:DescribeCluster).
 
 On EKS the kubectl/Helm handler (aws-cdk-lib ``aws_eks_v2`` ``KubectlProvider``) runs in the private subnets the kit
-gives it, which are ``network.existing.subnet_ids`` (neuronkit/stacks/eks.py). From there it calls the EKS API (and
-STS, for its token), the provider framework calls Lambda, and Helm pulls the kit's charts from their public
-registries (catalog ``repository`` of each chart: registry.k8s.io, public.ecr.aws, aws.github.io, kedacore.github.io,
-kubernetes.github.io). So each handler subnet needs either a default route to a NAT gateway (everything is then
-reachable), or interface endpoints for ``eks``, ``sts`` and ``lambda`` with private DNS; public chart registries are on
-the internet, which no VPC endpoint reaches ("Access an AWS service using an interface VPC endpoint", Amazon VPC
+gives it, which are ``network.existing.subnet_ids`` (neuronkit/stacks/eks.py), and so does the provider framework's
+onEvent function (kubectl-provider.js: ``new cr.Provider(this, "Provider", {onEventHandler: handler, vpc, vpcSubnets:
+privateSubnets, securityGroups})``). From there the handler calls the EKS API (``aws eks update-kubeconfig``:
+eks:DescribeCluster, no --role-arn in its kubectl-handler apply/helm; its token is a GetCallerIdentity URL presigned
+locally by aws-cli's eks/get_token.py, so no STS call), the framework invokes the handler
+through Lambda and PUTs its answer to CloudFormation's pre-signed S3 URL (custom-resources provider-framework
+runtime cfn-response.js, ``submitResponse`` to ``event.ResponseURL``), and Helm pulls the kit's charts from their
+public registries (catalog ``repository`` of each chart: registry.k8s.io, public.ecr.aws, aws.github.io,
+kedacore.github.io, kubernetes.github.io). So each handler subnet needs either a default route to a NAT gateway
+(everything is then reachable), or interface endpoints for ``eks`` and ``lambda`` with private DNS and an S3 endpoint
+(a gateway endpoint on the subnet's route table, or an interface endpoint with private DNS); public chart registries
+are on the internet, which no VPC endpoint reaches ("Access an AWS service using an interface VPC endpoint", Amazon VPC
 PrivateLink guide: an endpoint serves its one service), so without NAT every chart the kit installs fails.
 ``ecr.api``/``ecr.dkr`` interface endpoints and the ``s3`` gateway endpoint serve images in your own (private) ECR only.
 
-On your own cluster (``eks.existing``) the handler reaches the API server through the endpoint's private access, or
+On your own cluster (``eks.existing``) the handler reaches the API server through the endpoint's private access (which
+needs the VPC's ``enableDnsSupport`` and ``enableDnsHostnames``: EKS user guide, "Cluster API server endpoint"), or
 through its public access from the NAT gateways' addresses, which ``publicAccessCidrs`` must then include (EKS user
 guide, "Cluster API server endpoint": with private access off, "requests that originate from within your cluster's
 VPC ... leave the VPC"; publicAccessCidrs limits the public endpoint to those blocks).
@@ -31,7 +38,7 @@ from neuronkit.account.check import Check
 if TYPE_CHECKING:
     from neuronkit.config import Environment
 
-HANDLER_SERVICES = ("eks", "sts", "lambda")  # what the handler and the provider framework call
+HANDLER_SERVICES = ("eks", "lambda")  # the interface endpoints of what the handler and the provider framework call
 IMAGE_ENDPOINTS = ("ecr.api", "ecr.dkr")  # interface endpoints of private ECR; with the s3 gateway endpoint
 
 
@@ -58,6 +65,38 @@ def _default_route(table: dict[str, Any] | None) -> dict[str, Any] | None:
     return next((r for r in routes if r.get("DestinationCidrBlock") == "0.0.0.0/0" and r.get("State") != "blackhole"), None)
 
 
+def _s3_reachable(endpoints: list[dict[str, Any]], interface: set[str], table: dict[str, Any] | None) -> bool:
+    """S3 from a subnet without NAT: an interface endpoint with private DNS, or a gateway endpoint on its route table
+    (a gateway endpoint serves only the route tables it is associated with: Amazon VPC PrivateLink guide, "Gateway
+    endpoints")."""
+    if "s3" in interface:
+        return True
+    table_id = (table or {}).get("RouteTableId")
+    return any(
+        e.get("VpcEndpointType") == "Gateway"
+        and str(e.get("ServiceName", "")).endswith(".s3")
+        and table_id in (e.get("RouteTableIds") or [])
+        for e in endpoints
+    )
+
+
+_WHAT = {
+    "eks": "the EKS API (the kubectl handler's eks:DescribeCluster)",
+    "lambda": "Lambda (the provider framework invokes the handler)",
+    "s3": "S3 (the provider framework PUTs its answer to CloudFormation's pre-signed S3 URL)",
+}
+
+
+def _unreachable(name: str, subnet_id: str, why: str, missing: list[str], region: str, table_id: str | None) -> Check:
+    interface = [s for s in missing if s != "s3"]
+    fixes = [f"com.amazonaws.{region}.{{{','.join(interface)}}} (interface, private DNS)"] if interface else []
+    if "s3" in missing:
+        fixes.append(f"com.amazonaws.{region}.s3 (gateway, on route table {table_id or 'the VPC main table'})")
+    return Check("FAIL", name, f"{subnet_id} {why} and the VPC has no endpoint for {', '.join(missing)}: the kit's "
+                 f"deploy-time functions cannot reach {'; '.join(_WHAT[s] for s in missing)}",
+                 f"route 0.0.0.0/0 to a NAT gateway, or add endpoints {' and '.join(fixes)}")  # fmt: skip
+
+
 def check_handler_network(env: Environment, ec2: Any, eks: Any) -> list[Check]:
     """The handler subnets' routes and endpoints, and (eks.existing) the cluster endpoint's access from them."""
     existing = env.network.existing
@@ -81,22 +120,21 @@ def check_handler_network(env: Environment, ec2: Any, eks: Any) -> list[Check]:
         route = _default_route(table)
         if route is not None and route.get("NatGatewayId"):
             nat_ids.add(str(route["NatGatewayId"]))
-            out.append(Check("PASS", name, f"{subnet_id} routes 0.0.0.0/0 to {route['NatGatewayId']}: EKS, STS, Lambda and "
+            out.append(Check("PASS", name, f"{subnet_id} routes 0.0.0.0/0 to {route['NatGatewayId']}: EKS, Lambda, S3 and "
                              "the chart registries are reachable"))  # fmt: skip
             continue
         if route is not None and not str(route.get("GatewayId") or "").startswith("igw-"):
             target = next((str(v) for k, v in route.items() if k.endswith("Id") and v), "a target")
             out.append(Check("WARN", name, f"{subnet_id} routes 0.0.0.0/0 to {target}: preflight cannot tell whether it "
-                             "reaches the internet (EKS, STS, Lambda, the chart registries)", ""))  # fmt: skip
+                             "reaches the internet (EKS, Lambda, S3, the chart registries)", ""))  # fmt: skip
             continue
         missing = [s for s in HANDLER_SERVICES if s not in interface]
+        if not _s3_reachable(endpoints, interface, table):
+            missing.append("s3")
         why = "routes 0.0.0.0/0 to an internet gateway (a Lambda function in a VPC gets no public address)" if route else (
             "has no default route")  # fmt: skip
         if missing:
-            out.append(Check("FAIL", name, f"{subnet_id} {why} and the VPC has no interface endpoint (private DNS) for "
-                             f"{', '.join(missing)}: the kit's kubectl handler cannot reach "
-                             + ", ".join(s.upper() if s != "lambda" else "Lambda" for s in missing),
-                             f"route 0.0.0.0/0 to a NAT gateway, or add endpoints com.amazonaws.{region}.{{{','.join(missing)}}}"))  # fmt: skip
+            out.append(_unreachable(name, subnet_id, why, missing, region, (table or {}).get("RouteTableId")))
         if charts:
             images = [s for s in IMAGE_ENDPOINTS if s not in interface]
             gateway_s3 = any(e.get("VpcEndpointType") == "Gateway" and e["ServiceName"].endswith(".s3") for e in endpoints)
@@ -105,7 +143,7 @@ def check_handler_network(env: Environment, ec2: Any, eks: Any) -> list[Check]:
                              f"come from public registries, which no VPC endpoint reaches{note}",
                              "route 0.0.0.0/0 to a NAT gateway, or set those eks.components to existing"))  # fmt: skip
         elif not missing:
-            out.append(Check("PASS", name, f"{subnet_id}: interface endpoints for {', '.join(HANDLER_SERVICES)}"))
+            out.append(Check("PASS", name, f"{subnet_id}: interface endpoints for {', '.join(HANDLER_SERVICES)}, and S3"))
     if env.eks is not None and env.eks.existing is not None:
         out += _endpoint_access(env, eks, ec2, nat_ids)
     return out
@@ -122,7 +160,7 @@ def _endpoint_access(env: Environment, eks: Any, ec2: Any, nat_ids: set[str]) ->
             return []
         raise
     if vpc_config.get("endpointPrivateAccess"):
-        return [Check("PASS", name, "private access is on: the handler reaches the API server from the VPC")]
+        return [_private_dns(env, ec2, name, str(vpc_config.get("vpcId") or env.network.existing.vpc_id))]  # type: ignore[union-attr]
     if not vpc_config.get("endpointPublicAccess", True):
         return [Check("FAIL", name, "neither private nor public access is on", "")]
     cidrs = [ipaddress.ip_network(c) for c in vpc_config.get("publicAccessCidrs") or ["0.0.0.0/0"]]
@@ -139,6 +177,28 @@ def _endpoint_access(env: Environment, eks: Any, ec2: Any, nat_ids: set[str]) ->
                   f"admit the NAT gateways' addresses ({', '.join(outside or ['none found'])})",
                   f"turn on private access (aws eks update-cluster-config --name {cluster_name} --resources-vpc-config "
                   "endpointPrivateAccess=true) or add those addresses to publicAccessCidrs")]  # fmt: skip
+
+
+_FLAG = {"enableDnsSupport": "enable-dns-support", "enableDnsHostnames": "enable-dns-hostnames"}
+
+
+def _private_dns(env: Environment, ec2: Any, name: str, vpc_id: str) -> Check:
+    """Private access serves the VPC only with both DNS attributes on (EKS user guide, "Cluster API server endpoint",
+    "Cluster private endpoint": "In order for the private hosted zone to properly route traffic to your API server, your
+    VPC must have enableDnsHostnames and enableDnsSupport set to true"). Its DHCP options (AmazonProvidedDNS, the same
+    sentence) are not checked."""
+    off = [
+        attribute
+        for attribute, key in (("enableDnsSupport", "EnableDnsSupport"), ("enableDnsHostnames", "EnableDnsHostnames"))
+        if not ec2.describe_vpc_attribute(VpcId=vpc_id, Attribute=attribute)[key]["Value"]
+    ]
+    if off:
+        fix = "; ".join(f"aws ec2 modify-vpc-attribute --vpc-id {vpc_id} --{_FLAG[a]} Value=true" for a in off)
+        return Check("FAIL", name, f"private access is on but {vpc_id} has {' and '.join(off)} off: the API server's "
+                     "name does not resolve to its private addresses from the VPC",
+                     fix)  # fmt: skip
+    return Check("PASS", name, f"private access is on and {vpc_id} resolves private DNS: the handler reaches the API "
+                 "server from the VPC")  # fmt: skip
 
 
 def check_alb_cidr(env: Environment, vpc: dict[str, Any] | None) -> list[Check]:

@@ -14,7 +14,8 @@ taken from that pin; **an attribute the file gives wins** (the file is what its 
 ``neuronkit validate`` reports a pinned value that disagrees with it (:func:`disagreements`). An attribute that is
 neither in the file nor pinned stops validation and synthesis with one line naming both fixes. Nothing here calls AWS
 (neuronkit/account/pin.py does). Which DescribeCluster field holds each attribute: EKS API reference, ``Cluster``
-(``endpoint``, ``certificateAuthority.data``, ``kubernetesNetworkConfig.serviceIpv4Cidr``,
+(``endpoint``, ``certificateAuthority.data``, ``kubernetesNetworkConfig.serviceIpv4Cidr`` or, on an IPv6 cluster,
+``serviceIpv6Cidr``,
 ``resourcesVpcConfig.clusterSecurityGroupId``, ``version``, ``accessConfig.authenticationMode``).
 """
 
@@ -35,6 +36,10 @@ ATTRIBUTES: dict[str, tuple[str, ...]] = {
     "kubernetes_version": ("version",),
     "authentication_mode": ("accessConfig", "authenticationMode"),
 }
+# Where DescribeCluster holds an attribute when the path above is absent: an IPv6 cluster's service block is
+# kubernetesNetworkConfig.serviceIpv6Cidr (EKS API reference, KubernetesNetworkConfigResponse: "The response contains a
+# value for serviceIpv6Cidr or serviceIpv4Cidr, but not both").
+FALLBACKS: dict[str, tuple[str, ...]] = {"service_cidr": ("kubernetesNetworkConfig", "serviceIpv6Cidr")}
 
 
 @dataclass(frozen=True)
@@ -82,12 +87,19 @@ def from_describe(cluster: dict[str, Any]) -> dict[str, str]:
     """The attributes of a DescribeCluster ``cluster`` (those it carries), keyed as eks.existing names them."""
     out: dict[str, str] = {}
     for key, path in ATTRIBUTES.items():
-        value: Any = cluster
-        for part in path:
-            value = value.get(part) if isinstance(value, dict) else None
+        value = _at(cluster, path)
+        if value is None and key in FALLBACKS:
+            value = _at(cluster, FALLBACKS[key])
         if value is not None:
             out[key] = str(value)
     return out
+
+
+def _at(cluster: dict[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = cluster
+    for part in path:
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 def pinned(context: dict[str, Any], lookup: ClusterLookup) -> dict[str, str]:

@@ -148,8 +148,9 @@ class EksExisting(Strict):
     certificate_authority: Annotated[str, Field(pattern=r"^[A-Za-z0-9+/=\s]{20,}$")] = Field(
         description="The base64 certificate authority data (cluster.certificateAuthority.data)."
     )
-    service_cidr: Annotated[str, Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}/\d{1,2}$")] = Field(
-        description="The Kubernetes service CIDR (cluster.kubernetesNetworkConfig.serviceIpv4Cidr)."
+    service_cidr: Annotated[str, Field(pattern=r"^(\d{1,3}(\.\d{1,3}){3}/\d{1,2}|[0-9A-Fa-f:]*:[0-9A-Fa-f:]*/\d{1,3})$")] = Field(
+        description="The Kubernetes service CIDR (cluster.kubernetesNetworkConfig.serviceIpv4Cidr; serviceIpv6Cidr on "
+        "an IPv6 cluster)."
     )
     cluster_security_group_id: Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")] = Field(
         description="The cluster security group EKS created (cluster.resourcesVpcConfig.clusterSecurityGroupId); the "
@@ -350,7 +351,10 @@ def existing_cluster_problems(eks: Eks) -> list[tuple[str, str]]:
         ipaddress.ip_network(ex.service_cidr)
     except ValueError:
         out.append(
-            ("eks.existing.service_cidr", f"'{ex.service_cidr}' is not a CIDR block; copy serviceIpv4Cidr, e.g. 172.20.0.0/16")
+            (
+                "eks.existing.service_cidr",
+                f"'{ex.service_cidr}' is not a CIDR block; copy serviceIpv4Cidr (serviceIpv6Cidr on an IPv6 cluster), e.g. 172.20.0.0/16",
+            )
         )
     refused = {
         "kubernetes_version": "the version is the cluster's: give it as eks.existing.kubernetes_version",

@@ -12,7 +12,13 @@ this reads, with GETs only:
   (docs/training-on-eks.md): the JobSet integration and ``waitForPodsReady`` with a timeout that outlasts the pre-job
   check, else each pool that names a ClusterQueue is refused in one line; a requeue by eviction time, a
   ``blockAdmission``, a ``backoffLimitCount`` or a short ``recoveryTimeout`` are WARN lines;
-- each ClusterQueue a pool names (``training[].cluster_queue``) exists.
+- each ClusterQueue a pool names (``training[].cluster_queue``) exists;
+- for each component of ``existing_components`` left at ``install``, that no controller of it runs already (the
+  user's would clash with the kit's Helm release; one of the kit's release name and namespace is a WARN: maybe the
+  kit's own).
+
+Kueue's defaults depend on the Configuration's ``apiVersion`` (v1beta1 and v1beta2 both load in Kueue v0.19.2): the
+catalog's ``existing_components.kueue.configurations``.
 
 The token is made as the spill function makes its own (an STS GetCallerIdentity URL presigned with the caller's
 credentials and the ``x-k8s-aws-id`` header: :func:`neuronkit.lambdas.spill.handler.eks_token`, one place for both),
@@ -44,24 +50,43 @@ def facts() -> dict[str, Any]:
     return {k: v for k, v in catalog.eks_facts()["existing_components"].items() if k != "source"}
 
 
-def _wanted(env: Environment) -> tuple[list[str], list[tuple[int, str, str]]]:
-    """The ``existing`` components preflight can check here, and (index, pool, ClusterQueue) per pool naming one."""
+def _wanted(env: Environment) -> tuple[list[str], list[tuple[int, str, str]], list[str]]:
+    """The ``existing`` components preflight can check here, (index, pool, ClusterQueue) per pool naming one, and the
+    components the kit installs on the user's cluster (whose controller must not run there already)."""
     if env.eks is None or env.eks.existing is None:
-        return [], []
+        return [], [], []
     components = [name for name in facts() if env.eks.component(name) == "existing"]
     queues = [(i, c.name, c.cluster_queue) for i, c in enumerate(env.training) if c.cluster_queue]
-    return components, queues
+    installs = [name for name in facts() if env.eks.component(name) == "install"]
+    return components, queues, installs
+
+
+def kit_release(component: str) -> tuple[str, str]:
+    """The Helm release (name, namespace) the kit installs ``component`` as: each is named after its chart (the
+    constructs in neuronkit/constructs/eks/ pass the catalog's ``chart`` as the release)."""
+    eks = catalog.eks_facts()
+    section = {
+        "load_balancer_controller": eks["load_balancer_controller"],
+        "cluster_autoscaler": eks["node_autoscaler"],
+        "keda": eks["keda"],
+        "jobset": eks["training_jobs"]["jobset"],
+        "kueue": eks["training_jobs"]["kueue"],
+    }[component]
+    return str(section["chart"]), str(section["namespace"])
 
 
 def check_cluster_api(env: Environment, session: Any, *, endpoint: str | None = None) -> list[Check]:
     """The checks above against the cluster of ``env`` (``endpoint`` replaces the file's, for tests)."""
-    components, queues = _wanted(env)
-    if not components and not queues:
+    components, queues, installs = _wanted(env)
+    if not components and not queues and not installs:
         return []
     assert env.eks is not None and env.eks.existing is not None
     ex = env.eks.existing
     name = f"EKS cluster {ex.cluster_name} Kubernetes API"
     unchecked = ", ".join(components + [f"ClusterQueue {q}" for _, _, q in queues])
+    if installs:
+        what = f"whether {', '.join(installs)} (install) already run"
+        unchecked = f"{unchecked} and {what}" if unchecked else what
     try:
         if session.get_credentials() is None:
             raise LookupError("no AWS credentials")
@@ -83,19 +108,22 @@ def check_cluster_api(env: Environment, session: Any, *, endpoint: str | None = 
 
 def api_checks(env: Environment, get: Get) -> list[Check]:
     """The checks, on any ``get(path) -> dict`` that raises :class:`KubernetesApiError` for non-2xx answers."""
-    components, queues = _wanted(env)
+    components, queues, installs = _wanted(env)
     assert env.eks is not None and env.eks.existing is not None
     cluster = env.eks.existing.cluster_name
     pins = facts()
     out: list[Check] = []
-    deployments = (get("/apis/apps/v1/deployments").get("items") or []) if components else []
+    deployments = (get("/apis/apps/v1/deployments").get("items") or []) if components or installs else []
     found: dict[str, list[dict[str, Any]]] = {}
-    for component in components:
+    for component in components + installs:
         images = set(pins[component]["images"])
         found[component] = [d for d in deployments if images & set(map(_image_name, _images(d)))]
-        out.append(_controller(cluster, component, found[component], images))
+    for component in components:
+        out.append(_controller(cluster, component, found[component], set(pins[component]["images"])))
         for crd, version in pins[component]["crds"].items():
             out.append(_crd(cluster, component, crd, str(version), get))
+    for component in installs:
+        out.append(_not_running(cluster, component, found[component], set(pins[component]["images"])))
     if "kueue" in components:
         out += _kueue_config(env, cluster, found["kueue"], queues, pins["kueue"], get)
     for i, pool, queue in queues:
@@ -127,6 +155,31 @@ def _controller(cluster: str, component: str, deployments: list[dict[str, Any]],
     if not ready:
         return Check("WARN", name, f"{', '.join(map(_where, deployments))}: no ready replica", "see why its pods are not Ready")
     return Check("PASS", name, f"{', '.join(map(_where, ready))} is ready")
+
+
+def _not_running(cluster: str, component: str, deployments: list[dict[str, Any]], images: set[str]) -> Check:
+    """A component the kit installs must not run already: the kit's Helm release would clash with the user's (CRDs,
+    webhooks, ClusterRoles of one name) or, named alike, adopt it. Helm marks what it installs with the annotations
+    meta.helm.sh/release-name and release-namespace; a Deployment of the kit's release name and namespace is the kit's
+    own from an earlier deploy or a default install of the user's, which the cluster alone cannot tell apart: a WARN."""
+    name = f"EKS cluster {cluster} {component} controller"
+    release, namespace = kit_release(component)
+    fix = f"set eks.components.{component}: existing"
+    theirs = [d for d in deployments if _release(d) != (release, namespace)]
+    if theirs:
+        return Check("FAIL", name, f"{', '.join(map(_where, theirs))} already runs the {'/'.join(sorted(images))} image "
+                     f"and eks.components.{component} is install: the kit's Helm release {namespace}/{release} would "
+                     "clash with it", fix)  # fmt: skip
+    if deployments:
+        return Check("WARN", name, f"{', '.join(map(_where, deployments))} is Helm release {namespace}/{release}, the kit's: "
+                     "the kit's own from an earlier deploy, or yours, which the kit's release would then adopt and "
+                     "upgrade", f"if you installed it, {fix}")  # fmt: skip
+    return Check("PASS", name, f"no Deployment runs the {'/'.join(sorted(images))} image: the kit installs it")
+
+
+def _release(d: dict[str, Any]) -> tuple[str, str]:
+    annotations = (d.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get("meta.helm.sh/release-name") or ""), str(annotations.get("meta.helm.sh/release-namespace") or "")
 
 
 def _crd(cluster: str, component: str, crd: str, version: str, get: Get) -> Check:
@@ -171,41 +224,13 @@ def _kueue_config(
         return [Check("WARN", name, f"not checked: no {pin['config_key']} in ConfigMap {namespace}/{config_map}",
                       "check waitForPodsReady and the JobSet integration by hand (docs/training-on-eks.md)")]  # fmt: skip
     where = f"ConfigMap {namespace}/{config_map}"
-    kit = catalog.eks_facts()["training_jobs"]
-    deadline_s = int(kit["defaults"]["check_deadline_seconds"])
-    ready_pin = kit["kueue"]["wait_for_pods_ready"]
-    kit_timeout_s = duration_seconds(str(ready_pin["timeout"])) or 0
-    lacks: list[str] = []
-    frameworks = [str(f) for f in ((config.get("integrations") or {}).get("frameworks") or [])]
-    if pin["jobset_framework"] not in frameworks:
-        lacks.append(f"integrations.frameworks has no {pin['jobset_framework']} (Kueue would not admit the JobSets)")
-    ready = config.get("waitForPodsReady")
-    warns: list[str] = []
-    if not isinstance(ready, dict) or ready.get("enable") is False:
-        lacks.append("no waitForPodsReady (an admitted job would hold its pool with some pods not ready)")
-    else:
-        timeout_s = duration_seconds(str(ready.get("timeout") or pin["default_timeout"]))
-        if timeout_s is None or timeout_s <= deadline_s:
-            lacks.append(f"waitForPodsReady.timeout {ready.get('timeout') or str(pin['default_timeout']) + ' (default)'} does not outlast the pre-job "
-                         f"check's {deadline_s // 60} minutes (Kueue would evict every job during its checks)")  # fmt: skip
-        elif timeout_s < kit_timeout_s:
-            warns.append(f"waitForPodsReady.timeout {ready.get('timeout')} is below the kit's {ready_pin['timeout']} "
-                         "(image pulls and the checks); big images may be evicted and requeued")  # fmt: skip
-        if ready.get("blockAdmission") is True:
-            warns.append("waitForPodsReady.blockAdmission is true: in Kueue it is cluster-wide, so one job waiting for its "
-                         "nodes (a Capacity Block not started) stops admission in every ClusterQueue")  # fmt: skip
-        strategy = ready.get("requeuingStrategy") or {}
-        if str(strategy.get("timestamp") or pin["default_requeuing_timestamp"]) != str(ready_pin["requeuing_timestamp"]):
-            warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or pin['default_requeuing_timestamp'] + ' (default)'}: an evicted job "
-                         "goes behind every job queued meanwhile (the kit requeues by Creation)")  # fmt: skip
-        if strategy.get("backoffLimitCount") is not None:
-            warns.append(f"requeuingStrategy.backoffLimitCount {strategy['backoffLimitCount']}: a job whose nodes are "
-                         "late is deactivated after that many requeues")  # fmt: skip
-        recovery = ready.get("recoveryTimeout")
-        recovery_s = duration_seconds(str(recovery)) if recovery is not None else None
-        if recovery is not None and (recovery_s is None or recovery_s <= deadline_s):
-            warns.append(f"waitForPodsReady.recoveryTimeout {recovery}: a restart (node replaced, checks again) is "
-                         f"evicted before the pre-job check's {deadline_s // 60} minutes end")  # fmt: skip
+    api_version = str(config.get("apiVersion") or "")
+    defaults = (pin["configurations"] or {}).get(api_version)
+    if defaults is None:
+        return [Check("WARN", name, f"not checked: {where} has apiVersion {api_version or '(none)'}, not one of "
+                      f"{', '.join(pin['configurations'])} (Kueue {catalog.eks_facts()['training_jobs']['kueue']['version']})",
+                      "check waitForPodsReady and the JobSet integration by hand (docs/training-on-eks.md)")]  # fmt: skip
+    lacks, warns, timeout = _kueue_settings(config, defaults, pin)
     out: list[Check] = []
     if lacks:
         fix = f"set them in {where} (docs/training-on-eks.md, 'Kueue')"
@@ -218,9 +243,58 @@ def _kueue_config(
         else:
             out.append(Check("FAIL", name, f"{where}: " + "; ".join(lacks), fix))
     else:
-        out.append(Check("PASS", name, f"{where}: JobSet integration, waitForPodsReady {ready.get('timeout')}"))  # type: ignore[union-attr]
+        out.append(Check("PASS", name, f"{where} ({api_version}): JobSet integration, waitForPodsReady {timeout}"))
     out += [Check("WARN", name, w, f"see docs/training-on-eks.md, 'Kueue' ({where})") for w in warns]
     return out
+
+
+def _kueue_settings(config: dict[str, Any], defaults: dict[str, Any], pin: dict[str, Any]) -> tuple[list[str], list[str], str]:
+    """What the configuration lacks (FAIL), what it risks (WARN), and its effective waitForPodsReady timeout, with the
+    defaults of its apiVersion (catalog ``existing_components.kueue.configurations``)."""
+    kit = catalog.eks_facts()["training_jobs"]
+    deadline_s = int(kit["defaults"]["check_deadline_seconds"])
+    ready_pin = kit["kueue"]["wait_for_pods_ready"]
+    kit_timeout_s = duration_seconds(str(ready_pin["timeout"])) or 0
+    lacks: list[str] = []
+    warns: list[str] = []
+    frameworks = [str(f) for f in ((config.get("integrations") or {}).get("frameworks") or [])]
+    if pin["jobset_framework"] not in frameworks:
+        lacks.append(f"integrations.frameworks has no {pin['jobset_framework']} (Kueue would not admit the JobSets)")
+    ready = config.get("waitForPodsReady")
+    if defaults["wait_for_pods_ready"] == "always":  # v1beta2: on whether or not the section is there
+        ready = ready if isinstance(ready, dict) else {}
+    elif not isinstance(ready, dict) or ready.get("enable") is not True:  # v1beta1: off unless enable: true
+        lacks.append(f"waitForPodsReady is not enabled ({config.get('apiVersion')} needs waitForPodsReady.enable: true; "
+                     "without it an admitted job would hold its pool with some pods not ready)")  # fmt: skip
+        return lacks, warns, ""
+    timeout = str(ready.get("timeout") or f"{defaults['default_timeout']} (default)")
+    timeout_s = duration_seconds(str(ready.get("timeout") or defaults["default_timeout"]))
+    if timeout_s is None or timeout_s <= deadline_s:
+        lacks.append(f"waitForPodsReady.timeout {timeout} does not outlast the pre-job check's {deadline_s // 60} "
+                     "minutes (Kueue would evict every job during its checks)")  # fmt: skip
+    elif timeout_s < kit_timeout_s:
+        warns.append(f"waitForPodsReady.timeout {timeout} is below the kit's {ready_pin['timeout']} "
+                     "(image pulls and the checks); big images may be evicted and requeued")  # fmt: skip
+    block = ready.get("blockAdmission")
+    if (defaults["default_block_admission"] if block is None else block) is True:
+        warns.append(f"waitForPodsReady.blockAdmission is {'true' if block else 'true (default)'}: in Kueue it is "
+                     "cluster-wide, so one job waiting for its nodes (a Capacity Block not started) stops admission in "
+                     "every ClusterQueue")  # fmt: skip
+    strategy = ready.get("requeuingStrategy") or {}
+    if str(strategy.get("timestamp") or pin["default_requeuing_timestamp"]) != str(ready_pin["requeuing_timestamp"]):
+        warns.append(f"requeuingStrategy.timestamp {strategy.get('timestamp') or pin['default_requeuing_timestamp'] + ' (default)'}: an evicted job "
+                     "goes behind every job queued meanwhile (the kit requeues by Creation)")  # fmt: skip
+    if strategy.get("backoffLimitCount") is not None:
+        warns.append(f"requeuingStrategy.backoffLimitCount {strategy['backoffLimitCount']}: a job whose nodes are "
+                     "late is deactivated after that many requeues")  # fmt: skip
+    # Unset, it is the timeout (checked above); "0s" disables it (configuration_types.go: "Setting to "0s" disables
+    # recovery timeout checking"), so a restart is never evicted for it.
+    recovery = ready.get("recoveryTimeout")
+    recovery_s = duration_seconds(str(recovery)) if recovery is not None else None
+    if recovery is not None and recovery_s != 0 and (recovery_s is None or recovery_s <= deadline_s):
+        warns.append(f"waitForPodsReady.recoveryTimeout {recovery}: a restart (node replaced, checks again) is "
+                     f"evicted before the pre-job check's {deadline_s // 60} minutes end")  # fmt: skip
+    return lacks, warns, timeout
 
 
 def _cluster_queue(cluster: str, i: int, pool: str, queue: str, get: Get) -> Check:
@@ -247,4 +321,4 @@ def duration_seconds(text: str) -> float | None:
     return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
-__all__ = ["api_checks", "check_cluster_api", "duration_seconds", "facts"]
+__all__ = ["api_checks", "check_cluster_api", "duration_seconds", "facts", "kit_release"]

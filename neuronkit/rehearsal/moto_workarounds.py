@@ -1190,7 +1190,7 @@ def seed_users_cluster(client: Callable[[str], Any], account: str, region: str, 
     eks.create_cluster(
         name=ex.cluster_name, version=ex.kubernetes_version, roleArn=role,
         resourcesVpcConfig={"subnetIds": made, "endpointPrivateAccess": True, "endpointPublicAccess": False},
-        kubernetesNetworkConfig={"serviceIpv4Cidr": ex.service_cidr},
+        kubernetesNetworkConfig={("serviceIpv6Cidr" if ":" in ex.service_cidr else "serviceIpv4Cidr"): ex.service_cidr},
     )  # fmt: skip
     cluster = eks_backends[account][region].clusters[ex.cluster_name]
     cluster.access_config = {"authenticationMode": ex.authentication_mode}  # type: ignore[attr-defined]

@@ -653,3 +653,17 @@ def test_at_the_fleets_maximum_the_compile_job_and_a_surge_pod_are_placed(eks_sy
     serving = sum(1 for p in pods if p.startswith("serving-"))
     _, starved = _place_whole_node_pods(serving, pods)
     assert any(p.startswith("chat-compile-") for p in starved) and any(p.startswith("surge-") for p in starved)
+
+
+def test_preflight_knows_the_kits_helm_releases_by_their_names_and_namespaces(eks_synth: tuple[Path, dict[str, Any]]) -> None:
+    """`neuronkit preflight` on a user's cluster (neuronkit/kubernetes/cluster_api.py) tells the kit's own release of a
+    component from the user's by Helm's release name and namespace: they must be what the kit installs."""
+    from neuronkit.kubernetes import cluster_api
+
+    _, templates = eks_synth
+    charts = [r["Properties"] for t in templates.values() for r in t["Resources"].values()
+              if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"]  # fmt: skip
+    kit = {cluster_api.kit_release(c)[0]: cluster_api.kit_release(c) for c in cluster_api.facts()}
+    found = [(c["Release"], c["Namespace"]) for c in charts if c["Chart"] in kit]
+    assert found and all(kit[name] == (name, namespace) for name, namespace in found), found
+    assert {c["Chart"] for c in charts if c["Chart"] in kit} == {name for name, _ in found}

@@ -153,3 +153,18 @@ def test_pin_refuses_another_accounts_credentials_and_names_a_missing_cluster(
     err = capsys.readouterr().err
     assert "the credentials are for account 999999999999, but ownk8s deploys into 777788889999" in err
     assert "Traceback" not in err and (project / "cdk.context.json").read_bytes() == before
+
+
+def test_pin_reads_the_service_block_of_an_ipv6_cluster(project: Path, aws: Any) -> None:
+    """An IPv6 cluster's DescribeCluster has serviceIpv6Cidr and no serviceIpv4Cidr (EKS API reference,
+    KubernetesNetworkConfigResponse: "a value for serviceIpv6Cidr or serviceIpv4Cidr, but not both")."""
+    _create_cluster(aws)
+    from moto.eks.models import eks_backends
+
+    seeded = eks_backends[DATA["account"]][DATA["region"]].clusters[FULL["cluster_name"]]
+    seeded.kubernetes_network_config = {"ipFamily": "ipv6", "serviceIpv6Cidr": "fd30:1c53:5f8a::/108"}
+    assert "serviceIpv4Cidr" not in aws.describe_cluster(name=FULL["cluster_name"])["cluster"]["kubernetesNetworkConfig"]
+    assert main(["pin", "--env", "ownk8s"]) == 0
+    assert read_context(project)[KEY]["service_cidr"] == "fd30:1c53:5f8a::/108"
+    env = load_environment(project / "environments" / "ownk8s.yaml")
+    assert env.eks is not None and env.eks.existing is not None and env.eks.existing.service_cidr == "fd30:1c53:5f8a::/108"

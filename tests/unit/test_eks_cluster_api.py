@@ -43,7 +43,7 @@ def _all_existing() -> Environment:
 
 def _routes(config: str = "good", override: dict[str, Any] | None = None) -> dict[str, Any]:
     routes: dict[str, Any] = {
-        "GET /apis/apps/v1/deployments": "deployments.json",
+        "GET /apis/apps/v1/deployments": "deployments-kueue-ca.json",
         "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": f"kueue-manager-config-{config}.json",
         "GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": "clusterqueue-research-cq.json",
     }
@@ -66,7 +66,7 @@ def _run(env: Environment, routes: dict[str, Any]) -> dict[str, Check]:
 
 
 def test_every_existing_component_found_serving_the_kits_versions_passes() -> None:
-    checks = _run(_all_existing(), _routes())
+    checks = _run(_all_existing(), _routes(override={"GET /apis/apps/v1/deployments": "deployments.json"}))
     assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
     for component in ALL:
         assert f"EKS cluster platform-prod {component} controller" in checks
@@ -95,11 +95,61 @@ def test_a_missing_controller_a_missing_crd_and_an_old_version_fail_with_the_fix
 
 
 def test_a_pool_naming_a_cluster_queue_is_refused_in_one_line_when_kueue_lacks_what_it_needs() -> None:
+    # v1beta2 without a waitForPodsReady section: on, with v1beta2's default timeout (not v1beta1's)
     checks = _run(_env(), _routes("bare"))
     (refused,) = [c for c in checks.values() if c.status == "FAIL"]
     assert refused.name == "training[0] research (ClusterQueue research-cq)"
-    assert "no jobset.x-k8s.io/jobset" in refused.detail and "no waitForPodsReady" in refused.detail
+    default = cluster_api.facts()["kueue"]["configurations"]["config.kueue.x-k8s.io/v1beta2"]["default_timeout"]
+    assert "no jobset.x-k8s.io/jobset" in refused.detail
+    assert f"waitForPodsReady.timeout {default} (default) does not outlast" in refused.detail
     assert "ConfigMap kueue-system/kueue-manager-config" in refused.detail
+
+
+def test_a_v1beta1_configuration_waits_for_pods_only_with_enable_true() -> None:
+    """kubernetes-sigs/kueue v0.19.2 apis/config/v1beta1/configuration_conversion.go: "if in.WaitForPodsReady == nil ||
+    !in.WaitForPodsReady.Enable { out.WaitForPodsReady = nil }" (defaults.go applies the timeout only when enabled)."""
+    checks = _run(_env(), _routes("v1beta1-off"))
+    (refused,) = [c for c in checks.values() if c.status == "FAIL"]
+    assert refused.name == "training[0] research (ClusterQueue research-cq)"
+    assert "waitForPodsReady is not enabled (config.kueue.x-k8s.io/v1beta1 needs waitForPodsReady.enable: true" in refused.detail
+    checks = _run(_env(), _routes("v1beta1-good"))
+    assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
+    assert "(config.kueue.x-k8s.io/v1beta1): JobSet integration, waitForPodsReady 60m" in " ".join(
+        c.detail for c in checks.values()
+    )
+
+
+def _config_answer(text: str) -> dict[str, Any]:
+    return {
+        "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": {"data": {"controller_manager_config.yaml": text}}
+    }
+
+
+def test_block_admission_defaults_to_enable_in_v1beta1_and_to_false_in_v1beta2() -> None:
+    body = "  timeout: 60m\n  requeuingStrategy: {timestamp: Creation}\nintegrations: {frameworks: [jobset.x-k8s.io/jobset]}\n"
+    v1 = "apiVersion: config.kueue.x-k8s.io/v1beta1\nwaitForPodsReady:\n  enable: true\n" + body
+    warned = [c.detail for c in _lines(_env(), _routes(override=_config_answer(v1))) if c.status == "WARN"]
+    assert warned == [warned[0]] and warned[0].startswith("waitForPodsReady.blockAdmission is true (default)")
+    v2 = "apiVersion: config.kueue.x-k8s.io/v1beta2\nwaitForPodsReady:\n" + body
+    assert {c.status for c in _lines(_env(), _routes(override=_config_answer(v2)))} == {"PASS"}
+
+
+@pytest.mark.parametrize(("recovery", "warns"), [("0s", False), ("10m", True)])
+def test_a_recovery_timeout_of_0s_disables_it_and_is_not_warned(recovery: str, warns: bool) -> None:
+    """kubernetes-sigs/kueue v0.19.2 apis/config/v1beta2/configuration_types.go, RecoveryTimeout: "Defaults to the value
+    of timeout. Setting to "0s" disables recovery timeout checking."."""
+    config = yaml.safe_load(yaml.safe_load((FIXTURES / "kueue-manager-config-good.json").read_text())["data"][
+        "controller_manager_config.yaml"])  # fmt: skip
+    config["waitForPodsReady"]["recoveryTimeout"] = recovery
+    checks = _lines(_env(), _routes(override=_config_answer(yaml.safe_dump(config))))
+    warned = [c.detail for c in checks if c.status == "WARN"]
+    assert bool(warned) is warns and all(f"recoveryTimeout {recovery}" in w for w in warned)
+
+
+def test_a_configuration_of_another_api_version_is_not_checked_and_says_so() -> None:
+    text = "apiVersion: config.kueue.x-k8s.io/v1\nintegrations: {frameworks: [jobset.x-k8s.io/jobset]}\n"
+    (warn,) = [c for c in _lines(_env(), _routes(override=_config_answer(text))) if "Kueue configuration" in c.name]
+    assert warn.status == "WARN" and "apiVersion config.kueue.x-k8s.io/v1, not one of" in warn.detail
 
 
 def test_a_timeout_shorter_than_the_pre_job_check_is_refused_and_other_settings_are_warned() -> None:
@@ -127,7 +177,10 @@ def test_without_credentials_or_a_reachable_api_preflight_says_what_it_did_not_c
 
     (warn,) = check_cluster_api(env, NoCredentials())
     assert warn.status == "WARN" and "no AWS credentials" in warn.detail
-    assert "cluster_autoscaler, kueue, ClusterQueue research-cq not checked" in warn.detail
+    assert (
+        "cluster_autoscaler, kueue, ClusterQueue research-cq and whether load_balancer_controller, keda, jobset (install) already run not checked"
+        in warn.detail
+    )
     session = boto3.session.Session(region_name="us-east-1")
     (warn,) = check_cluster_api(env, session, endpoint="http://127.0.0.1:9")  # the discard port: refused
     assert warn.status == "WARN" and warn.detail.startswith("unreachable from here") and "not checked" in warn.detail
@@ -163,10 +216,32 @@ def test_go_durations(text: str, seconds: float | None) -> None:
     assert duration_seconds(text) == seconds
 
 
-def test_a_wait_for_pods_ready_without_timeout_has_kueues_default_which_is_too_short() -> None:
-    config = "waitForPodsReady: {}\nintegrations: {frameworks: [jobset.x-k8s.io/jobset]}\n"
-    answer = {"data": {"controller_manager_config.yaml": config}}
-    checks = _lines(_env(), _routes(override={"GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": answer}))
+@pytest.mark.parametrize(("version", "ready"), [("v1beta1", "{enable: true}"), ("v1beta2", "{}")])
+def test_a_wait_for_pods_ready_without_timeout_has_its_versions_default_which_is_too_short(version: str, ready: str) -> None:
+    api_version = f"config.kueue.x-k8s.io/{version}"
+    config = f"apiVersion: {api_version}\nwaitForPodsReady: {ready}\nintegrations: {{frameworks: [jobset.x-k8s.io/jobset]}}\n"
+    checks = _lines(_env(), _routes(override=_config_answer(config)))
     (refused,) = [c for c in checks if c.status == "FAIL"]
-    default = cluster_api.facts()["kueue"]["default_timeout"]
+    default = cluster_api.facts()["kueue"]["configurations"][api_version]["default_timeout"]
     assert f"waitForPodsReady.timeout {default} (default) does not outlast" in refused.detail
+
+
+def test_a_component_left_at_install_whose_controller_runs_already_fails_with_the_fix() -> None:
+    """The user's own Cluster Autoscaler (Helm release platform-ca) with eks.components.cluster_autoscaler: install."""
+    checks = _run(_env(cluster_autoscaler="install"), _routes())
+    clash = checks["EKS cluster platform-prod cluster_autoscaler controller"]
+    assert clash.status == "FAIL" and clash.fix == "set eks.components.cluster_autoscaler: existing"
+    assert clash.detail.startswith("kube-system/platform-ca-aws-cluster-autoscaler already runs the cluster-autoscaler image")
+    for component in ("load_balancer_controller", "keda", "jobset"):  # installed by the kit, not running yet
+        free = checks[f"EKS cluster platform-prod {component} controller"]
+        assert free.status == "PASS" and free.detail.endswith("the kit installs it")
+
+
+def test_a_running_controller_named_as_the_kits_release_is_warned_not_refused() -> None:
+    """deployments.json: LBC, KEDA and JobSet as Helm releases of the kit's names and namespaces."""
+    checks = _run(_env(), _routes(override={"GET /apis/apps/v1/deployments": "deployments.json"}))
+    for component in ("load_balancer_controller", "keda", "jobset"):
+        release, namespace = cluster_api.kit_release(component)
+        warned = checks[f"EKS cluster platform-prod {component} controller"]
+        assert warned.status == "WARN" and f"is Helm release {namespace}/{release}, the kit's" in warned.detail
+        assert warned.fix == f"if you installed it, set eks.components.{component}: existing"

@@ -124,7 +124,7 @@ class ClusterAutoscaling(Construct):
             repository=str(f["repository"]),
             chart=str(f["chart"]),
             version=chart_version,
-            release="cluster-autoscaler",
+            release=str(f["chart"]),  # named after its chart: preflight knows the kit's release by it
             namespace=str(f["namespace"]),
             values=autoscaler.values(
                 cluster_name=name,
@@ -160,7 +160,7 @@ class ClusterAutoscaling(Construct):
             repository=str(f["repository"]),
             chart=str(f["chart"]),
             version=str(f["version"]),
-            release="keda",
+            release=str(f["chart"]),  # named after its chart: preflight knows the kit's release by it
             namespace=str(f["namespace"]),
             create_namespace=False,
             values=keda.chart_values(),

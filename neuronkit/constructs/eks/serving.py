@@ -72,7 +72,7 @@ class LoadBalancerController(Construct):
             repository=str(facts["repository"]),
             chart=str(facts["chart"]),
             version=self.version,
-            release="aws-load-balancer-controller",
+            release=str(facts["chart"]),  # named after its chart: preflight knows the kit's release by it
             namespace=str(facts["namespace"]),
             values=lbc.values(cluster_name=cluster.spec.name, region=pseudo.REGION, vpc_id=cluster.cluster.vpc.vpc_id),
             # Helm --wait: the fleets' TargetGroupBindings go through the controller's webhooks (failurePolicy Fail),

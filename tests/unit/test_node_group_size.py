@@ -163,6 +163,29 @@ def test_the_migration_to_digest_names_reads_the_old_group_or_starts_at_the_init
     assert recorder.bodies[-1]["Status"] == "FAILED"
 
 
+def test_a_first_size_resource_of_a_renamed_group_starts_at_the_old_groups_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment deployed before the size resource existed meets it as a Create on the deploy that also renames its
+    groups (``eks-chat`` -> ``eks-chat-<digest>``): the answer is the old group's running size (5), read under its name
+    before digests (``PreviousNames``), not the initial size (outside review of fix 5, second round)."""
+    recorder = _Recorder()
+    monkeypatch.setattr(code.urllib.request, "urlopen", recorder)
+    asked: list[str] = []
+
+    def describe(cluster: str, group: str, **_: Any) -> dict[str, Any] | None:
+        asked.append(group)
+        return _answer("scaled-out") if group == "eks-chat" else None
+
+    monkeypatch.setattr(code, "_describe", describe)
+    code.handler(_event("Create", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="1",
+                        PreviousNames=["eks-chat"]), None)  # fmt: skip
+    assert recorder.bodies[-1]["Data"] == {"DesiredSize": 5} and asked == ["eks-chat-9f8e7d6c", "eks-chat"]
+    asked.clear()  # a group that exists answers for itself; its previous name is never read
+    monkeypatch.setattr(code, "_describe", lambda c, g, **_: asked.append(g) or _answer("scaled-out"))
+    code.handler(_event("Create", NodegroupName="eks-chat-9f8e7d6c", MinSize="1", MaxSize="8", Initial="1",
+                        PreviousNames=["eks-chat"]), None)  # fmt: skip
+    assert asked == ["eks-chat-9f8e7d6c"]
+
+
 def test_the_examples_size_function_may_read_each_groups_name_before_digests(
     eks_example: tuple[Any, dict[str, dict[str, Any]]],
 ) -> None:
@@ -180,6 +203,7 @@ def test_the_examples_size_function_may_read_each_groups_name_before_digests(
         cluster = str(size["Properties"]["ClusterName"])
         assert f"nodegroup/{cluster}/{prefix_of(name)}/*" in policy, name
         assert f"nodegroup/{cluster}/{prefix_of(name)}-????????/*" in policy, name
+        assert size["Properties"]["PreviousNames"] == [prefix_of(name)], name
 
 
 def test_the_construct_writes_the_answer_as_desired_size_with_one_function_scoped_to_its_groups() -> None:

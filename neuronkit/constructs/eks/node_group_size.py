@@ -88,6 +88,9 @@ class AutoscaledSize(Construct):
             properties={
                 "ClusterName": spec.cluster, "NodegroupName": spec.nodegroup, "MinSize": spec.min_size,
                 "MaxSize": spec.max_size, "Initial": spec.initial_size, "Refresh": list(refresh),
+                # Read, when the group does not exist yet, for the size of the group it replaces (a Create too: an
+                # environment deployed before this resource existed meets it first as a Create).
+                **({"PreviousNames": list(spec.previous_names)} if spec.previous_names else {}),
             },
         )  # fmt: skip
         self.desired_size = Token.as_number(self.resource.get_att("DesiredSize"))

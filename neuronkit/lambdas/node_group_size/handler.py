@@ -92,10 +92,14 @@ def handler(event: dict[str, Any], context: Any) -> None:
         if event["RequestType"] in ("Create", "Update"):
             p = event["ResourceProperties"]
             answer = _describe(p["ClusterName"], p["NodegroupName"])
+            # A replacement (a new name, docs/eks.md "Day two"): the new group starts at the old one's size. The old
+            # name is the update's previous one or, on a Create (an environment deployed before this resource: its
+            # first deploy after the rename creates it), a name the group had before digests (``PreviousNames``).
             old = replaced_group(event)
-            if answer is None and old is not None:
-                # A replacement (a new name, docs/eks.md "Day two"): the new group starts at the old one's size.
-                answer = _describe(p["ClusterName"], old, replaced=True)
+            for name in [*([old] if old else []), *(str(n) for n in p.get("PreviousNames") or [])]:
+                if answer is not None:
+                    break
+                answer = _describe(p["ClusterName"], name, replaced=True)
             size = desired_size(answer, minimum=int(p["MinSize"]), maximum=int(p["MaxSize"]), initial=int(p["Initial"]))
             current = None if answer is None else answer["nodegroup"]["scalingConfig"].get("desiredSize")
             LOG.info("%s/%s: desired %s -> %s", p["ClusterName"], p["NodegroupName"], current, size)

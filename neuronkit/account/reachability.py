@@ -65,6 +65,22 @@ def _default_route(table: dict[str, Any] | None) -> dict[str, Any] | None:
     return next((r for r in routes if r.get("DestinationCidrBlock") == "0.0.0.0/0" and r.get("State") != "blackhole"), None)
 
 
+def interface_services(endpoints: list[dict[str, Any]], region: str) -> set[str]:
+    """The services the VPC's available interface endpoints serve to its own subnets by name (private DNS on), e.g.
+    ``{"eks", "lambda"}``."""
+    return {
+        e["ServiceName"].removeprefix(f"com.amazonaws.{region}.")
+        for e in endpoints
+        if e.get("VpcEndpointType") == "Interface"
+        and e.get("PrivateDnsEnabled")
+        # An S3 interface endpoint with "private DNS only for inbound resolver endpoint" leaves the VPC's own S3
+        # traffic to the gateway endpoint ("routes traffic that originates from the VPC to the gateway endpoint and
+        # traffic that originates from on-premises to the interface endpoint", Amazon S3 User Guide, "AWS
+        # PrivateLink for Amazon S3"): it does not serve the handler's subnets (moto does not model DnsOptions).
+        and not (e.get("DnsOptions") or {}).get("PrivateDnsOnlyForInboundResolverEndpoint")
+    }
+
+
 def _s3_reachable(endpoints: list[dict[str, Any]], interface: set[str], table: dict[str, Any] | None) -> bool:
     """S3 from a subnet without NAT: an interface endpoint with private DNS, or a gateway endpoint on its route table
     (a gateway endpoint serves only the route tables it is associated with: Amazon VPC PrivateLink guide, "Gateway
@@ -106,11 +122,7 @@ def check_handler_network(env: Environment, ec2: Any, eks: Any) -> list[Check]:
     by_subnet, main = _route_tables(ec2, existing.vpc_id)
     pages = ec2.get_paginator("describe_vpc_endpoints").paginate(Filters=[{"Name": "vpc-id", "Values": [existing.vpc_id]}])
     endpoints = [e for page in pages for e in page["VpcEndpoints"] if e.get("State", "available").lower() == "available"]
-    interface = {
-        e["ServiceName"].removeprefix(f"com.amazonaws.{region}.")
-        for e in endpoints
-        if e.get("VpcEndpointType") == "Interface" and e.get("PrivateDnsEnabled")
-    }
+    interface = interface_services(endpoints, region)
     charts = _charts(env)
     out: list[Check] = []
     nat_ids: set[str] = set()
@@ -160,23 +172,35 @@ def _endpoint_access(env: Environment, eks: Any, ec2: Any, nat_ids: set[str]) ->
             return []
         raise
     if vpc_config.get("endpointPrivateAccess"):
-        return [_private_dns(env, ec2, name, str(vpc_config.get("vpcId") or env.network.existing.vpc_id))]  # type: ignore[union-attr]
+        private = _private_dns(env, ec2, name, str(vpc_config.get("vpcId") or env.network.existing.vpc_id))  # type: ignore[union-attr]
+        if private.status == "PASS" or not vpc_config.get("endpointPublicAccess", True):
+            return [private]
+        # The VPC cannot resolve the private endpoint: the name resolves to the public one, which the handler reaches
+        # through its NAT gateways if publicAccessCidrs admit them (the public path below decides).
+        public = _public_path(name, cluster_name, vpc_config, ec2, nat_ids)
+        return [public] if public.status == "PASS" else [private]
     if not vpc_config.get("endpointPublicAccess", True):
         return [Check("FAIL", name, "neither private nor public access is on", "")]
+    return [_public_path(name, cluster_name, vpc_config, ec2, nat_ids)]
+
+
+def _public_path(name: str, cluster_name: str, vpc_config: dict[str, Any], ec2: Any, nat_ids: set[str]) -> Check:
+    """The handler reaches the public endpoint through its subnets' NAT gateways, whose addresses publicAccessCidrs
+    must admit."""
     cidrs = [ipaddress.ip_network(c) for c in vpc_config.get("publicAccessCidrs") or ["0.0.0.0/0"]]
     if not nat_ids:
-        return [Check("FAIL", name, "private access is off and the handler subnets have no NAT gateway: the handler "
-                      "cannot reach the public endpoint", f"aws eks update-cluster-config --name {cluster_name} "
-                      "--resources-vpc-config endpointPrivateAccess=true")]  # fmt: skip
+        return Check("FAIL", name, "private access is off and the handler subnets have no NAT gateway: the handler "
+                     "cannot reach the public endpoint", f"aws eks update-cluster-config --name {cluster_name} "
+                     "--resources-vpc-config endpointPrivateAccess=true")  # fmt: skip
     nats = ec2.describe_nat_gateways(NatGatewayIds=sorted(nat_ids))["NatGateways"]
     addresses = sorted({a["PublicIp"] for n in nats for a in n.get("NatGatewayAddresses") or [] if a.get("PublicIp")})
     outside = [a for a in addresses if not any(ipaddress.ip_address(a) in c for c in cidrs)]
     if addresses and not outside:
-        return [Check("PASS", name, f"public access admits the NAT gateways' addresses ({', '.join(addresses)})")]
-    return [Check("FAIL", name, f"private access is off and publicAccessCidrs ({', '.join(map(str, cidrs))}) do not "
-                  f"admit the NAT gateways' addresses ({', '.join(outside or ['none found'])})",
-                  f"turn on private access (aws eks update-cluster-config --name {cluster_name} --resources-vpc-config "
-                  "endpointPrivateAccess=true) or add those addresses to publicAccessCidrs")]  # fmt: skip
+        return Check("PASS", name, f"public access admits the NAT gateways' addresses ({', '.join(addresses)})")
+    return Check("FAIL", name, f"private access is off and publicAccessCidrs ({', '.join(map(str, cidrs))}) do not "
+                 f"admit the NAT gateways' addresses ({', '.join(outside or ['none found'])})",
+                 f"turn on private access (aws eks update-cluster-config --name {cluster_name} --resources-vpc-config "
+                 "endpointPrivateAccess=true) or add those addresses to publicAccessCidrs")  # fmt: skip
 
 
 _FLAG = {"enableDnsSupport": "enable-dns-support", "enableDnsHostnames": "enable-dns-hostnames"}

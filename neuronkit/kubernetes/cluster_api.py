@@ -231,6 +231,10 @@ def _kueue_config(
                       f"{', '.join(pin['configurations'])} (Kueue {catalog.eks_facts()['training_jobs']['kueue']['version']})",
                       "check waitForPodsReady and the JobSet integration by hand (docs/training-on-eks.md)")]  # fmt: skip
     lacks, warns, timeout = _kueue_settings(config, defaults, pin)
+    gate = str(pin["disabling_feature_gate"])
+    if gate_enabled(deployment, gate):
+        lacks.insert(0, f"the Kueue manager runs with --feature-gates {gate}=true: waitForPodsReady is off whatever "
+                        f"{where} says (without it an admitted job would hold its pool with some pods not ready)")  # fmt: skip
     out: list[Check] = []
     if lacks:
         fix = f"set them in {where} (docs/training-on-eks.md, 'Kueue')"
@@ -246,6 +250,23 @@ def _kueue_config(
         out.append(Check("PASS", name, f"{where} ({api_version}): JobSet integration, waitForPodsReady {timeout}"))
     out += [Check("WARN", name, w, f"see docs/training-on-eks.md, 'Kueue' ({where})") for w in warns]
     return out
+
+
+def gate_enabled(deployment: dict[str, Any], gate: str) -> bool:
+    """Whether any container of ``deployment`` runs with ``--feature-gates=...GATE=true...`` (one flag or several)."""
+    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in spec.get("containers") or []:
+        words = [str(w) for w in (container.get("args") or []) + (container.get("command") or [])]
+        for i, word in enumerate(words):
+            value = word.split("=", 1)[1] if word.startswith("--feature-gates=") else None
+            if word == "--feature-gates" and i + 1 < len(words):
+                value = words[i + 1]
+            if value is None:
+                continue
+            gates = dict(part.split("=", 1) for part in value.split(",") if "=" in part)
+            if gates.get(gate, "").strip().lower() == "true":
+                return True
+    return False
 
 
 def _kueue_settings(config: dict[str, Any], defaults: dict[str, Any], pin: dict[str, Any]) -> tuple[list[str], list[str], str]:

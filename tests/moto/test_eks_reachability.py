@@ -148,6 +148,23 @@ def test_an_s3_interface_endpoint_with_private_dns_also_serves_the_answer(vpc: V
     assert {c.status for c in check_handler_network(vpc.env(charts="existing"), vpc.ec2, vpc.eks)} == {"PASS"}
 
 
+def test_an_s3_interface_endpoint_for_the_inbound_resolver_only_does_not_serve_the_handler() -> None:
+    """Amazon S3 User Guide, "AWS PrivateLink for Amazon S3": private DNS only for the inbound resolver endpoint "routes
+    traffic that originates from the VPC to the gateway endpoint and traffic that originates from on-premises to the
+    interface endpoint" (outside review): it does not count for the handler's subnets. Hand-made answers: moto 5.2.5
+    keeps no DnsOptions."""
+    from neuronkit.account.reachability import interface_services
+
+    def endpoint(service: str, **extra: Any) -> dict[str, Any]:
+        return {"ServiceName": f"com.amazonaws.{REGION}.{service}", "VpcEndpointType": "Interface",
+                "PrivateDnsEnabled": True, **extra}  # fmt: skip
+
+    inbound_only = endpoint("s3", DnsOptions={"PrivateDnsOnlyForInboundResolverEndpoint": True})
+    assert interface_services([endpoint("eks"), inbound_only], REGION) == {"eks"}
+    plain = endpoint("s3", DnsOptions={"PrivateDnsOnlyForInboundResolverEndpoint": False})
+    assert interface_services([endpoint("eks"), plain, endpoint("lambda", PrivateDnsEnabled=False)], REGION) == {"eks", "s3"}
+
+
 def test_sts_is_not_required_the_handlers_token_is_presigned_locally(vpc: Vpc) -> None:
     """The handler's `aws eks update-kubeconfig` calls eks:DescribeCluster (the one action aws-cdk-lib 2.275
     kubectl-provider.js grants it besides ECR read-only); its token (`aws eks get-token`) is a GetCallerIdentity URL
@@ -164,12 +181,22 @@ def test_private_access_needs_the_vpcs_dns_support_and_hostnames(vpc: Vpc, attri
     to properly route traffic to your API server, your VPC must have enableDnsHostnames and enableDnsSupport set to
     true"."""
     vpc.nat()
-    vpc.cluster(private=True)
+    vpc.cluster(private=True, public_cidrs=["203.0.113.0/24"])  # the public endpoint does not admit the NAT either
     vpc.ec2.modify_vpc_attribute(VpcId=vpc.vpc_id, **{attribute[0].upper() + attribute[1:]: {"Value": False}})
     (access,) = [c for c in check_handler_network(vpc.env(), vpc.ec2, vpc.eks) if "endpoint access" in c.name]
     assert access.status == "FAIL" and f"{vpc.vpc_id} has {attribute} off" in access.detail
     flag = {"enableDnsSupport": "enable-dns-support", "enableDnsHostnames": "enable-dns-hostnames"}[attribute]
     assert access.fix == f"aws ec2 modify-vpc-attribute --vpc-id {vpc.vpc_id} --{flag} Value=true"
+
+
+def test_private_access_without_vpc_dns_still_reaches_a_public_endpoint_that_admits_the_nat(vpc: Vpc) -> None:
+    """Without the VPC's DNS attributes the endpoint's name resolves to its public addresses; with public access on
+    and the NAT gateways' addresses admitted, the handler reaches it that way (outside review: no false FAIL)."""
+    vpc.nat()
+    vpc.cluster(private=True)  # public access on, publicAccessCidrs 0.0.0.0/0
+    vpc.ec2.modify_vpc_attribute(VpcId=vpc.vpc_id, EnableDnsHostnames={"Value": False})
+    (access,) = [c for c in check_handler_network(vpc.env(), vpc.ec2, vpc.eks) if "endpoint access" in c.name]
+    assert access.status == "PASS" and "public access admits the NAT gateways' addresses" in access.detail
 
 
 def test_endpoints_serve_the_apis_but_not_the_public_chart_registries(vpc: Vpc) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,25 @@ def test_a_v1beta1_configuration_waits_for_pods_only_with_enable_true() -> None:
     assert "(config.kueue.x-k8s.io/v1beta1): JobSet integration, waitForPodsReady 60m" in " ".join(
         c.detail for c in checks.values()
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--config=/controller_manager_config.yaml", "--feature-gates=TopologyAwareScheduling=true,DisableWaitForPodsReady=true"],
+     ["--feature-gates", "DisableWaitForPodsReady=true"]],
+)  # fmt: skip
+def test_a_manager_whose_feature_gate_disables_wait_for_pods_ready_fails_whatever_its_configuration(args: list[str]) -> None:
+    """Kueue v0.19.2 pkg/features/kube_features.go: DisableWaitForPodsReady, "Temporary option while WaitForPodsReady is
+    enabled by default": set true, the v1beta2 configuration's always-on waitForPodsReady is off (outside review)."""
+    deployments = json.loads((FIXTURES / "deployments-kueue-ca.json").read_text())
+    (kueue,) = [d for d in deployments["items"] if d["metadata"]["name"] == "kueue-controller-manager"]
+    kueue["spec"]["template"]["spec"]["containers"][0]["args"] = args
+    checks = _run(_env(), _routes(override={"GET /apis/apps/v1/deployments": deployments}))
+    (refused,) = [c for c in checks.values() if c.status == "FAIL"]
+    assert "--feature-gates DisableWaitForPodsReady=true: waitForPodsReady is off" in refused.detail
+    kueue["spec"]["template"]["spec"]["containers"][0]["args"] = ["--feature-gates=DisableWaitForPodsReady=false"]
+    checks = _run(_env(), _routes(override={"GET /apis/apps/v1/deployments": deployments}))
+    assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
 
 
 def _config_answer(text: str) -> dict[str, Any]:

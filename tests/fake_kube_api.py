@@ -65,7 +65,8 @@ class FakeApi:
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> FakeApi:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # serve_forever polls for shutdown every poll_interval (0.5 s by default): each test would wait that long.
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
         return self
 
     def __exit__(self, *exc: Any) -> None:

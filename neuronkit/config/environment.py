@@ -153,11 +153,18 @@ def _platform_problems(env: Environment) -> list[tuple[str, str]]:
 
 
 def _component_problems(env: Environment) -> tuple[list[tuple[str, str]], list[str]]:
-    from neuronkit import catalog as _catalog
     from neuronkit.config.eks import component_problems
-    from neuronkit.config.inference import model_spec
 
     assert env.eks is not None
+    return component_problems(env.eks, **component_needs(env))
+
+
+def component_needs(env: Environment) -> dict[str, bool]:
+    """What the file's pools need of the cluster's components: Neuron pools (the Neuron chart), EFA pools (the EFA
+    device plugin), GPU groups (the NVIDIA device plugin), a served fleet, fleets, training, Lustre."""
+    from neuronkit import catalog as _catalog
+    from neuronkit.config.inference import model_spec
+
     neuron_types = [c.instance_type for c in env.training] + [t for f in env.inference for t in f.neuron_types]
     gpu = any(c.gpu_pool is not None for c in env.training) or any(f.fallback_types for f in env.inference)
     efa = False
@@ -168,10 +175,10 @@ def _component_problems(env: Environment) -> tuple[list[tuple[str, str]], list[s
         except (KeyError, AttributeError):
             continue
     served = any(model_spec(f) is not None for f in env.inference)
-    return component_problems(
-        env.eks, neuron=bool(neuron_types), efa=efa, gpu=gpu, served=served, fleets=bool(env.inference),
-        training=bool(env.training), lustre=env.storage.lustre is not None,
-    )  # fmt: skip
+    return {
+        "neuron": bool(neuron_types), "efa": efa, "gpu": gpu, "served": served, "fleets": bool(env.inference),
+        "training": bool(env.training), "lustre": env.storage.lustre is not None,
+    }  # fmt: skip
 
 
 def address_problems(

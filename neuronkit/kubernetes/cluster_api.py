@@ -55,9 +55,14 @@ def _wanted(env: Environment) -> tuple[list[str], list[tuple[int, str, str]], li
     components the kit installs on the user's cluster (whose controller must not run there already)."""
     if env.eks is None or env.eks.existing is None:
         return [], [], []
+    from neuronkit.config.environment import component_needs
+
+    needs = component_needs(env)
+    # The device plugins are installed only where the file has pools that need them (docs/eks.md, "Components").
+    needed = {"neuron": needs["neuron"], "efa_device_plugin": needs["efa"], "nvidia_device_plugin": needs["gpu"]}
     components = [name for name in facts() if env.eks.component(name) == "existing"]
     queues = [(i, c.name, c.cluster_queue) for i, c in enumerate(env.training) if c.cluster_queue]
-    installs = [name for name in facts() if env.eks.component(name) == "install"]
+    installs = [name for name in facts() if env.eks.component(name) == "install" and needed.get(name, True)]
     return components, queues, installs
 
 
@@ -65,6 +70,12 @@ def kit_release(component: str) -> tuple[str, str]:
     """The Helm release (name, namespace) the kit installs ``component`` as: each is named after its chart (the
     constructs in neuronkit/constructs/eks/ pass the catalog's ``chart`` as the release)."""
     eks = catalog.eks_facts()
+    from neuronkit.kubernetes import nvidia_chart
+
+    # The device plugins' releases are named in neuronkit/constructs/eks/workloads.py (neuron, efa, nvidia_chart's).
+    plugins = {"neuron": "neuron", "efa_device_plugin": "efa", "nvidia_device_plugin": nvidia_chart.RELEASE}
+    if component in plugins:
+        return plugins[component], str(eks["charts"][component]["namespace"])
     section = {
         "load_balancer_controller": eks["load_balancer_controller"],
         "cluster_autoscaler": eks["node_autoscaler"],
@@ -113,11 +124,16 @@ def api_checks(env: Environment, get: Get) -> list[Check]:
     cluster = env.eks.existing.cluster_name
     pins = facts()
     out: list[Check] = []
-    deployments = (get("/apis/apps/v1/deployments").get("items") or []) if components or installs else []
+    wanted = components + installs
+    kinds = {c: str(pins[c].get("kind") or "Deployment") for c in wanted}
+    workloads: dict[str, list[dict[str, Any]]] = {
+        kind: get(f"/apis/apps/v1/{kind.lower()}s").get("items") or []
+        for kind in sorted(set(kinds.values()), key=lambda k: (k != "Deployment", k))
+    }
     found: dict[str, list[dict[str, Any]]] = {}
-    for component in components + installs:
+    for component in wanted:
         images = set(pins[component]["images"])
-        found[component] = [d for d in deployments if images & set(map(_image_name, _images(d)))]
+        found[component] = [d for d in workloads[kinds[component]] if images & set(map(_image_name, _images(d)))]
     for component in components:
         out.append(_controller(cluster, component, found[component], set(pins[component]["images"])))
         for crd, version in pins[component]["crds"].items():
@@ -149,9 +165,14 @@ def _where(d: dict[str, Any]) -> str:
 def _controller(cluster: str, component: str, deployments: list[dict[str, Any]], images: set[str]) -> Check:
     name = f"EKS cluster {cluster} {component} controller"
     if not deployments:
-        return Check("FAIL", name, f"no Deployment runs the {'/'.join(sorted(images))} image (eks.components.{component}: "
+        return Check("FAIL", name, f"no workload runs the {'/'.join(sorted(images))} image (eks.components.{component}: "
                      "existing)", f"install it, or set eks.components.{component}: install")  # fmt: skip
-    ready = [d for d in deployments if int((d.get("status") or {}).get("readyReplicas") or 0) > 0]
+    # A Deployment's readyReplicas, a DaemonSet's numberReady.
+    ready = [
+        d
+        for d in deployments
+        if int((d.get("status") or {}).get("readyReplicas") or (d.get("status") or {}).get("numberReady") or 0) > 0
+    ]
     if not ready:
         return Check("WARN", name, f"{', '.join(map(_where, deployments))}: no ready replica", "see why its pods are not Ready")
     return Check("PASS", name, f"{', '.join(map(_where, ready))} is ready")
@@ -174,7 +195,7 @@ def _not_running(cluster: str, component: str, deployments: list[dict[str, Any]]
         return Check("WARN", name, f"{', '.join(map(_where, deployments))} is Helm release {namespace}/{release}, the kit's: "
                      "the kit's own from an earlier deploy, or yours, which the kit's release would then adopt and "
                      "upgrade", f"if you installed it, {fix}")  # fmt: skip
-    return Check("PASS", name, f"no Deployment runs the {'/'.join(sorted(images))} image: the kit installs it")
+    return Check("PASS", name, f"no workload runs the {'/'.join(sorted(images))} image: the kit installs it")
 
 
 def _release(d: dict[str, Any]) -> tuple[str, str]:

@@ -99,19 +99,8 @@ def check_existing_cluster(env: Environment, eks: Any) -> list[Check]:
             else:
                 out.append(Check("WARN", f"{name} add-on {addon}", "not an EKS add-on of the cluster; it may run "
                                  "self-managed, which the kit could not check", f"or set eks.components.{component}: install"))  # fmt: skip
-    # The controllers, CRDs and Kueue configuration of the other existing charts are read through the Kubernetes API
-    # (neuronkit/kubernetes/cluster_api.py); the device plugins' DaemonSets are not.
-    plugins = [c for c in ("neuron", "efa_device_plugin", "nvidia_device_plugin") if env.eks.component(c) == "existing"]
-    if plugins:
-        out.append(
-            Check(
-                "WARN",
-                f"{name} components not checked",
-                f"{', '.join(plugins)}: preflight does not look for their DaemonSets; the kit's pods request "
-                "aws.amazon.com/neuron, vpc.amazonaws.com/efa and nvidia.com/gpu from them",
-                "check them with kubectl (docs/eks.md, 'Components you already have')",
-            )
-        )
+    # The controllers (Deployments, and the device plugins' DaemonSets), CRDs and Kueue configuration of the other
+    # existing charts are read through the Kubernetes API (neuronkit/kubernetes/cluster_api.py).
     return out
 
 

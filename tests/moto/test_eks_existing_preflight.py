@@ -37,8 +37,8 @@ def test_the_users_cluster_is_read_and_what_the_kit_cannot_see_is_said(aws_crede
     # add-ons are one WARN line naming what was not checked.
     addons = checks["EKS cluster platform-prod add-ons"]
     assert addons.status == "WARN" and "vpc-cni" in addons.detail and "not checked" in addons.detail
-    # kueue and cluster_autoscaler are existing: read through the Kubernetes API (tests/unit/test_eks_cluster_api.py),
-    # not named here; the fixture leaves no device plugin existing, so no line names unchecked plugins.
+    # kueue and cluster_autoscaler are existing, and the device plugins' DaemonSets too: read through the Kubernetes
+    # API (tests/unit/test_eks_cluster_api.py), no line names unchecked components.
     assert "EKS cluster platform-prod components not checked" not in checks
 
 

@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "kube-preflight"
 DATA = yaml.safe_load((ROOT / "tests" / "fixtures" / "user_environments" / "ownk8s.yaml").read_text())
 WHERE = "environments/ownk8s.yaml"
-ALL = ("load_balancer_controller", "cluster_autoscaler", "keda", "jobset", "kueue")
+ALL = ("load_balancer_controller", "cluster_autoscaler", "keda", "jobset", "kueue", "neuron", "efa_device_plugin",
+       "nvidia_device_plugin")  # fmt: skip
 
 
 def _env(**components: str) -> Environment:
@@ -45,6 +46,7 @@ def _all_existing() -> Environment:
 def _routes(config: str = "good", override: dict[str, Any] | None = None) -> dict[str, Any]:
     routes: dict[str, Any] = {
         "GET /apis/apps/v1/deployments": "deployments-kueue-ca.json",
+        "GET /apis/apps/v1/daemonsets": "daemonsets-none.json",
         "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": f"kueue-manager-config-{config}.json",
         "GET /apis/kueue.x-k8s.io/v1beta2/clusterqueues/research-cq": "clusterqueue-research-cq.json",
     }
@@ -67,7 +69,12 @@ def _run(env: Environment, routes: dict[str, Any]) -> dict[str, Check]:
 
 
 def test_every_existing_component_found_serving_the_kits_versions_passes() -> None:
-    checks = _run(_all_existing(), _routes(override={"GET /apis/apps/v1/deployments": "deployments.json"}))
+    checks = _run(
+        _all_existing(),
+        _routes(
+            override={"GET /apis/apps/v1/deployments": "deployments.json", "GET /apis/apps/v1/daemonsets": "daemonsets.json"}
+        ),
+    )
     assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
     for component in ALL:
         assert f"EKS cluster platform-prod {component} controller" in checks
@@ -139,6 +146,25 @@ def test_a_manager_whose_feature_gate_disables_wait_for_pods_ready_fails_whateve
     assert {c.status for c in checks.values()} == {"PASS"}, [c for c in checks.values() if c.status != "PASS"]
 
 
+def test_a_device_plugin_left_at_install_that_runs_already_fails_and_one_the_file_does_not_need_is_not_read() -> None:
+    """A second device plugin of one resource on the kit's nodes registers it twice with kubelet: the user's NVIDIA
+    plugin (another release) fails with the fix; the kit's own neuron and efa releases of an earlier deploy warn; a file
+    without GPU groups never installs the NVIDIA chart, so its plugin is not looked at (catalog existing_components)."""
+    checks = _run(_env(), _routes(override={"GET /apis/apps/v1/daemonsets": "daemonsets.json"}))
+    nvidia = checks["EKS cluster platform-prod nvidia_device_plugin controller"]
+    assert nvidia.status == "FAIL" and "nvidia-device-plugin/nvdp-nvidia-device-plugin already runs" in nvidia.detail
+    assert nvidia.fix == "set eks.components.nvidia_device_plugin: existing"
+    assert checks["EKS cluster platform-prod neuron controller"].status == "WARN"
+    assert checks["EKS cluster platform-prod efa_device_plugin controller"].status == "WARN"
+    data = copy.deepcopy(DATA)
+    for fleet in data["inference"]:
+        fleet.pop("fallback_types", None)
+    no_gpu = parse_environment(data, WHERE, context={})
+    checks = _run(no_gpu, _routes(override={"GET /apis/apps/v1/daemonsets": "daemonsets.json"}))
+    assert "EKS cluster platform-prod nvidia_device_plugin controller" not in checks
+    assert checks["EKS cluster platform-prod neuron controller"].status == "WARN"
+
+
 def _config_answer(text: str) -> dict[str, Any]:
     return {
         "GET /api/v1/namespaces/kueue-system/configmaps/kueue-manager-config": {"data": {"controller_manager_config.yaml": text}}
@@ -198,8 +224,8 @@ def test_without_credentials_or_a_reachable_api_preflight_says_what_it_did_not_c
     (warn,) = check_cluster_api(env, NoCredentials())
     assert warn.status == "WARN" and "no AWS credentials" in warn.detail
     assert (
-        "cluster_autoscaler, kueue, ClusterQueue research-cq and whether load_balancer_controller, keda, jobset (install) already run not checked"
-        in warn.detail
+        "cluster_autoscaler, kueue, ClusterQueue research-cq and whether load_balancer_controller, keda, jobset, neuron, "
+        "efa_device_plugin, nvidia_device_plugin (install) already run not checked" in warn.detail
     )
     session = boto3.session.Session(region_name="us-east-1")
     (warn,) = check_cluster_api(env, session, endpoint="http://127.0.0.1:9")  # the discard port: refused

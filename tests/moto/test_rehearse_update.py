@@ -119,22 +119,20 @@ def test_a_min_size_change_updates_the_node_group_in_place(clone: Path) -> None:
 
 
 @pytest.mark.slow
-def test_an_instance_type_change_of_a_named_node_group_fails_the_update_in_one_line(clone: Path) -> None:
-    """InstanceTypes is create-only on AWS::EKS::Nodegroup and the group keeps its name: CloudFormation refuses the
-    replacement, and so does the mock (moto_workarounds, eks-from-cloudformation); the plan says cannot update."""
+def test_an_instance_type_change_replaces_the_node_group_under_a_new_name(clone: Path) -> None:
+    """InstanceTypes is create-only on AWS::EKS::Nodegroup; the group's name is the digest of its create-only
+    properties (issue 47, fix 5), so the change renames it and CloudFormation replaces it: the update passes and the
+    report shows the GPU group replaced, as the plan says."""
 
     def other_type(data: dict[str, Any]) -> None:
         _fleet(data)["fallback_types"] = ["g6e.4xlarge"]
 
     report = _run(clone, _edit(clone, other_type))
-    assert not report.ok
-    failed = [p for p in report.problems if p.startswith("the update over HEAD failed")]
-    assert len(failed) == 1 and "\n" not in failed[0]
-    assert "custom-named resource requires replacing" in failed[0]
-    kept = Path(failed[0].rpartition("(work folder kept: ")[2].rstrip(")"))
-    assert (kept / "moto-server.log").is_file()  # kept for a user to read; a test removes it
-    shutil.rmtree(kept)
-    assert any(p.startswith("plan: ") and "cannot update" in p for p in report.problems)
+    assert report.ok, report.problems
+    groups = [g for g in report.resources(type_="AWS::EKS::Nodegroup") if "gpu" in g.logical_id.lower()]
+    assert groups, report.resources(type_="AWS::EKS::Nodegroup")
+    assert all(g.action == update.REPLACED for g in groups), [(g.logical_id, g.action) for g in groups]
+    assert all("replaced (new group created" in g.plan for g in groups)
 
 
 @pytest.mark.slow

@@ -236,18 +236,8 @@ def targeted(template: Mapping[str, Any]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for release, (ns, _) in chart_namespaces(template).items():
         out.setdefault(ns, set()).add(f"chart {release}")
-    for r in (template.get("Resources") or {}).values():
-        props = r.get("Properties") or {}
-        if r.get("Type") == MANIFEST:
-            for d in _json(props.get("Manifest")) or []:
-                if not isinstance(d, dict):
-                    continue
-                meta = d.get("metadata") or {}
-                if pod_specs(d):
-                    ns = meta.get("namespace") or "default"
-                    out.setdefault(str(ns), set()).add(f"{d.get('kind')}/{meta.get('name')}")
-        elif r.get("Type") == PATCH and props.get("ResourceNamespace"):
-            out.setdefault(str(props["ResourceNamespace"]), set()).add(f"patch of {props.get('ResourceName')}")
+    for name, ns, _ in applied(template)[1]:
+        out.setdefault(ns, set()).add(name)
     return out
 
 

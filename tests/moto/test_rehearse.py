@@ -103,8 +103,12 @@ def test_every_stack_reaches_create_complete_in_its_own_account(deployed: Deploy
 
 def _node_group(deployed: Deployed, env: str, pool: str) -> dict[str, Any]:
     """On platform: eks a pool is a managed node group: read it back from moto's EKS (cluster named after the file)."""
+    from neuronkit.constructs.eks.nodegroup_name import prefix_of
+
     eks = deployed.client("eks", env)
-    group: dict[str, Any] = eks.describe_nodegroup(clusterName=env, nodegroupName=f"{env}-{pool}")["nodegroup"]
+    # EKS knows the group as ENV-POOL-<digest> (issue 47, fix 5): find it by its stable ENV-POOL.
+    (name,) = [g for g in eks.list_nodegroups(clusterName=env)["nodegroups"] if prefix_of(g) == f"{env}-{pool}"]
+    group: dict[str, Any] = eks.describe_nodegroup(clusterName=env, nodegroupName=name)["nodegroup"]
     return group
 
 

@@ -189,8 +189,11 @@ def test_a_first_size_resource_of_a_renamed_group_starts_at_the_old_groups_size(
 def test_the_examples_size_function_may_read_each_groups_name_before_digests(
     eks_example: tuple[Any, dict[str, dict[str, Any]]],
 ) -> None:
-    """IAM's DescribeNodegroup resource is ``nodegroup/CLUSTER/NAME/UUID``: the function's policy names both the
-    digest pattern and the bare ``ENV-POOL`` of every autoscaled group of the EKS example."""
+    """Service Authorization Reference, Amazon EKS, resource type nodegroup: ``arn:${Partition}:eks:${Region}:
+    ${Account}:nodegroup/${ClusterName}/${NodegroupName}/${UUID}``; IAM User Guide, "IAM JSON policy elements:
+    Resource": "You can use wildcard characters (* and ?) within the individual segments of an ARN". The function's
+    policy names both the digest pattern (one ``?`` per digest character) and the bare ``ENV-POOL`` of every
+    autoscaled group of the EKS example."""
     from neuronkit.constructs.eks.nodegroup_name import prefix_of
 
     (eks_t,) = [t for name, t in eks_example[1].items() if name.endswith("-eks")]
